@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One idempotent set-up for a fresh Debian 12 machine: installs the Debian packages drift builds
+# with, fetches the models into the cache, and builds the release tree (build/).
+#
+#   scripts/setup.sh              # packages, default model, release build
+#   DRIFT_MODELS=all scripts/setup.sh   # also the second model (the tests need it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libpcre2-dev libcli11-dev
+          nlohmann-json3-dev libgtest-dev clang libclang-rt-14-dev python3 python3-pip)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+scripts/fetch_models.sh "${DRIFT_MODELS:-default}"
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build

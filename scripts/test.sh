@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test of drift on a fresh Debian 12 machine (set-up included):
+#   1. set-up (packages, both models, release build) — scripts/setup.sh
+#   2. all tests of the release build (unit + model), via ctest
+#   3. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   4. the GGUF parser fuzzer for $DRIFT_FUZZ_SECONDS (default 60) seeded with the malformed corpus
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS="${DRIFT_JOBS:-$(nproc)}"
+
+DRIFT_MODELS=all scripts/setup.sh
+export DRIFT_CACHE="${DRIFT_CACHE:-$HOME/.cache/drift}"
+
+echo "== release tests" >&2
+ctest --test-dir build --output-on-failure -j "$JOBS"
+
+echo "== unit tests under ASan + UBSan" >&2
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRIFT_SANITIZE=ON >/dev/null
+cmake --build build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -L unit -j "$JOBS"
+
+if [ -d tests/fuzz ]; then
+  echo "== fuzzing the GGUF parser for ${DRIFT_FUZZ_SECONDS:-60} s" >&2
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DDRIFT_FUZZ=ON >/dev/null
+  cmake --build build-fuzz
+  scripts/run_fuzzers.sh build-fuzz "${DRIFT_FUZZ_SECONDS:-60}"
+fi

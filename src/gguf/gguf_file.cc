@@ -189,27 +189,46 @@ Expected<GgufValue> read_value(Cursor& cur, GgufType type, std::string_view key)
 
 std::string_view gguf_type_name(GgufType type) {
   switch (type) {
-    case GgufType::kUint8: return "uint8";
-    case GgufType::kInt8: return "int8";
-    case GgufType::kUint16: return "uint16";
-    case GgufType::kInt16: return "int16";
-    case GgufType::kUint32: return "uint32";
-    case GgufType::kInt32: return "int32";
-    case GgufType::kFloat32: return "float32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "uint64";
-    case GgufType::kInt64: return "int64";
-    case GgufType::kFloat64: return "float64";
+    case GgufType::kUint8:
+      return "uint8";
+    case GgufType::kInt8:
+      return "int8";
+    case GgufType::kUint16:
+      return "uint16";
+    case GgufType::kInt16:
+      return "int16";
+    case GgufType::kUint32:
+      return "uint32";
+    case GgufType::kInt32:
+      return "int32";
+    case GgufType::kFloat32:
+      return "float32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "string";
+    case GgufType::kArray:
+      return "array";
+    case GgufType::kUint64:
+      return "uint64";
+    case GgufType::kInt64:
+      return "int64";
+    case GgufType::kFloat64:
+      return "float64";
   }
   return "unknown";
 }
 
 bool GgufArray::is_integer() const {
   switch (element_type) {
-    case GgufType::kUint8: case GgufType::kInt8: case GgufType::kUint16: case GgufType::kInt16:
-    case GgufType::kUint32: case GgufType::kInt32: case GgufType::kUint64: case GgufType::kInt64:
+    case GgufType::kUint8:
+    case GgufType::kInt8:
+    case GgufType::kUint16:
+    case GgufType::kInt16:
+    case GgufType::kUint32:
+    case GgufType::kInt32:
+    case GgufType::kUint64:
+    case GgufType::kInt64:
       return true;
     default:
       return false;
@@ -223,17 +242,25 @@ bool GgufArray::is_float() const {
 int64_t GgufArray::int_at(uint64_t i) const {
   const uint8_t* p = raw + i * scalar_size(element_type);
   switch (element_type) {
-    case GgufType::kUint8: case GgufType::kBool: return load<uint8_t>(p);
-    case GgufType::kInt8: return load<int8_t>(p);
-    case GgufType::kUint16: return load<uint16_t>(p);
-    case GgufType::kInt16: return load<int16_t>(p);
-    case GgufType::kUint32: return load<uint32_t>(p);
-    case GgufType::kInt32: return load<int32_t>(p);
-    case GgufType::kUint64: return static_cast<int64_t>(load<uint64_t>(p));
-    case GgufType::kInt64: return load<int64_t>(p);
-    case GgufType::kFloat32: return static_cast<int64_t>(load<float>(p));
-    case GgufType::kFloat64: return static_cast<int64_t>(load<double>(p));
-    default: return 0;
+    case GgufType::kUint8:
+    case GgufType::kBool:
+      return load<uint8_t>(p);
+    case GgufType::kInt8:
+      return load<int8_t>(p);
+    case GgufType::kUint16:
+      return load<uint16_t>(p);
+    case GgufType::kInt16:
+      return load<int16_t>(p);
+    case GgufType::kUint32:
+      return load<uint32_t>(p);
+    case GgufType::kInt32:
+      return load<int32_t>(p);
+    case GgufType::kUint64:
+      return static_cast<int64_t>(load<uint64_t>(p));
+    case GgufType::kInt64:
+      return load<int64_t>(p);
+    default:
+      return 0;  // not an integer array: callers check is_integer() first
   }
 }
 
@@ -246,8 +273,14 @@ double GgufArray::float_at(uint64_t i) const {
 
 bool GgufValue::is_integer() const {
   switch (type) {
-    case GgufType::kUint8: case GgufType::kInt8: case GgufType::kUint16: case GgufType::kInt16:
-    case GgufType::kUint32: case GgufType::kInt32: case GgufType::kUint64: case GgufType::kInt64:
+    case GgufType::kUint8:
+    case GgufType::kInt8:
+    case GgufType::kUint16:
+    case GgufType::kInt16:
+    case GgufType::kUint32:
+    case GgufType::kInt32:
+    case GgufType::kUint64:
+    case GgufType::kInt64:
       return true;
     default:
       return false;
@@ -258,18 +291,27 @@ std::string GgufValue::to_display_string(size_t max_chars) const {
   auto cut = [max_chars](std::string_view s) {
     std::string out;
     for (char c : s.substr(0, max_chars)) {
-      if (c == '\n') out += "\\n";
-      else out += c;
+      if (c == '\n')
+        out += "\\n";
+      else
+        out += c;
     }
     if (s.size() > max_chars) out += fmt::format("... ({} bytes)", s.size());
     return out;
   };
   switch (type) {
-    case GgufType::kUint8: case GgufType::kUint16: case GgufType::kUint32: case GgufType::kUint64:
+    case GgufType::kUint8:
+    case GgufType::kUint16:
+    case GgufType::kUint32:
+    case GgufType::kUint64:
       return fmt::format("{}", u);
-    case GgufType::kInt8: case GgufType::kInt16: case GgufType::kInt32: case GgufType::kInt64:
+    case GgufType::kInt8:
+    case GgufType::kInt16:
+    case GgufType::kInt32:
+    case GgufType::kInt64:
       return fmt::format("{}", i);
-    case GgufType::kFloat32: case GgufType::kFloat64:
+    case GgufType::kFloat32:
+    case GgufType::kFloat64:
       return fmt::format("{:g}", f);
     case GgufType::kBool:
       return u ? "true" : "false";
@@ -304,7 +346,8 @@ Status GgufFile::parse_all() {
     return make_error("bad magic 0x{:08x} (expected \"GGUF\"); not a GGUF file", magic);
   DRIFT_ASSIGN_OR_RETURN(version_, cur.read<uint32_t>("version"));
   if (version_ == 1)
-    return make_error("GGUF version 1 is not supported (only versions 2 and 3); re-convert the model");
+    return make_error(
+        "GGUF version 1 is not supported (only versions 2 and 3); re-convert the model");
   if (version_ == 0x02000000u || version_ == 0x03000000u)
     return make_error("big-endian GGUF files are not supported");
   if (version_ != 2 && version_ != 3)
@@ -360,8 +403,8 @@ Status GgufFile::parse_all() {
                         tensor.n_dims, kMaxDims);
     uint64_t n_elements = 1;
     for (uint32_t d = 0; d < tensor.n_dims; ++d) {
-      DRIFT_ASSIGN_OR_RETURN(
-          tensor.ne[d], cur.read<uint64_t>(fmt::format("dimension {} of tensor '{}'", d, tensor.name)));
+      DRIFT_ASSIGN_OR_RETURN(tensor.ne[d], cur.read<uint64_t>(fmt::format(
+                                               "dimension {} of tensor '{}'", d, tensor.name)));
       if (tensor.ne[d] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         return make_error("tensor '{}' dimension {} is {}, beyond int64", tensor.name, d,
                           tensor.ne[d]);
@@ -388,8 +431,8 @@ Status GgufFile::parse_all() {
     DRIFT_ASSIGN_OR_RETURN(tensor.offset,
                            cur.read<uint64_t>(fmt::format("offset of tensor '{}'", tensor.name)));
     if (tensor.offset % alignment_ != 0)
-      return make_error("tensor '{}' offset {} is not a multiple of the alignment {}",
-                        tensor.name, tensor.offset, alignment_);
+      return make_error("tensor '{}' offset {} is not a multiple of the alignment {}", tensor.name,
+                        tensor.offset, alignment_);
     if (!tensor_index_.emplace(tensor.name, tensors_.size()).second)
       return make_error("duplicate tensor name '{}'", tensor.name);
     tensors_.push_back(tensor);
@@ -398,9 +441,10 @@ Status GgufFile::parse_all() {
   auto data_start = checked_align_up(cur.offset(), alignment_);
   if (!data_start || *data_start > file_.size()) {
     if (n_tensors > 0)
-      return make_error("file truncated: the tensor data section would start at offset {} but "
-                        "the file has {} bytes",
-                        cur.offset(), file_.size());
+      return make_error(
+          "file truncated: the tensor data section would start at offset {} but "
+          "the file has {} bytes",
+          cur.offset(), file_.size());
     data_start = file_.size();
   }
   data_offset_ = *data_start;
@@ -408,9 +452,10 @@ Status GgufFile::parse_all() {
   for (GgufTensor& tensor : tensors_) {
     auto end = checked_add(tensor.offset, tensor.n_bytes);
     if (!end || *end > data_size)
-      return make_error("tensor '{}' data [{}, +{}) extends past the end of the data section "
-                        "({} bytes): file truncated or offset corrupt",
-                        tensor.name, tensor.offset, tensor.n_bytes, data_size);
+      return make_error(
+          "tensor '{}' data [{}, +{}) extends past the end of the data section "
+          "({} bytes): file truncated or offset corrupt",
+          tensor.name, tensor.offset, tensor.n_bytes, data_size);
     tensor.data = file_.data() + data_offset_ + tensor.offset;
   }
   return Status::Ok();
@@ -441,8 +486,12 @@ Expected<uint64_t> GgufFile::get_uint(std::string_view key) const {
     return make_error("metadata '{}' has type {}, expected an integer", key,
                       gguf_type_name(v->type));
   switch (v->type) {
-    case GgufType::kInt8: case GgufType::kInt16: case GgufType::kInt32: case GgufType::kInt64:
-      if (v->i < 0) return make_error("metadata '{}' is {}, expected a non-negative value", key, v->i);
+    case GgufType::kInt8:
+    case GgufType::kInt16:
+    case GgufType::kInt32:
+    case GgufType::kInt64:
+      if (v->i < 0)
+        return make_error("metadata '{}' is {}, expected a non-negative value", key, v->i);
       return static_cast<uint64_t>(v->i);
     default:
       return v->u;

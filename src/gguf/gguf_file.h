@@ -42,8 +42,8 @@ std::string_view gguf_type_name(GgufType type);
 struct GgufArray {
   GgufType element_type = GgufType::kUint8;
   uint64_t count = 0;
-  const uint8_t* raw = nullptr;             // numeric elements: count * element size bytes
-  std::vector<std::string_view> strings;    // string elements
+  const uint8_t* raw = nullptr;           // numeric elements: count * element size bytes
+  std::vector<std::string_view> strings;  // string elements
 
   bool is_integer() const;
   bool is_float() const;

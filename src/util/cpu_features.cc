@@ -82,8 +82,8 @@ bool isa_supported(Isa isa, const CpuFeatures& f) {
     case Isa::kAvx2:
       return f.avx2 && f.fma && f.f16c;
     case Isa::kAvx512:
-      return isa_supported(Isa::kAvx2, f) && f.avx512f && f.avx512bw && f.avx512vl &&
-             f.avx512dq && f.avx512vnni;
+      return isa_supported(Isa::kAvx2, f) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
+             f.avx512vnni;
   }
   return false;
 }

@@ -79,17 +79,17 @@ class [[nodiscard]] Status {
 
 // Propagates an error from an Expected<T> or Status expression; usable in functions returning
 // either Status or Expected<U>.
-#define DRIFT_RETURN_IF_ERROR(expr)        \
-  do {                                     \
-    auto drift_status_ = (expr);           \
+#define DRIFT_RETURN_IF_ERROR(expr)                        \
+  do {                                                     \
+    auto drift_status_ = (expr);                           \
     if (!drift_status_.ok()) return drift_status_.error(); \
   } while (0)
 
 #define DRIFT_CONCAT_INNER_(a, b) a##b
 #define DRIFT_CONCAT_(a, b) DRIFT_CONCAT_INNER_(a, b)
 // `DRIFT_ASSIGN_OR_RETURN(auto x, f());` — binds the value of an Expected or returns its error.
-#define DRIFT_ASSIGN_OR_RETURN(lhs, expr)                                         \
-  auto DRIFT_CONCAT_(drift_expected_, __LINE__) = (expr);                         \
-  if (!DRIFT_CONCAT_(drift_expected_, __LINE__).ok())                             \
-    return DRIFT_CONCAT_(drift_expected_, __LINE__).error();                      \
+#define DRIFT_ASSIGN_OR_RETURN(lhs, expr)                    \
+  auto DRIFT_CONCAT_(drift_expected_, __LINE__) = (expr);    \
+  if (!DRIFT_CONCAT_(drift_expected_, __LINE__).ok())        \
+    return DRIFT_CONCAT_(drift_expected_, __LINE__).error(); \
   lhs = std::move(DRIFT_CONCAT_(drift_expected_, __LINE__)).value()

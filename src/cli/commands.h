@@ -1,0 +1,11 @@
+// The subcommands of the `drift` program. Each registers its options on a CLI11 app and runs
+// when selected; run functions return the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace drift::cli {
+
+void register_inspect(CLI::App& app);
+
+}  // namespace drift::cli

@@ -1,0 +1,65 @@
+// Per-request sampling settings: a plain value shared by the scheduler, which hands each
+// sequence's settings to the executor in every StepPlan item, and the sampling library, which
+// applies them to the logits. The defaults sample from the model's distribution unchanged.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "util/error.h"
+
+namespace drift {
+
+struct SamplingParams {
+  // Logits are divided by this before softmax; 0 selects greedy decoding (argmax).
+  float temperature = 1.0f;
+  // Keep only the k most likely tokens. Absent: no limit.
+  std::optional<int32_t> top_k;
+  // Nucleus sampling: keep the smallest set of tokens whose probabilities sum to at least top_p.
+  // 1 keeps every token.
+  float top_p = 1.0f;
+  // Drop tokens whose probability is below min_p times the most likely token's. 0 keeps every
+  // token.
+  float min_p = 0.0f;
+  // Divides positive logits (multiplies negative ones) of every token present in the prompt or
+  // the generated text. 1 disables it; above 1 discourages repetition.
+  float repetition_penalty = 1.0f;
+  // Subtracted once from the logit of every token that appears in the generated text.
+  float presence_penalty = 0.0f;
+  // Subtracted from a token's logit once per occurrence in the generated text.
+  float frequency_penalty = 0.0f;
+  // Seed of the request's random stream. Absent: the engine derives one from the request id.
+  std::optional<uint64_t> seed;
+  // Token ids that end the sequence (finish reason "stop"), besides the model's end-of-sequence
+  // tokens. The stop token is reported as the sequence's last token.
+  std::vector<int32_t> stop_token_ids;
+  // Keep generating past the model's end-of-sequence tokens (stop_token_ids still apply).
+  bool ignore_eos = false;
+
+  bool greedy() const { return temperature == 0.0f; }
+
+  // An error naming the first invalid field, with the accepted range.
+  Status validate() const {
+    if (!std::isfinite(temperature) || temperature < 0.0f)
+      return make_error("temperature must be a finite number >= 0, got {}", temperature);
+    if (top_k && *top_k < 1) return make_error("top_k must be >= 1 when set, got {}", *top_k);
+    if (!(top_p > 0.0f && top_p <= 1.0f))
+      return make_error("top_p must be in (0, 1], got {}", top_p);
+    if (!(min_p >= 0.0f && min_p <= 1.0f))
+      return make_error("min_p must be in [0, 1], got {}", min_p);
+    if (!std::isfinite(repetition_penalty) || repetition_penalty <= 0.0f)
+      return make_error("repetition_penalty must be a finite number > 0, got {}",
+                        repetition_penalty);
+    if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+      return make_error("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+    if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+      return make_error("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+    for (int32_t id : stop_token_ids)
+      if (id < 0) return make_error("stop_token_ids must be >= 0, got {}", id);
+    return Status::Ok();
+  }
+};
+
+}  // namespace drift

@@ -1,0 +1,49 @@
+#include "scheduler/capacity_scheduler.h"
+
+#include <cassert>
+
+namespace drift {
+
+Status CapacityScheduler::check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens) {
+  KVUsageEstimate e = kv_.estimate(prompt_len, max_new_tokens);
+  if (e.num_pages <= kv_.num_pages()) return Status::Ok();
+  ++stats_.rejected;
+  return make_error(
+      "request {} can never fit in the KV cache: {} prompt + {} max new tokens need {} pages "
+      "({} bytes) of {} tokens, but the cache has only {} pages",
+      id, prompt_len, max_new_tokens, e.num_pages, e.num_bytes, kv_.page_size(), kv_.num_pages());
+}
+
+int64_t CapacityScheduler::admissible_tokens(const SequenceState& seq) const {
+  if (mode_ == AdmissionMode::kGuaranteed) {
+    return kv_.can_reserve(kv_.estimate(seq.prompt_len, seq.max_new_tokens))
+               ? seq.num_pending_tokens()
+               : 0;
+  }
+  return int64_t(kv_.num_available_pages()) * kv_.page_size();
+}
+
+int32_t CapacityScheduler::admit(const SequenceState& seq) {
+  Status opened = kv_.open(seq.id, int64_t(seq.prompt_len) + seq.max_new_tokens);
+  assert(opened.ok());
+  (void)opened;
+  ++stats_.admitted;
+  if (mode_ != AdmissionMode::kGuaranteed) return 0;
+  Status reserved = kv_.reserve(seq.id, kv_.estimate(seq.prompt_len, seq.max_new_tokens));
+  assert(reserved.ok());
+  (void)reserved;
+  return kv_.reserved_pages(seq.id);
+}
+
+std::optional<size_t> CapacityScheduler::choose_victim(std::span<SequenceState* const> running,
+                                                       const SequenceState& requester,
+                                                       uint64_t step) const {
+  for (size_t i = running.size(); i-- > 0;) {
+    const SequenceState* s = running[i];
+    if (s == &requester) return std::nullopt;  // the rest rank above the requester
+    if (s->last_scheduled_step != step) return i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace drift

@@ -1,0 +1,75 @@
+// Admission against KV capacity, and the choice of whom to preempt. It owns no page: it asks the
+// KVCacheManager, which stays the single owner of page ids.
+//
+// Guaranteed mode: a sequence is admitted only if its worst case (prompt + max_new_tokens) can be
+// reserved; its appends then always succeed. Optimistic mode: a sequence is admitted if its first
+// chunk's pages are free now; later appends may find no page, and the scheduler then preempts
+// a victim chosen here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "kv/kv_cache_manager.h"
+#include "scheduler/scheduler_config.h"
+#include "scheduler/sequence_state.h"
+#include "util/error.h"
+
+namespace drift {
+
+struct CapacityStats {
+  uint64_t admitted = 0;   // admissions, re-admissions after preemption included
+  uint64_t blocked = 0;    // steps in which the head of the waiting queue did not fit
+  uint64_t rejected = 0;   // requests that could never fit
+  uint64_t preempted = 0;  // preemptions by recompute
+};
+
+// Protection order of running sequences: higher priority first, then earlier arrival. The
+// scheduler serves running sequences in this order and preempts from its end.
+inline bool runs_before(const SequenceState& a, const SequenceState& b) {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return a.arrival_order < b.arrival_order;
+}
+
+class CapacityScheduler {
+ public:
+  CapacityScheduler(AdmissionMode mode, KVCacheManager& kv) : mode_(mode), kv_(kv) {}
+
+  AdmissionMode mode() const { return mode_; }
+
+  // An error, giving the sizes, if a request could never complete even alone in the cache.
+  Status check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens);
+
+  // How many of the sequence's pending tokens its KV could take now if it were admitted:
+  // guaranteed mode, all of them if its worst case can be reserved, else 0; optimistic mode,
+  // what the available pages hold.
+  int64_t admissible_tokens(const SequenceState& seq) const;
+
+  // Opens the sequence's KV (guaranteed mode: and reserves its worst case). Returns the pages
+  // reserved. Precondition: admissible_tokens(seq) > 0.
+  int32_t admit(const SequenceState& seq);
+  void count_blocked() { ++stats_.blocked; }
+
+  // The sequence to preempt so that `requester` can grow: among `running` (in protection
+  // order), the last one that ranks below the requester and is not scheduled in `step`. nullopt
+  // if there is none — the requester then waits; it never preempts itself.
+  std::optional<size_t> choose_victim(std::span<SequenceState* const> running,
+                                      const SequenceState& requester, uint64_t step) const;
+
+  // Frees the sequence's pages and reservation (finish, cancel or preemption).
+  std::optional<KVRelease> release(SeqId id) { return kv_.release(id); }
+  std::optional<KVRelease> preempt(SeqId id) {
+    ++stats_.preempted;
+    return kv_.release(id);
+  }
+
+  const CapacityStats& stats() const { return stats_; }
+
+ private:
+  AdmissionMode mode_;
+  KVCacheManager& kv_;
+  CapacityStats stats_;
+};
+
+}  // namespace drift

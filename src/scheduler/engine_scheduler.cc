@@ -1,0 +1,428 @@
+#include "scheduler/engine_scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace drift {
+
+Expected<std::unique_ptr<EngineScheduler>> EngineScheduler::create(
+    const SchedulerConfig& config, std::vector<TokenId> eos_token_ids, KVCacheManager& kv,
+    ProgressLog& log) {
+  DRIFT_RETURN_IF_ERROR(config.validate());
+  for (TokenId id : eos_token_ids)
+    if (id < 0) return make_error("eos_token_ids must be >= 0, got {}", id);
+  return std::unique_ptr<EngineScheduler>(
+      new EngineScheduler(config, std::move(eos_token_ids), kv, log));
+}
+
+EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
+                                 KVCacheManager& kv, ProgressLog& log)
+    : config_(config),
+      eos_token_ids_(std::move(eos_token_ids)),
+      kv_(kv),
+      log_(log),
+      capacity_(config.admission, kv),
+      waiting_order_(make_waiting_order(config)) {
+  // Size everything a step touches once, so that steps do not allocate.
+  size_t seqs = size_t(config.max_num_seqs);
+  size_t tokens = size_t(config.max_num_batched_tokens);
+  // Without forks the page lists of a step hold at most every page once.
+  int64_t pages = std::min<int64_t>(
+      int64_t(seqs) * kv.layout().pages_for_tokens(config.max_model_len), kv.num_pages() + seqs);
+  running_.reserve(seqs);
+  outcomes_.reserve(seqs);
+  plan_.items.reserve(seqs);
+  plan_.page_copies.reserve(seqs);
+  plan_.token_ids.reserve(tokens);
+  plan_.positions.reserve(tokens);
+  plan_.slot_mapping.reserve(tokens);
+  plan_.block_table.reserve(size_t(pages));
+  plan_.page_size = kv.page_size();
+}
+
+// ---- Requests ----
+
+Status EngineScheduler::add(SequenceRequest request) {
+  // Rule: reject at once what could never run, with the reason; queue the rest in policy order.
+  const int64_t prompt_len = int64_t(request.prompt.size());
+  auto reject = [&](Error error) -> Status {
+    KVUsageEstimate e = kv_.estimate(prompt_len, request.max_new_tokens);
+    log_.record(ProgressEvent::kReject, request.id, e.num_pages, kv_.num_pages());
+    return error;
+  };
+  if (seqs_.contains(request.id))
+    return reject(make_error("request {} is already queued or running", request.id));
+  if (prompt_len == 0) return reject(make_error("request {} has an empty prompt", request.id));
+  if (request.max_new_tokens < 1)
+    return reject(make_error("request {}: max_new_tokens must be >= 1, got {}", request.id,
+                             request.max_new_tokens));
+  if (prompt_len + request.max_new_tokens > config_.max_model_len)
+    return reject(
+        make_error("request {}: {} prompt tokens + {} max new tokens exceed max_model_len {}",
+                   request.id, prompt_len, request.max_new_tokens, config_.max_model_len));
+  for (TokenId t : request.prompt)
+    if (t < 0) return reject(make_error("request {}: negative token id {}", request.id, t));
+  if (Status s = request.sampling.validate(); !s.ok())
+    return reject(make_error("request {}: {}", request.id, s.message()));
+  if (Status s = capacity_.check_fits(request.id, int32_t(prompt_len), request.max_new_tokens);
+      !s.ok())
+    return reject(s.error());
+
+  SequenceState& seq = seqs_[request.id];
+  seq.id = request.id;
+  seq.prompt_len = int32_t(prompt_len);
+  seq.tokens = std::move(request.prompt);
+  seq.tokens.reserve(size_t(prompt_len + request.max_new_tokens));
+  seq.max_new_tokens = request.max_new_tokens;
+  seq.priority = request.priority;
+  seq.sampling = std::move(request.sampling);
+  seq.arrival_step = step_;
+  seq.arrival_order = next_arrival_order_++;
+  seq.waiting_rank = waiting_order_->rank(seq);
+  enqueue_waiting(seq);
+  log_.record(ProgressEvent::kEnqueue, seq.id, seq.prompt_len, seq.max_new_tokens);
+  return Status::Ok();
+}
+
+std::optional<SequenceOutcome> EngineScheduler::cancel(SeqId id) {
+  // Rule: a cancel ends the sequence in any phase and frees everything it holds.
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return std::nullopt;
+  log_.record(ProgressEvent::kCancel, id, int64_t(it->second.phase));
+  outcomes_.clear();
+  finish(it->second, FinishReason::kCancelled, {});
+  return outcomes_.back();
+}
+
+// ---- Step composition ----
+
+const StepPlan& EngineScheduler::schedule_step() {
+  // Rule: decode tokens of running sequences first, then prefill chunks (or prefill first when
+  // prefer_decode_over_prefill is off), never beyond the step's token and sequence budgets.
+  if (plan_outstanding_) return plan_;
+  begin_step();
+  if (config_.prefer_decode_over_prefill) {
+    schedule_decodes();
+    schedule_running_prefills();
+    schedule_admissions();
+  } else {
+    schedule_running_prefills();
+    schedule_admissions();
+    schedule_decodes();
+  }
+  end_step();
+  return plan_;
+}
+
+void EngineScheduler::begin_step() {
+  // Rule: a step starts with the whole budget; every running prefill is still unfinished.
+  plan_.clear();
+  plan_.step = step_;
+  token_budget_ = config_.max_num_batched_tokens;
+  partial_prefills_ = 0;
+  for (const SequenceState* s : running_) partial_prefills_ += s->phase == SequencePhase::kPrefill;
+}
+
+void EngineScheduler::schedule_decodes() {
+  // Rule: every decoding sequence gets its one token, in protection order; a page it lacks is
+  // taken from lower-ranked sequences not in this step, else it waits a step.
+  for (size_t i = 0; i < running_.size() && token_budget_ > 0; ++i) {
+    SequenceState& seq = *running_[i];
+    if (seq.phase != SequencePhase::kDecode || seq.last_scheduled_step == step_) continue;
+    if (!make_room(seq, 1)) continue;
+    add_item(seq, 1);
+  }
+}
+
+void EngineScheduler::schedule_running_prefills() {
+  // Rule: unfinished prefills continue in protection order, each with a chunk bounded by the
+  // budget, the long-prefill threshold and the pages it can get (preempting below it for at
+  // least a page's worth).
+  for (size_t i = 0; i < running_.size() && token_budget_ > 0; ++i) {
+    SequenceState& seq = *running_[i];
+    if (seq.phase != SequencePhase::kPrefill || seq.last_scheduled_step == step_) continue;
+    int32_t want = prefill_chunk_limit(seq);
+    if (want == 0) continue;
+    int32_t at_least = config_.enable_chunked_prefill ? std::min(want, kv_.page_size()) : want;
+    make_room(seq, at_least);
+    int32_t n = int32_t(std::min<int64_t>(want, kv_.appendable_tokens(seq.id)));
+    if (n == 0 || (!config_.enable_chunked_prefill && n < want)) continue;
+    if (n == seq.num_pending_tokens()) --partial_prefills_;  // completes in this step
+    add_item(seq, n);
+  }
+}
+
+void EngineScheduler::schedule_admissions() {
+  // Rule: admit waiting requests in policy order while seats, budget, partial-prefill slots and
+  // KV allow; stop at the first that does not fit, so that no request is overtaken forever.
+  while (!waiting_.empty() && token_budget_ > 0 &&
+         int32_t(running_.size()) < config_.max_num_seqs) {
+    SequenceState& seq = *waiting_.front();
+    int32_t want = prefill_chunk_limit(seq);
+    if (want == 0) break;
+    bool whole = want == seq.num_pending_tokens();
+    if (!whole && partial_prefills_ >= config_.max_num_partial_prefills) break;
+    if (capacity_.admissible_tokens(seq) < want) {
+      capacity_.count_blocked();
+      break;
+    }
+    waiting_.erase(waiting_.begin());
+    admit(seq);
+    if (!whole) ++partial_prefills_;
+    add_item(seq, want);
+  }
+}
+
+void EngineScheduler::end_step() {
+  // Rule: a non-empty plan is outstanding until the executor's report.
+  if (!plan_.empty()) {
+    plan_outstanding_ = true;
+    ++stats_.steps;
+    stats_.prefill_tokens += uint64_t(plan_.num_prefill_tokens);
+    stats_.decode_tokens += uint64_t(plan_.num_decode_tokens);
+    log_.record(ProgressEvent::kStep, plan_.step, plan_.num_tokens(), int64_t(plan_.items.size()));
+  }
+  ++step_;
+}
+
+int32_t EngineScheduler::prefill_chunk_limit(const SequenceState& seq) const {
+  int32_t pending = seq.num_pending_tokens();
+  if (!config_.enable_chunked_prefill) return pending <= token_budget_ ? pending : 0;
+  int32_t n = std::min(pending, token_budget_);
+  if (config_.long_prefill_token_threshold) n = std::min(n, *config_.long_prefill_token_threshold);
+  return n;
+}
+
+bool EngineScheduler::make_room(SequenceState& seq, int64_t tokens) {
+  // Rule: preempt the lowest-ranked running sequence below `seq` that is not in this step, one at
+  // a time, until `tokens` fit (optimistic mode only; guaranteed sequences always fit).
+  while (kv_.appendable_tokens(seq.id) < tokens) {
+    if (capacity_.mode() != AdmissionMode::kOptimistic) return false;
+    std::optional<size_t> victim = capacity_.choose_victim(running_, seq, step_);
+    if (!victim) return false;
+    preempt(*victim);
+  }
+  return true;
+}
+
+void EngineScheduler::preempt(size_t running_index) {
+  // Rule: preemption by recompute — free the pages, keep the tokens, requeue at the old rank.
+  SequenceState& seq = *running_[running_index];
+  std::optional<KVRelease> released = capacity_.preempt(seq.id);
+  assert(released);
+  log_.record(ProgressEvent::kPreempt, seq.id, seq.total_len(), released->references_dropped);
+  log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped,
+              released->reservation_returned);
+  if (seq.phase == SequencePhase::kPrefill) --partial_prefills_;
+  seq.num_computed_tokens = 0;
+  ++seq.num_preemptions;
+  running_.erase(running_.begin() + std::ptrdiff_t(running_index));
+  enqueue_waiting(seq);
+}
+
+void EngineScheduler::admit(SequenceState& seq) {
+  int32_t reserved = capacity_.admit(seq);
+  seq.phase = SequencePhase::kPrefill;
+  if (!seq.first_admitted_step) seq.first_admitted_step = step_;
+  auto at = std::upper_bound(
+      running_.begin(), running_.end(), &seq,
+      [](const SequenceState* a, const SequenceState* b) { return runs_before(*a, *b); });
+  running_.insert(at, &seq);
+  log_.record(ProgressEvent::kAdmit, seq.id, int64_t(step_ - seq.arrival_step), reserved);
+}
+
+void EngineScheduler::enqueue_waiting(SequenceState& seq) {
+  seq.phase = SequencePhase::kWaiting;
+  auto at = std::upper_bound(
+      waiting_.begin(), waiting_.end(), &seq,
+      [](const SequenceState* a, const SequenceState* b) { return waits_before(*a, *b); });
+  waiting_.insert(at, &seq);
+}
+
+void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
+  // Rule: the item's pages are bound now, so its slots and block table are final.
+  std::optional<KVAppend> grown = kv_.append(seq.id, num_tokens);
+  assert(grown);
+  if (grown->copy_on_write) plan_.page_copies.push_back(*grown->copy_on_write);
+
+  const int32_t page_size = kv_.page_size();
+  const int32_t start = seq.num_computed_tokens;
+  std::span<const PageId> pages = kv_.pages(seq.id);
+  StepItem item;
+  item.seq_id = seq.id;
+  item.kind = seq.phase == SequencePhase::kDecode ? StepItemKind::kDecode : StepItemKind::kPrefill;
+  item.start_position = start;
+  item.num_tokens = num_tokens;
+  item.token_offset = plan_.num_tokens();
+  item.page_offset = int32_t(plan_.block_table.size());
+  item.num_pages = int32_t(pages.size());
+  item.sample = start + num_tokens == seq.total_len();
+  item.sampling = &seq.sampling;
+  item.history = seq.tokens;
+  plan_.block_table.insert(plan_.block_table.end(), pages.begin(), pages.end());
+  for (int32_t t = start; t < start + num_tokens; ++t) {
+    plan_.token_ids.push_back(seq.tokens[size_t(t)]);
+    plan_.positions.push_back(t);
+    plan_.slot_mapping.push_back(int64_t(pages[size_t(t / page_size)]) * page_size + t % page_size);
+  }
+  plan_.items.push_back(item);
+  token_budget_ -= num_tokens;
+  seq.last_scheduled_step = step_;
+  if (item.kind == StepItemKind::kDecode) {
+    plan_.num_decode_tokens += num_tokens;
+    log_.record(ProgressEvent::kDecode, seq.id, start, item.num_pages);
+  } else {
+    plan_.num_prefill_tokens += num_tokens;
+    log_.record(ProgressEvent::kPrefillChunk, seq.id, start, num_tokens);
+  }
+}
+
+// ---- Executor reports ----
+
+std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const ExecutionResult& result) {
+  // Rule: each scheduled sequence advances by exactly what the executor reports; a sampled token
+  // is appended, and a stop token or the token limit finishes the sequence.
+  if (!plan_outstanding_) {
+    outcomes_.clear();
+    return outcomes_;
+  }
+  if (result.items.size() != plan_.items.size())
+    return on_step_failed(make_error("executor returned {} results for a plan of {} items",
+                                     result.items.size(), plan_.items.size()));
+  outcomes_.clear();
+  for (size_t i = 0; i < plan_.items.size(); ++i) {
+    const StepItem& item = plan_.items[i];
+    auto it = seqs_.find(item.seq_id);
+    if (it == seqs_.end() || it->second.last_scheduled_step != plan_.step) continue;  // cancelled
+    SequenceState& seq = it->second;
+    const ItemResult& r = result.items[i];
+    if (r.error || (item.sample && (!r.token || *r.token < 0))) {
+      log_.record(ProgressEvent::kError, seq.id, int64_t(plan_.step), int64_t(i));
+      finish(seq, FinishReason::kError,
+             r.error ? r.error->message
+                     : fmt::format("executor returned no valid token for sequence {}", seq.id));
+      continue;
+    }
+    seq.num_computed_tokens += item.num_tokens;
+    if (!item.sample) continue;  // an earlier chunk of a prefill
+    seq.phase = SequencePhase::kDecode;
+    seq.tokens.push_back(*r.token);
+    outcomes_.push_back(SequenceOutcome{seq.id, *r.token, std::nullopt, {}});
+    if (is_stop_token(seq, *r.token)) {
+      finish(seq, FinishReason::kStop, {});
+    } else if (seq.generated_len() >= seq.max_new_tokens) {
+      finish(seq, FinishReason::kLength, {});
+    }
+  }
+  plan_outstanding_ = false;
+  return outcomes_;
+}
+
+std::span<const SequenceOutcome> EngineScheduler::on_step_failed(const Error& error) {
+  // Rule: a failed step ends every sequence it carried; the others go on.
+  outcomes_.clear();
+  if (!plan_outstanding_) return outcomes_;
+  for (const StepItem& item : plan_.items) {
+    auto it = seqs_.find(item.seq_id);
+    if (it == seqs_.end() || it->second.last_scheduled_step != plan_.step) continue;
+    log_.record(ProgressEvent::kError, item.seq_id, int64_t(plan_.step), -1);
+    finish(it->second, FinishReason::kError, error.message);
+  }
+  plan_outstanding_ = false;
+  return outcomes_;
+}
+
+std::span<const SequenceOutcome> EngineScheduler::abort_all(const Error& error) {
+  // Rule: every sequence ends with the error, running ones first.
+  outcomes_.clear();
+  while (!running_.empty()) finish(*running_.back(), FinishReason::kError, error.message);
+  while (!waiting_.empty()) finish(*waiting_.back(), FinishReason::kError, error.message);
+  plan_outstanding_ = false;
+  return outcomes_;
+}
+
+void EngineScheduler::finish(SequenceState& seq, FinishReason reason, std::string message) {
+  // Rule: a finished sequence releases its pages exactly once and leaves every queue.
+  if (std::optional<KVRelease> released = capacity_.release(seq.id)) {
+    log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped,
+                released->reservation_returned);
+  }
+  std::vector<SequenceState*>& queue = seq.phase == SequencePhase::kWaiting ? waiting_ : running_;
+  queue.erase(std::find(queue.begin(), queue.end(), &seq));
+  log_.record(ProgressEvent::kFinish, seq.id, int64_t(reason), seq.generated_len());
+  ++stats_.finished;
+  stats_.cancelled += reason == FinishReason::kCancelled;
+  stats_.errors += reason == FinishReason::kError;
+  if (!outcomes_.empty() && outcomes_.back().id == seq.id && !outcomes_.back().finish) {
+    outcomes_.back().finish = reason;
+    outcomes_.back().message = std::move(message);
+  } else {
+    outcomes_.push_back(SequenceOutcome{seq.id, std::nullopt, reason, std::move(message)});
+  }
+  seq.phase = SequencePhase::kFinished;
+  seqs_.erase(seq.id);
+}
+
+bool EngineScheduler::is_stop_token(const SequenceState& seq, TokenId token) const {
+  const std::vector<int32_t>& stops = seq.sampling.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return true;
+  return !seq.sampling.ignore_eos &&
+         std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end();
+}
+
+// ---- Introspection ----
+
+const SequenceState* EngineScheduler::find(SeqId id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : &it->second;
+}
+
+Status EngineScheduler::check_invariants() const {
+  DRIFT_RETURN_IF_ERROR(kv_.check_invariants());
+  if (waiting_.size() + running_.size() != seqs_.size())
+    return make_error("scheduler: {} waiting + {} running != {} sequences", waiting_.size(),
+                      running_.size(), seqs_.size());
+  if (int32_t(running_.size()) > config_.max_num_seqs)
+    return make_error("scheduler: {} running > max_num_seqs {}", running_.size(),
+                      config_.max_num_seqs);
+  if (kv_.num_sequences() != int32_t(running_.size()))
+    return make_error("scheduler: kv holds {} sequences, {} are running", kv_.num_sequences(),
+                      running_.size());
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    const SequenceState& s = *waiting_[i];
+    if (s.phase != SequencePhase::kWaiting || kv_.contains(s.id) || s.num_computed_tokens != 0)
+      return make_error("scheduler: waiting sequence {} is {} with kv", s.id,
+                        sequence_phase_name(s.phase));
+    if (i > 0 && waits_before(s, *waiting_[i - 1]))
+      return make_error("scheduler: waiting queue out of order at {}", s.id);
+  }
+  int32_t prefilling = 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const SequenceState& s = *running_[i];
+    if (s.phase != SequencePhase::kPrefill && s.phase != SequencePhase::kDecode)
+      return make_error("scheduler: running sequence {} is {}", s.id, sequence_phase_name(s.phase));
+    if (!kv_.contains(s.id)) return make_error("scheduler: running sequence {} has no kv", s.id);
+    if (i > 0 && runs_before(s, *running_[i - 1]))
+      return make_error("scheduler: running list out of order at {}", s.id);
+    prefilling += s.phase == SequencePhase::kPrefill;
+    if (plan_outstanding_) continue;
+    if (kv_.num_tokens(s.id) != s.num_computed_tokens)
+      return make_error("scheduler: sequence {} has {} kv tokens but {} computed", s.id,
+                        kv_.num_tokens(s.id), s.num_computed_tokens);
+    bool decode = s.phase == SequencePhase::kDecode;
+    if (s.num_pending_tokens() < 1 ||
+        (decode && (s.num_pending_tokens() != 1 || s.generated_len() == 0)))
+      return make_error("scheduler: sequence {} is {} with {} pending tokens", s.id,
+                        sequence_phase_name(s.phase), s.num_pending_tokens());
+    if (capacity_.mode() == AdmissionMode::kGuaranteed &&
+        int64_t(kv_.pages(s.id).size()) + kv_.reserved_pages(s.id) <
+            kv_.estimate(s.prompt_len, s.max_new_tokens).num_pages)
+      return make_error("scheduler: guaranteed sequence {} lost part of its reservation", s.id);
+  }
+  if (!plan_outstanding_ && prefilling > config_.max_num_partial_prefills)
+    return make_error("scheduler: {} partial prefills > max_num_partial_prefills {}", prefilling,
+                      config_.max_num_partial_prefills);
+  return Status::Ok();
+}
+
+}  // namespace drift

@@ -1,0 +1,155 @@
+// The engine scheduler: sequence states, the waiting queue, and the composition of each step.
+//
+// The engine worker drives it, one step at a time, from one thread:
+//
+//   for (;;) {
+//     for (request : gateway.new_requests())  if (!scheduler.add(request)) reject(request, why)
+//     for (id : gateway.cancels())            emit(scheduler.cancel(id))
+//     const StepPlan& plan = scheduler.schedule_step();
+//     if (plan.empty()) { wait for requests; continue; }
+//     Status s = executor.run(plan, result);
+//     auto outcomes = s.ok() ? scheduler.on_step_executed(result)
+//                            : scheduler.on_step_failed(s.error());
+//     emit(outcomes);                       // tokens, finishes; pages are already released
+//     if (!executor.healthy()) emit(scheduler.abort_all(make_error("executor failed")));
+//   }
+//
+// A step gives every decoding sequence its token and fills the rest of the token budget with
+// prefill chunks (or the other way round, see prefer_decode_over_prefill), never exceeding
+// max_num_batched_tokens tokens or max_num_seqs sequences. Phases move only on what the executor
+// reports. Each sequence's pages are released exactly once, when it finishes, is cancelled,
+// fails, or is preempted (then re-acquired on re-admission).
+//
+// After warm-up, schedule_step and on_step_executed perform no heap allocation in steady decode:
+// the plan, the outcome list and every page list reuse memory sized at construction or admission.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "scheduler/capacity_scheduler.h"
+#include "scheduler/scheduler_config.h"
+#include "scheduler/sequence_state.h"
+#include "scheduler/step_plan.h"
+#include "scheduler/waiting_order.h"
+#include "util/error.h"
+#include "util/progress_log.h"
+
+namespace drift {
+
+// What happened to one sequence in a step (or on cancel/abort).
+struct SequenceOutcome {
+  SeqId id = 0;
+  std::optional<TokenId> token;        // a newly generated token
+  std::optional<FinishReason> finish;  // the sequence ended; its pages are already released
+  std::string message;                 // for kError: what failed
+};
+
+struct SchedulerStats {
+  uint64_t steps = 0;  // non-empty plans
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_tokens = 0;
+  uint64_t finished = 0;  // stop, length, cancelled and error
+  uint64_t cancelled = 0;
+  uint64_t errors = 0;
+};
+
+class EngineScheduler {
+ public:
+  // `kv` and `log` must outlive the scheduler. `eos_token_ids` are the model's end-of-sequence
+  // tokens (a request may ignore them, see SamplingParams::ignore_eos).
+  static Expected<std::unique_ptr<EngineScheduler>> create(const SchedulerConfig& config,
+                                                           std::vector<TokenId> eos_token_ids,
+                                                           KVCacheManager& kv, ProgressLog& log);
+
+  // Queues a request. An error rejects it at once, with a reason: a duplicate id, an empty
+  // prompt, max_new_tokens < 1, prompt + max_new_tokens beyond max_model_len, invalid sampling
+  // parameters, or a size that could never fit in the KV cache.
+  Status add(SequenceRequest request);
+
+  // Ends the sequence in whatever phase, freeing everything it holds. nullopt if the id is not
+  // known (never added, or already finished). Allowed between schedule_step and the report: the
+  // report then skips the cancelled sequence.
+  std::optional<SequenceOutcome> cancel(SeqId id);
+
+  // Composes the next step. The plan is valid until it is reported with on_step_executed or
+  // on_step_failed; until then, calling schedule_step again returns the same plan. An empty plan
+  // means there is nothing to run.
+  const StepPlan& schedule_step();
+
+  // Applies the executor's report on the outstanding plan: advances computed tokens, appends
+  // sampled tokens, moves phases, finishes sequences (stop token, max tokens, item error) and
+  // releases their pages. The span is valid until the next call into the scheduler. A result of
+  // the wrong size fails the whole step.
+  std::span<const SequenceOutcome> on_step_executed(const ExecutionResult& result);
+  // The whole step failed: every sequence in the plan ends with `error`.
+  std::span<const SequenceOutcome> on_step_failed(const Error& error);
+  // Ends every sequence, waiting or running, with `error` (executor lost, engine aborting).
+  std::span<const SequenceOutcome> abort_all(const Error& error);
+
+  // ---- Introspection ----
+  const SchedulerConfig& config() const { return config_; }
+  uint64_t current_step() const { return step_; }  // the number the next plan will carry
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  bool has_unfinished() const { return !seqs_.empty(); }
+  const SequenceState* find(SeqId id) const;
+  std::span<const PageId> pages(SeqId id) const { return kv_.pages(id); }
+  const SchedulerStats& stats() const { return stats_; }
+  const CapacityStats& capacity_stats() const { return capacity_.stats(); }
+  // The KV invariants plus the scheduler's own: every sequence in exactly the queue its phase
+  // says, queues sorted, budgets of the running set respected, KV held exactly by running
+  // sequences and matching their computed tokens when no plan is outstanding.
+  Status check_invariants() const;
+
+ private:
+  EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
+                  KVCacheManager& kv, ProgressLog& log);
+
+  // Step composition, one phase each.
+  void begin_step();
+  void schedule_decodes();
+  void schedule_running_prefills();
+  void schedule_admissions();
+  void end_step();
+
+  // Helpers.
+  int32_t prefill_chunk_limit(const SequenceState& seq) const;
+  bool make_room(SequenceState& seq, int64_t tokens);
+  void preempt(size_t running_index);
+  void add_item(SequenceState& seq, int32_t num_tokens);
+  void admit(SequenceState& seq);
+  void enqueue_waiting(SequenceState& seq);
+  void finish(SequenceState& seq, FinishReason reason, std::string message);
+  bool is_stop_token(const SequenceState& seq, TokenId token) const;
+
+  SchedulerConfig config_;
+  std::vector<TokenId> eos_token_ids_;
+  KVCacheManager& kv_;
+  ProgressLog& log_;
+  CapacityScheduler capacity_;
+  std::unique_ptr<WaitingOrder> waiting_order_;
+
+  std::unordered_map<SeqId, SequenceState> seqs_;  // every unfinished sequence
+  std::vector<SequenceState*> waiting_;            // sorted by waits_before
+  std::vector<SequenceState*> running_;            // prefill + decode, sorted by runs_before
+
+  uint64_t step_ = 0;
+  uint64_t next_arrival_order_ = 0;
+  bool plan_outstanding_ = false;
+  StepPlan plan_;
+  std::vector<SequenceOutcome> outcomes_;
+  SchedulerStats stats_;
+
+  // The step being composed.
+  int32_t token_budget_ = 0;      // tokens still free in this step
+  int32_t partial_prefills_ = 0;  // sequences that will end this step with an unfinished prefill
+};
+
+}  // namespace drift

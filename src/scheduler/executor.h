@@ -1,0 +1,27 @@
+// The executor interface: runs one forward step described by a StepPlan. The CPU executor
+// (executor/) implements it over the model; tests implement it with fakes. Scheduler code never
+// sees a tensor.
+#pragma once
+
+#include "scheduler/step_plan.h"
+#include "util/error.h"
+
+namespace drift {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Runs the step: performs plan.page_copies, writes the K/V of every scheduled token into its
+  // slot, attends each item over its pages, and samples a token for every item with sample =
+  // true. Fills `result` with one ItemResult per item (an error there ends only that sequence).
+  // A returned error means the whole step failed (the engine then calls on_step_failed).
+  // After warm-up it performs no heap allocation.
+  virtual Status run(const StepPlan& plan, ExecutionResult& result) = 0;
+
+  // False once the executor cannot run any further step; the engine then ends every request
+  // with an error (EngineScheduler::abort_all) and reports itself unhealthy.
+  virtual bool healthy() const = 0;
+};
+
+}  // namespace drift

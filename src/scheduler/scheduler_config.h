@@ -1,0 +1,73 @@
+// The knobs of the engine scheduler: step budgets, chunked prefill, the waiting-queue policy with
+// its aging, and the KV admission mode. Complete when constructed; validate() names the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "util/error.h"
+
+namespace drift {
+
+// The order in which waiting requests are admitted. Every policy ages requests (see
+// SchedulerConfig), so no wait is unbounded.
+enum class SchedulerPolicy : uint8_t {
+  kFcfs,        // arrival order
+  kSmallFirst,  // shorter prompts first
+  kPriority,    // larger SequenceRequest::priority first
+};
+
+// How admission uses the KV cache.
+enum class AdmissionMode : uint8_t {
+  // Admit only if prompt + max_new_tokens fit in the pages not yet promised: the pages are
+  // reserved, so an admitted sequence never runs out of KV.
+  kGuaranteed,
+  // Admit while pages are free; when a running sequence needs a page and none is left, preempt a
+  // lower-ranked one by recompute (free its pages, keep its tokens, requeue it).
+  kOptimistic,
+};
+
+std::string_view scheduler_policy_name(SchedulerPolicy policy);  // "fcfs", "small_first", ...
+std::optional<SchedulerPolicy> parse_scheduler_policy(std::string_view name);
+std::string_view admission_mode_name(AdmissionMode mode);  // "guaranteed", "optimistic"
+std::optional<AdmissionMode> parse_admission_mode(std::string_view name);
+
+struct SchedulerConfig {
+  // Tokens one step may process, decode and prefill together. At least max_num_seqs, so that
+  // every running sequence's decode token fits in one step.
+  int32_t max_num_batched_tokens = 2048;
+  // Sequences admitted (prefilling or decoding) at once; hence also items per step.
+  int32_t max_num_seqs = 64;
+  // Longest sequence, prompt plus generated tokens. Requests beyond it are rejected.
+  int32_t max_model_len = 4096;
+  // Split prompts into chunks across steps. When off, a prompt is prefilled in one step, which
+  // requires max_num_batched_tokens >= max_model_len.
+  bool enable_chunked_prefill = true;
+  // Sequences whose prefill may be left unfinished at the end of a step (partial prefills).
+  // Prompts that are prefilled whole within one step do not count against it.
+  int32_t max_num_partial_prefills = 1;
+  // When set, no prefill chunk of one sequence exceeds this many tokens in a step, so a long
+  // prompt cannot take the whole budget. Needs chunked prefill.
+  std::optional<int32_t> long_prefill_token_threshold;
+  // true: a step first gives every decoding sequence its token, then fills the rest of the budget
+  // with prefill chunks (steady inter-token latency). false: prefill chunks first (lower time to
+  // first token); decodes take what is left, and a decode that does not fit waits a step — a
+  // wait bounded by the prefill work of at most max_num_seqs admitted sequences.
+  bool prefer_decode_over_prefill = true;
+  SchedulerPolicy policy = SchedulerPolicy::kFcfs;
+  AdmissionMode admission = AdmissionMode::kGuaranteed;
+  // Aging. A waiting request is admitted in order of a virtual arrival step:
+  //   fcfs         arrival
+  //   small_first  arrival + prompt_tokens / small_first_tokens_per_step
+  //   priority     arrival - priority * priority_steps_per_level
+  // so a request is never overtaken by one that arrived more than
+  // (its prompt_tokens / small_first_tokens_per_step) steps after it (small_first), or more than
+  // (priority difference * priority_steps_per_level) steps after it (priority).
+  double small_first_tokens_per_step = 64.0;
+  double priority_steps_per_level = 64.0;
+
+  Status validate() const;
+};
+
+}  // namespace drift

@@ -1,0 +1,75 @@
+// A request as the scheduler receives it, and the state of its sequence from arrival to finish.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv_types.h"
+#include "util/sampling_params.h"
+
+namespace drift {
+
+using TokenId = int32_t;
+
+// Waiting --admitted--> Prefill --executor reports the last prompt chunk--> Decode
+//    ^                     |                                                 |
+//    +---- preempted ------+-------------------------------------------------+
+// and any phase --stop token, max tokens, cancel, error--> Finished.
+enum class SequencePhase : uint8_t { kWaiting, kPrefill, kDecode, kFinished };
+
+enum class FinishReason : uint8_t {
+  kStop,       // an end-of-sequence or stop token was sampled
+  kLength,     // max_new_tokens were generated
+  kCancelled,  // cancel()
+  kError,      // the executor failed on this sequence
+  kRejected,   // add() refused the request (for the engine's events; the scheduler keeps no state)
+};
+
+std::string_view sequence_phase_name(SequencePhase phase);
+std::string_view finish_reason_name(FinishReason reason);
+
+struct SequenceRequest {
+  SeqId id = 0;
+  std::vector<TokenId> prompt;  // at least one token
+  int32_t max_new_tokens = 0;   // at least 1
+  // Larger is admitted first under the priority policy; under every policy, when a page must be
+  // freed the lowest priority (then the latest arrival) is preempted first.
+  int32_t priority = 0;
+  SamplingParams sampling;
+};
+
+struct SequenceState {
+  SeqId id = 0;
+  // The prompt followed by the generated tokens. Capacity for prompt + max_new_tokens is reserved
+  // when the request is added, so steps never reallocate it and spans of it stay valid.
+  std::vector<TokenId> tokens;
+  int32_t prompt_len = 0;
+  // Tokens (from the start of `tokens`) whose K/V the executor reported written: the prefilled
+  // length. Preemption resets it to 0; the tokens stay, to be recomputed.
+  int32_t num_computed_tokens = 0;
+  int32_t max_new_tokens = 0;
+  int32_t priority = 0;
+  SamplingParams sampling;
+  uint64_t arrival_step = 0;   // the scheduler's step count when added
+  uint64_t arrival_order = 0;  // unique, increasing with each add()
+  double waiting_rank = 0;     // virtual arrival step (policy with aging); lower is admitted first
+  SequencePhase phase = SequencePhase::kWaiting;
+  int32_t num_preemptions = 0;
+  std::optional<uint64_t> first_admitted_step;
+  std::optional<uint64_t> last_scheduled_step;
+
+  int32_t total_len() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t generated_len() const { return total_len() - prompt_len; }
+  // Tokens still to be run through the model before the next sample: the rest of the prompt
+  // (and, after a preemption, of the generated text) during prefill, 1 during decode.
+  int32_t num_pending_tokens() const { return total_len() - num_computed_tokens; }
+  std::span<const TokenId> prompt() const { return {tokens.data(), size_t(prompt_len)}; }
+  std::span<const TokenId> generated() const {
+    return {tokens.data() + prompt_len, size_t(generated_len())};
+  }
+};
+
+}  // namespace drift

@@ -1,0 +1,99 @@
+// What the scheduler and the executor exchange once per step — and nothing else: the StepPlan
+// (explicit step descriptor: every scheduled token, where its K/V goes, which pages each sequence
+// attends over, who samples) and the ExecutionResult (one outcome per item). Both are reused
+// across steps: clear() keeps capacity, so a step allocates nothing after warm-up.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kv/kv_types.h"
+#include "scheduler/sequence_state.h"
+#include "util/error.h"
+#include "util/sampling_params.h"
+
+namespace drift {
+
+enum class StepItemKind : uint8_t {
+  kPrefill,  // a chunk of the prompt (or, after preemption, of prompt + generated text)
+  kDecode,   // the one newest token of a decoding sequence
+};
+
+// One sequence's share of the step: tokens [start_position, start_position + num_tokens) of the
+// sequence. The item attends over positions [0, context_len()) through its pages.
+struct StepItem {
+  SeqId seq_id = 0;
+  StepItemKind kind = StepItemKind::kPrefill;
+  int32_t start_position = 0;
+  int32_t num_tokens = 0;
+  int32_t token_offset = 0;  // of its first token in token_ids, positions and slot_mapping
+  int32_t page_offset = 0;   // of its first page in block_table
+  int32_t num_pages = 0;     // pages covering positions [0, context_len())
+  // Sample a token from the logits of the last scheduled token: true for decode and for the last
+  // chunk of a prefill, false for the earlier chunks.
+  bool sample = false;
+  // The sequence's settings; never null in a plan. Valid until the plan is reported.
+  const SamplingParams* sampling = nullptr;
+  // Prompt + generated tokens so far, for penalties; a view of the sequence's own storage, valid
+  // until the plan is reported (on_step_executed / on_step_failed).
+  std::span<const TokenId> history;
+
+  int32_t context_len() const { return start_position + num_tokens; }
+};
+
+struct StepPlan {
+  uint64_t step = 0;      // the scheduler's step number
+  int32_t page_size = 0;  // tokens per KV page
+  std::vector<StepItem> items;
+  std::vector<TokenId> token_ids;     // [num_tokens] items' tokens, concatenated in item order
+  std::vector<int32_t> positions;     // [num_tokens] each token's position in its sequence
+  std::vector<int64_t> slot_mapping;  // [num_tokens] page * page_size + position % page_size
+  std::vector<PageId> block_table;    // items' page lists, concatenated in item order
+  // Copy-on-write: before running the step, copy all K/V of each src page into its dst page.
+  std::vector<PageCopy> page_copies;
+  int32_t num_prefill_tokens = 0;
+  int32_t num_decode_tokens = 0;
+
+  bool empty() const { return items.empty(); }
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  std::span<const PageId> pages(const StepItem& item) const {
+    return {block_table.data() + item.page_offset, size_t(item.num_pages)};
+  }
+  std::span<const TokenId> tokens(const StepItem& item) const {
+    return {token_ids.data() + item.token_offset, size_t(item.num_tokens)};
+  }
+  std::span<const int64_t> slots(const StepItem& item) const {
+    return {slot_mapping.data() + item.token_offset, size_t(item.num_tokens)};
+  }
+  void clear() {
+    items.clear();
+    token_ids.clear();
+    positions.clear();
+    slot_mapping.clear();
+    block_table.clear();
+    page_copies.clear();
+    num_prefill_tokens = num_decode_tokens = 0;
+  }
+};
+
+// The executor's report on one item, in the plan's item order.
+struct ItemResult {
+  // The sampled token; required for an item with sample = true, ignored otherwise.
+  std::optional<TokenId> token;
+  // The item failed; its sequence ends with this error while the others go on.
+  std::optional<Error> error;
+};
+
+struct ExecutionResult {
+  std::vector<ItemResult> items;  // one per StepPlan item, same order
+
+  // Empties and sizes the result for a plan of `num_items` items, keeping capacity.
+  void reset(size_t num_items) {
+    items.clear();
+    items.resize(num_items);
+  }
+};
+
+}  // namespace drift

@@ -1,0 +1,87 @@
+// Matrix multiplication of a weight matrix with a batch of activation rows, for every weight
+// format, on every ISA.
+//
+// How a caller runs a linear layer Y = X W^T:
+//
+//   // once, at load: rows of k elements in a supported format
+//   DRIFT_ASSIGN_OR_RETURN(Format wf, weight_format_for(ggml_type, k));
+//   const MatmulFn matmul = matmul_kernels(isa).matmul(wf);
+//   // per step: quantize the activations once into the weight format's activation format ...
+//   quantize_activations(isa, wf, x, k, n_tokens, k, xq, activation_row_bytes(wf, k));
+//   MatmulArgs args{w, row_bytes(wf, k), xq, activation_row_bytes(wf, k), y, n_rows, k, n_tokens};
+//   // ... and let each thread of the pool compute a slice of the output rows:
+//   matmul(args, row_begin, row_end);
+//
+// NUMERICAL CONTRACT. Y[t][r] is a fixed function of weight row r and activation row t alone: it
+// does not depend on n_tokens, on t's position in the batch, on where [row_begin, row_end) falls,
+// or on which other rows and tokens are computed with it (the multi-token kernels that reuse a
+// weight block for several tokens perform, per token, exactly the single-token sequence of
+// operations). For the quantized formats it is also the same on every ISA — scalar, AVX2 and
+// AVX-512 give bitwise identical results — because all of them evaluate this canonical order:
+//
+//   32-element formats (Q4_0, Q5_0, Q8_0 x Q8_0; Q4_1, Q5_1 x Q8_1), block b of nb:
+//     p[b][l] = sum of w[e] * a[e] over e in [4l, 4l + 4)   for lane l in [0, 8)  (exact int32)
+//     s[b]    = fp32(d_w[b]) * fp32(d_a[b])                                       (one rounding)
+//     acc[(b % 2) * 8 + l] = fma(s[b], float(p[b][l]), acc[...])   in order of b, from +0
+//     Q4_1, Q5_1 only: summ = fma(fp32(m_w[b]), fp32(s_a[b]), summ)  in order of b, from +0
+//     result = reduce16(acc) (+ summ)
+//   K-quants (Q4_K, Q5_K, Q6_K x Q8_K), super-block b:
+//     isum[b] = sum over sub-blocks j of scale[j] * sum of q[e] * a[e]              (exact int32)
+//     msum[b] = sum over sub-blocks j of min[j] * (bsums of j)        (Q4_K, Q5_K; exact int32)
+//     sumf = fma(fp32(d_w[b]) * d_a[b], float(isum[b]), sumf)                   in order of b
+//     summ = fma(fp32(dmin_w[b]) * d_a[b], float(msum[b]), summ)                in order of b
+//     result = sumf - summ   (Q6_K: sumf; its q is the 6-bit value minus 32)
+//   F32, F16, BF16 (converted to fp32 exactly):
+//     acc[e % 16] = fma(w[e], x[e], acc[e % 16])  in order of e, from +0;  result = reduce16(acc)
+//   reduce16(acc): v[i] = acc[i] + acc[i+8] (i < 8); u[i] = v[i] + v[i+4] (i < 4);
+//                  z[i] = u[i] + u[i+2] (i < 2); result = z[0] + z[1].
+// For F32, F16 and BF16 the scalar path evaluates the same order (with std::fma), so all ISAs
+// agree bitwise there too.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/format.h"
+#include "util/cpu_features.h"
+
+namespace drift::kernels {
+
+struct MatmulArgs {
+  const void* w;        // [n_rows][w_row_bytes]: row r holds k elements of the weight format
+  int64_t w_row_bytes;  // >= row_bytes(format, k)
+  const void* x;        // [n_tokens][x_row_bytes]: activations in the weight format's activation
+                        // format (quantize_activations)
+  int64_t x_row_bytes;  // >= activation_row_bytes(format, k)
+  float* y;             // [n_tokens][y_row_stride]: y[t * y_row_stride + r] = row r . token t
+  int64_t y_row_stride;
+  int64_t k;         // elements per row, a multiple of the format's block size
+  int64_t n_tokens;  // >= 0
+};
+// Rows, row strides and pointers must be aligned for the block structs (2 bytes; 4 for Q8_K
+// activations); buffers filled by quantize_activations and GGUF tensor data are.
+
+// Computes y[t][r] for r in [row_begin, row_end) and every t in [0, n_tokens). Writes nothing else.
+using MatmulFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+// One weight row . one activation row, k elements; the same value MatmulFn writes.
+using DotFn = float (*)(const void* w_row, const void* x_row, int64_t k);
+
+struct FormatKernels {
+  DotFn dot;
+  MatmulFn matmul;
+};
+
+class MatmulKernels {
+ public:
+  // The kernels for weights in `format` (format_info(format).is_weight must hold).
+  const FormatKernels& get(Format format) const;
+  MatmulFn matmul(Format format) const;
+  DotFn dot(Format format) const;
+
+  // Filled by the per-ISA tables.
+  FormatKernels f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k;
+};
+
+// The kernel table for an ISA the CPU supports (see select_isa). Immutable, lives forever.
+const MatmulKernels& matmul_kernels(Isa isa);
+
+}  // namespace drift::kernels

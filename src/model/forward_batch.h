@@ -1,0 +1,24 @@
+// What one forward pass computes: a flat batch of tokens from one or more sequences, each
+// sequence's tokens contiguous and at consecutive positions, with the page table through which
+// its K/V are written and read.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace drift {
+
+struct ForwardSequence {
+  int64_t token_begin = 0;  // first of this sequence's tokens in ForwardBatch::tokens
+  int64_t n_tokens = 0;     // > 0
+  int64_t start_pos = 0;    // position of the first token; K/V of [0, start_pos) are in the pages
+  std::span<const int32_t> page_table;  // physical pages covering [0, start_pos + n_tokens)
+  bool want_logits = false;             // compute logits for the sequence's last token
+};
+
+struct ForwardBatch {
+  std::span<const int32_t> tokens;             // [n_tokens] token ids
+  std::span<const ForwardSequence> sequences;  // covering `tokens` in order
+};
+
+}  // namespace drift

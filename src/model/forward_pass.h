@@ -1,0 +1,78 @@
+// The transformer forward pass over a batch of tokens with a paged KV cache. One object per
+// executor: it owns every buffer a step needs, sized once for the largest batch, so that a step
+// allocates nothing.
+//
+// Numerical contract: each token's hidden state, K/V and logits are computed by per-token
+// operations with a fixed reduction order (matmul rows per kernels/matmul.h, attention over
+// positions in increasing order), so a token's result does not depend on which other tokens or
+// sequences share the batch, nor on where a prefill chunk starts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/forward_batch.h"
+#include "model/kv_pages.h"
+#include "model/model.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace drift {
+
+struct ForwardLimits {
+  int64_t max_tokens = 512;    // tokens per batch
+  int64_t max_sequences = 64;  // sequences per batch (and logits rows)
+  int64_t max_context = 8192;  // positions any sequence may reach
+  int threads = 1;             // size of the thread pool run() will be given
+};
+
+class ForwardPass {
+ public:
+  static Expected<std::unique_ptr<ForwardPass>> create(const Model& model, ForwardLimits limits);
+
+  // Runs the batch: writes each token's K/V into its page slots and, for every sequence with
+  // want_logits, its last token's logits into logits[i][n_vocab] (i counts those sequences in
+  // order). `logits` must hold that many rows. Validates the batch against the limits first.
+  Status run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool, std::span<float> logits);
+
+  const ForwardLimits& limits() const { return limits_; }
+
+ private:
+  ForwardPass(const Model& model, ForwardLimits limits);
+
+  Status validate(const ForwardBatch& batch, const KvPages& kv, std::span<float> logits) const;
+  void embed(const ForwardBatch& batch);
+  void attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
+  void ffn_block(int64_t il, int64_t n_tokens, ThreadPool& pool);
+  void output_logits(const ForwardBatch& batch, ThreadPool& pool, std::span<float> logits);
+  // y[t][0..m.rows) = m x[t] for t < n_tokens (x: [n_tokens][m.cols], rows x_stride apart).
+  void matmul(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+              int64_t y_stride, ThreadPool& pool);
+  void attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
+
+  const Model& model_;
+  const ModelConfig& config_;
+  const ForwardLimits limits_;
+
+  // Activations; T = limits_.max_tokens.
+  std::vector<float> x_;         // [T][n_embd] residual stream
+  std::vector<float> xn_;        // [T][max(n_embd, n_ff)] normalised input of the next matmul
+  std::vector<float> q_;         // [T][q_dim]
+  std::vector<float> k_;         // [T][kv_dim]
+  std::vector<float> v_;         // [T][v_dim]
+  std::vector<float> attn_out_;  // [T][n_heads * head_dim_v]
+  std::vector<float> proj_;      // [T][n_embd] output of wo / ffn_down
+  std::vector<float> gate_;      // [T][n_ff]
+  std::vector<float> up_;        // [T][n_ff]
+  std::vector<uint8_t> xq_;      // [T][largest activation row] quantized matmul input
+  std::vector<float> scores_;    // [threads][max_context] attention scores per thread
+  std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch
+  std::vector<float> gelu_table_;        // [65536] ggml's fp16 GELU table (gemma3)
+  int64_t xq_row_bytes_ = 0;
+  int64_t xn_stride_ = 0;
+  int64_t max_threads_ = 0;
+};
+
+}  // namespace drift

@@ -1,0 +1,41 @@
+#include "model/kv_pages.h"
+
+#include <cstdlib>
+
+#include "util/checked_math.h"
+
+namespace drift {
+
+void KvPages::FreeDeleter::operator()(uint16_t* p) const { std::free(p); }
+
+int64_t KvPages::bytes_per_page(const ModelConfig& c, int64_t page_size) {
+  return c.n_layers * c.n_kv_heads * page_size * (c.head_dim + c.head_dim_v) *
+         static_cast<int64_t>(sizeof(uint16_t));
+}
+
+Expected<KvPages> KvPages::create(const ModelConfig& c, int64_t num_pages, int64_t page_size) {
+  if (num_pages < 1) return make_error("the KV cache needs at least one page, got {}", num_pages);
+  if (page_size < 1 || page_size > 4096)
+    return make_error("KV page size must be 1 to 4096 tokens, got {}", page_size);
+  auto total = checked_mul(static_cast<uint64_t>(num_pages),
+                           static_cast<uint64_t>(bytes_per_page(c, page_size)));
+  if (!total) return make_error("KV cache of {} pages overflows", num_pages);
+  auto rounded = checked_align_up(*total, 64);
+  if (!rounded) return make_error("KV cache of {} pages overflows", num_pages);
+  void* memory = std::aligned_alloc(64, *rounded);
+  if (memory == nullptr)
+    return make_error("cannot allocate {} MiB for the KV cache ({} pages)", *total >> 20,
+                      num_pages);
+  KvPages pages;
+  pages.memory_.reset(static_cast<uint16_t*>(memory));
+  pages.num_pages_ = num_pages;
+  pages.page_size_ = page_size;
+  pages.n_kv_heads_ = c.n_kv_heads;
+  pages.head_dim_ = c.head_dim;
+  pages.head_dim_v_ = c.head_dim_v;
+  pages.layer_elements_ = c.n_kv_heads * page_size * (c.head_dim + c.head_dim_v);
+  pages.page_elements_ = pages.layer_elements_ * c.n_layers;
+  return pages;
+}
+
+}  // namespace drift

@@ -1,0 +1,121 @@
+#include "model/model_weights.h"
+
+#include <fmt/format.h>
+
+#include "kernels/dequantize.h"
+
+namespace drift {
+namespace {
+
+class Binder {
+ public:
+  Binder(const GgufFile& file, Isa isa, ModelWeights& weights)
+      : file_(file), kernels_(kernels::matmul_kernels(isa)), weights_(weights) {}
+
+  // A 2-D tensor whose GGUF shape is [cols, rows] (ne[0] is the contiguous dimension).
+  Expected<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
+    DRIFT_ASSIGN_OR_RETURN(const GgufTensor* t, find(name));
+    if (t->n_dims > 2 || static_cast<int64_t>(t->ne[0]) != cols ||
+        static_cast<int64_t>(t->ne[1]) != rows)
+      return make_error("tensor '{}' has shape [{}, {}], expected [{}, {}]", name, t->ne[0],
+                        t->ne[1], cols, rows);
+    auto format = kernels::weight_format_for(static_cast<uint32_t>(t->type), cols);
+    if (!format.ok()) return make_error("tensor '{}': {}", name, format.error().message);
+    WeightMatrix m;
+    m.format = *format;
+    m.data = t->data;
+    m.rows = rows;
+    m.cols = cols;
+    m.row_bytes = kernels::row_bytes(*format, cols);
+    m.matmul = kernels_.matmul(*format);
+    return m;
+  }
+
+  Expected<WeightVector> vector(const std::string& name, int64_t size) {
+    DRIFT_ASSIGN_OR_RETURN(const GgufTensor* t, find(name));
+    if (t->n_dims != 1 || static_cast<int64_t>(t->ne[0]) != size)
+      return make_error("tensor '{}' has {} elements in {} dimensions, expected a vector of {}",
+                        name, t->n_elements, t->n_dims, size);
+    const kernels::FormatInfo* info = kernels::find_format(static_cast<uint32_t>(t->type));
+    if (info == nullptr || size % info->block_size != 0)
+      return make_error("tensor '{}' has a format drift cannot read", name);
+    auto storage = std::make_unique<float[]>(size);
+    kernels::dequantize_row(info->format, t->data, storage.get(), size);
+    WeightVector v{storage.get(), size};
+    weights_.owned_vectors.push_back(std::move(storage));
+    return v;
+  }
+
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+
+ private:
+  Expected<const GgufTensor*> find(const std::string& name) const {
+    const GgufTensor* t = file_.find_tensor(name);
+    if (t == nullptr) return make_error("the model file has no tensor '{}'", name);
+    return t;
+  }
+
+  const GgufFile& file_;
+  const kernels::MatmulKernels& kernels_;
+  ModelWeights& weights_;
+};
+
+Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights& l) {
+  auto name = [il](std::string_view suffix) { return fmt::format("blk.{}.{}", il, suffix); };
+  DRIFT_ASSIGN_OR_RETURN(l.attn_norm, b.vector(name("attn_norm.weight"), c.n_embd));
+  DRIFT_ASSIGN_OR_RETURN(l.wq, b.matrix(name("attn_q.weight"), c.q_dim(), c.n_embd));
+  DRIFT_ASSIGN_OR_RETURN(l.wk, b.matrix(name("attn_k.weight"), c.kv_dim(), c.n_embd));
+  DRIFT_ASSIGN_OR_RETURN(l.wv, b.matrix(name("attn_v.weight"), c.v_dim(), c.n_embd));
+  DRIFT_ASSIGN_OR_RETURN(l.wo,
+                         b.matrix(name("attn_output.weight"), c.n_embd, c.n_heads * c.head_dim_v));
+  if (c.qkv_bias) {
+    DRIFT_ASSIGN_OR_RETURN(l.bq, b.vector(name("attn_q.bias"), c.q_dim()));
+    DRIFT_ASSIGN_OR_RETURN(l.bk, b.vector(name("attn_k.bias"), c.kv_dim()));
+    DRIFT_ASSIGN_OR_RETURN(l.bv, b.vector(name("attn_v.bias"), c.v_dim()));
+  }
+  if (c.qk_norm) {
+    DRIFT_ASSIGN_OR_RETURN(l.q_norm, b.vector(name("attn_q_norm.weight"), c.head_dim));
+    DRIFT_ASSIGN_OR_RETURN(l.k_norm, b.vector(name("attn_k_norm.weight"), c.head_dim));
+  }
+  if (c.post_norms) {
+    DRIFT_ASSIGN_OR_RETURN(l.attn_post_norm,
+                           b.vector(name("post_attention_norm.weight"), c.n_embd));
+    DRIFT_ASSIGN_OR_RETURN(l.ffn_post_norm, b.vector(name("post_ffw_norm.weight"), c.n_embd));
+  }
+  DRIFT_ASSIGN_OR_RETURN(l.ffn_norm, b.vector(name("ffn_norm.weight"), c.n_embd));
+  DRIFT_ASSIGN_OR_RETURN(l.ffn_gate, b.matrix(name("ffn_gate.weight"), c.n_ff, c.n_embd));
+  DRIFT_ASSIGN_OR_RETURN(l.ffn_up, b.matrix(name("ffn_up.weight"), c.n_ff, c.n_embd));
+  DRIFT_ASSIGN_OR_RETURN(l.ffn_down, b.matrix(name("ffn_down.weight"), c.n_embd, c.n_ff));
+  return Status::Ok();
+}
+
+uint64_t bytes_of(const WeightMatrix& m) { return static_cast<uint64_t>(m.rows) * m.row_bytes; }
+
+}  // namespace
+
+Expected<ModelWeights> bind_model_weights(const GgufFile& file, const ModelConfig& c, Isa isa) {
+  ModelWeights w;
+  Binder b(file, isa, w);
+  if (b.has("rope_freqs.weight"))
+    return make_error(
+        "the model has per-dimension RoPE frequency factors (rope_freqs.weight, "
+        "Llama 3.1 style), which drift does not support yet");
+  DRIFT_ASSIGN_OR_RETURN(w.token_embd, b.matrix("token_embd.weight", c.n_vocab, c.n_embd));
+  DRIFT_ASSIGN_OR_RETURN(w.output_norm, b.vector("output_norm.weight", c.n_embd));
+  if (b.has("output.weight")) {
+    DRIFT_ASSIGN_OR_RETURN(w.output, b.matrix("output.weight", c.n_vocab, c.n_embd));
+  } else {
+    w.output = w.token_embd;  // tied embeddings
+  }
+  w.layers.resize(c.n_layers);
+  for (int64_t il = 0; il < c.n_layers; ++il)
+    DRIFT_RETURN_IF_ERROR(bind_layer(b, c, il, w.layers[il]));
+
+  w.matrix_bytes = bytes_of(w.output);
+  for (const LayerWeights& l : w.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+      w.matrix_bytes += bytes_of(*m);
+  return w;
+}
+
+}  // namespace drift

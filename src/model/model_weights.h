@@ -1,0 +1,65 @@
+// The model's tensors, bound to views of the memory-mapped GGUF file and checked against the
+// configuration's shapes. Matrices stay in their file format; the small vectors (norm weights and
+// biases) are converted to fp32 once at load.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/format.h"
+#include "kernels/matmul.h"
+#include "model/model_config.h"
+#include "util/cpu_features.h"
+#include "util/error.h"
+
+namespace drift {
+
+// A weight matrix W [rows][cols] in its file format: row r (one output feature) is `cols`
+// contiguous elements, row_bytes apart. Multiplying by x computes W x.
+struct WeightMatrix {
+  kernels::Format format = kernels::Format::kF32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t row_bytes = 0;
+  kernels::MatmulFn matmul = nullptr;  // for the ISA the weights were bound with
+};
+
+// A vector of fp32 values [size] (norm weights, biases), owned by ModelWeights.
+struct WeightVector {
+  const float* data = nullptr;
+  int64_t size = 0;
+  bool present() const { return data != nullptr; }
+};
+
+struct LayerWeights {
+  WeightVector attn_norm;       // [n_embd]
+  WeightMatrix wq;              // [q_dim][n_embd]
+  WeightMatrix wk;              // [kv_dim][n_embd]
+  WeightMatrix wv;              // [v_dim][n_embd]
+  WeightVector bq, bk, bv;      // qwen2: [q_dim], [kv_dim], [v_dim]
+  WeightVector q_norm, k_norm;  // gemma3: [head_dim]
+  WeightMatrix wo;              // [n_embd][n_heads * head_dim_v]
+  WeightVector attn_post_norm;  // gemma3: [n_embd]
+  WeightVector ffn_norm;        // [n_embd]
+  WeightMatrix ffn_gate;        // [n_ff][n_embd]
+  WeightMatrix ffn_up;          // [n_ff][n_embd]
+  WeightMatrix ffn_down;        // [n_embd][n_ff]
+  WeightVector ffn_post_norm;   // gemma3: [n_embd]
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;   // [n_vocab][n_embd]; rows are looked up, not multiplied
+  WeightVector output_norm;  // [n_embd]
+  WeightMatrix output;       // [n_vocab][n_embd]; token_embd itself when the output is tied
+  std::vector<LayerWeights> layers;
+  std::vector<std::unique_ptr<float[]>> owned_vectors;  // storage behind the WeightVectors
+  uint64_t matrix_bytes = 0;  // bytes of every matrix read per token (output counted once)
+};
+
+// Binds every tensor the architecture needs; a missing tensor, a shape that disagrees with the
+// configuration or a format drift has no kernel for is an error naming the tensor.
+Expected<ModelWeights> bind_model_weights(const GgufFile& file, const ModelConfig& config, Isa isa);
+
+}  // namespace drift

@@ -82,6 +82,17 @@ int64_t KVCacheManager::appendable_tokens(SeqId seq) const {
   return slack + pages * page_size();
 }
 
+int64_t KVCacheManager::pool_pages_to_append(SeqId seq, int32_t num_tokens) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end() || num_tokens <= 0) return 0;
+  const Sequence& s = it->second;
+  int64_t slack = int64_t(s.pages.size()) * page_size() - s.num_tokens;
+  bool copy_last = slack > 0 && refcount_[s.pages.back()] > 1;
+  int64_t needed = layout_.pages_for_tokens(s.num_tokens + num_tokens) - int64_t(s.pages.size()) +
+                   (copy_last ? 1 : 0);
+  return std::max<int64_t>(0, needed - s.reserved);
+}
+
 std::optional<KVAppend> KVCacheManager::append(SeqId seq, int32_t num_tokens) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end() || num_tokens < 0) return std::nullopt;

@@ -100,6 +100,9 @@ class KVCacheManager {
   std::optional<KVAppend> append(SeqId seq, int32_t num_tokens);
   // How many tokens an append to `seq` could take now. 0 for an unknown sequence.
   int64_t appendable_tokens(SeqId seq) const;
+  // Pages an append of `num_tokens` to `seq` would take from the available pool (beyond its own
+  // reservation; a copy-on-write page included). 0 for an unknown sequence.
+  int64_t pool_pages_to_append(SeqId seq, int32_t num_tokens) const;
   // Opens `child` sharing every page of `parent` (refcounts up), with the same token count and no
   // reservation. The first append into a shared partial last page makes a private copy.
   Status fork(SeqId parent, SeqId child);

@@ -1,5 +1,6 @@
 #include "scheduler/capacity_scheduler.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace drift {
@@ -14,13 +15,13 @@ Status CapacityScheduler::check_fits(SeqId id, int32_t prompt_len, int32_t max_n
       id, prompt_len, max_new_tokens, e.num_pages, e.num_bytes, kv_.page_size(), kv_.num_pages());
 }
 
-int64_t CapacityScheduler::admissible_tokens(const SequenceState& seq) const {
+int64_t CapacityScheduler::admissible_tokens(const SequenceState& seq, int64_t held_back) const {
   if (mode_ == AdmissionMode::kGuaranteed) {
     return kv_.can_reserve(kv_.estimate(seq.prompt_len, seq.max_new_tokens))
                ? seq.num_pending_tokens()
                : 0;
   }
-  return int64_t(kv_.num_available_pages()) * kv_.page_size();
+  return std::max<int64_t>(0, kv_.num_available_pages() - held_back) * kv_.page_size();
 }
 
 int32_t CapacityScheduler::admit(const SequenceState& seq) {

@@ -43,8 +43,8 @@ class CapacityScheduler {
 
   // How many of the sequence's pending tokens its KV could take now if it were admitted:
   // guaranteed mode, all of them if its worst case can be reserved, else 0; optimistic mode,
-  // what the available pages hold.
-  int64_t admissible_tokens(const SequenceState& seq) const;
+  // what the available pages hold, less `held_back` pages kept for running sequences.
+  int64_t admissible_tokens(const SequenceState& seq, int64_t held_back) const;
 
   // Opens the sequence's KV (guaranteed mode: and reserves its worst case). Returns the pages
   // reserved. Precondition: admissible_tokens(seq) > 0.

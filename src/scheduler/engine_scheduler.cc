@@ -87,10 +87,15 @@ Status EngineScheduler::add(SequenceRequest request) {
 std::optional<SequenceOutcome> EngineScheduler::cancel(SeqId id) {
   // Rule: a cancel ends the sequence in any phase and frees everything it holds.
   auto it = seqs_.find(id);
-  if (it == seqs_.end()) return std::nullopt;
-  log_.record(ProgressEvent::kCancel, id, int64_t(it->second.phase));
+  if (it == seqs_.end() || it->second.cancel_pending) return std::nullopt;
+  SequenceState& seq = it->second;
+  log_.record(ProgressEvent::kCancel, id, int64_t(seq.phase));
+  if (plan_outstanding_ && seq.last_scheduled_step == plan_.step) {
+    seq.cancel_pending = true;  // the executor may still read its pages and tokens
+    return SequenceOutcome{id, std::nullopt, FinishReason::kCancelled, {}};
+  }
   outcomes_.clear();
-  finish(it->second, FinishReason::kCancelled, {});
+  finish(seq, FinishReason::kCancelled, {});
   return outcomes_.back();
 }
 
@@ -120,7 +125,12 @@ void EngineScheduler::begin_step() {
   plan_.step = step_;
   token_budget_ = config_.max_num_batched_tokens;
   partial_prefills_ = 0;
-  for (const SequenceState* s : running_) partial_prefills_ += s->phase == SequencePhase::kPrefill;
+  decode_pages_held_back_ = 0;
+  for (const SequenceState* s : running_) {
+    partial_prefills_ += s->phase == SequencePhase::kPrefill;
+    if (s->phase == SequencePhase::kDecode && !config_.prefer_decode_over_prefill)
+      decode_pages_held_back_ += kv_.pool_pages_to_append(s->id, 1);
+  }
 }
 
 void EngineScheduler::schedule_decodes() {
@@ -162,7 +172,7 @@ void EngineScheduler::schedule_admissions() {
     if (want == 0) break;
     bool whole = want == seq.num_pending_tokens();
     if (!whole && partial_prefills_ >= config_.max_num_partial_prefills) break;
-    if (capacity_.admissible_tokens(seq) < want) {
+    if (capacity_.admissible_tokens(seq, decode_pages_held_back_) < want) {
       capacity_.count_blocked();
       break;
     }
@@ -293,8 +303,12 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
   for (size_t i = 0; i < plan_.items.size(); ++i) {
     const StepItem& item = plan_.items[i];
     auto it = seqs_.find(item.seq_id);
-    if (it == seqs_.end() || it->second.last_scheduled_step != plan_.step) continue;  // cancelled
+    if (it == seqs_.end() || it->second.last_scheduled_step != plan_.step) continue;
     SequenceState& seq = it->second;
+    if (seq.cancel_pending) {  // already reported cancelled
+      retire(seq, FinishReason::kCancelled);
+      continue;
+    }
     const ItemResult& r = result.items[i];
     if (r.error || (item.sample && (!r.token || *r.token < 0))) {
       log_.record(ProgressEvent::kError, seq.id, int64_t(plan_.step), int64_t(i));
@@ -325,6 +339,10 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_failed(const Error& er
   for (const StepItem& item : plan_.items) {
     auto it = seqs_.find(item.seq_id);
     if (it == seqs_.end() || it->second.last_scheduled_step != plan_.step) continue;
+    if (it->second.cancel_pending) {
+      retire(it->second, FinishReason::kCancelled);
+      continue;
+    }
     log_.record(ProgressEvent::kError, item.seq_id, int64_t(plan_.step), -1);
     finish(it->second, FinishReason::kError, error.message);
   }
@@ -335,14 +353,35 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_failed(const Error& er
 std::span<const SequenceOutcome> EngineScheduler::abort_all(const Error& error) {
   // Rule: every sequence ends with the error, running ones first.
   outcomes_.clear();
-  while (!running_.empty()) finish(*running_.back(), FinishReason::kError, error.message);
+  while (!running_.empty()) {
+    SequenceState& seq = *running_.back();
+    if (seq.cancel_pending) {
+      retire(seq, FinishReason::kCancelled);
+    } else {
+      finish(seq, FinishReason::kError, error.message);
+    }
+  }
   while (!waiting_.empty()) finish(*waiting_.back(), FinishReason::kError, error.message);
   plan_outstanding_ = false;
   return outcomes_;
 }
 
 void EngineScheduler::finish(SequenceState& seq, FinishReason reason, std::string message) {
-  // Rule: a finished sequence releases its pages exactly once and leaves every queue.
+  // Rule: a finished sequence is reported once (merged with this step's token, if any), then
+  // retired.
+  SeqId id = seq.id;
+  retire(seq, reason);
+  if (!outcomes_.empty() && outcomes_.back().id == id && !outcomes_.back().finish) {
+    outcomes_.back().finish = reason;
+    outcomes_.back().message = std::move(message);
+  } else {
+    outcomes_.push_back(SequenceOutcome{id, std::nullopt, reason, std::move(message)});
+  }
+}
+
+void EngineScheduler::retire(SequenceState& seq, FinishReason reason) {
+  // Rule: a finished sequence releases its pages exactly once, leaves every queue and is
+  // forgotten.
   if (std::optional<KVRelease> released = capacity_.release(seq.id)) {
     log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped,
                 released->reservation_returned);
@@ -353,12 +392,6 @@ void EngineScheduler::finish(SequenceState& seq, FinishReason reason, std::strin
   ++stats_.finished;
   stats_.cancelled += reason == FinishReason::kCancelled;
   stats_.errors += reason == FinishReason::kError;
-  if (!outcomes_.empty() && outcomes_.back().id == seq.id && !outcomes_.back().finish) {
-    outcomes_.back().finish = reason;
-    outcomes_.back().message = std::move(message);
-  } else {
-    outcomes_.push_back(SequenceOutcome{seq.id, std::nullopt, reason, std::move(message)});
-  }
   seq.phase = SequencePhase::kFinished;
   seqs_.erase(seq.id);
 }

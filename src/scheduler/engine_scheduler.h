@@ -73,9 +73,11 @@ class EngineScheduler {
   // parameters, or a size that could never fit in the KV cache.
   Status add(SequenceRequest request);
 
-  // Ends the sequence in whatever phase, freeing everything it holds. nullopt if the id is not
-  // known (never added, or already finished). Allowed between schedule_step and the report: the
-  // report then skips the cancelled sequence.
+  // Ends the sequence in whatever phase, freeing everything it holds, and returns its outcome
+  // (finish = kCancelled). nullopt if the id is not known (never added, already finished or
+  // already cancelled). A sequence in the outstanding plan is reported cancelled at once, but its
+  // pages and token storage — which the executor may be reading — are released when the plan is
+  // reported, and that report says nothing more about it.
   std::optional<SequenceOutcome> cancel(SeqId id);
 
   // Composes the next step. The plan is valid until it is reported with on_step_executed or
@@ -127,6 +129,7 @@ class EngineScheduler {
   void admit(SequenceState& seq);
   void enqueue_waiting(SequenceState& seq);
   void finish(SequenceState& seq, FinishReason reason, std::string message);
+  void retire(SequenceState& seq, FinishReason reason);
   bool is_stop_token(const SequenceState& seq, TokenId token) const;
 
   SchedulerConfig config_;
@@ -150,6 +153,9 @@ class EngineScheduler {
   // The step being composed.
   int32_t token_budget_ = 0;      // tokens still free in this step
   int32_t partial_prefills_ = 0;  // sequences that will end this step with an unfinished prefill
+  // Pages kept from admissions for the decodes still to be scheduled in this step (prefill-first
+  // optimistic mode), so that admitting a request never preempts a running one in the same step.
+  int64_t decode_pages_held_back_ = 0;
 };
 
 }  // namespace drift

@@ -60,6 +60,8 @@ struct SequenceState {
   int32_t num_preemptions = 0;
   std::optional<uint64_t> first_admitted_step;
   std::optional<uint64_t> last_scheduled_step;
+  // Cancelled while in the outstanding plan: retired when the plan is reported.
+  bool cancel_pending = false;
 
   int32_t total_len() const { return static_cast<int32_t>(tokens.size()); }
   int32_t generated_len() const { return total_len() - prompt_len; }

@@ -1,0 +1,312 @@
+// A model-free executor for scheduler tests, and a driver that runs the worker loop over it.
+//
+// The fake "model" produces the next token as a hash of (sequence id, every token so far), so a
+// sequence's output depends only on its own history: a preempted-and-recomputed sequence, or one
+// run among others, must produce exactly the tokens of an uninterrupted solo run.
+//
+// The fake executor also checks what a real one relies on: token ids and positions match the
+// sequence's history, slot mapping matches the block table, and the K/V that an item attends over
+// (positions before its chunk) are in the pages the block table names — it keeps a shadow of every
+// slot (which sequence wrote which token at which position) and verifies each read against it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "scheduler/engine_scheduler.h"
+#include "scheduler/executor.h"
+
+namespace drift::testing {
+
+struct FakeModel {
+  int32_t vocab = 1000;
+  TokenId eos = 0;
+  // About one sampled token in eos_one_in is the EOS token; nullopt: never.
+  std::optional<uint32_t> eos_one_in;
+
+  TokenId next_token(SeqId seq, std::span<const TokenId> history) const {
+    uint64_t h = 1469598103934665603ull ^ (seq * 0x9E3779B97F4A7C15ull);
+    for (TokenId t : history) h = (h ^ uint64_t(uint32_t(t))) * 1099511628211ull;
+    h ^= h >> 29;
+    if (eos_one_in && h % *eos_one_in == 0) return eos;
+    return 1 + TokenId(h % uint64_t(vocab - 1));
+  }
+
+  // What `seq` generates alone, honouring EOS (unless ignored), stop tokens and max_new_tokens.
+  std::vector<TokenId> reference(SeqId seq, std::vector<TokenId> history, int32_t max_new_tokens,
+                                 const SamplingParams& sampling = {}) const {
+    std::vector<TokenId> out;
+    while (int32_t(out.size()) < max_new_tokens) {
+      TokenId t = next_token(seq, history);
+      out.push_back(t);
+      history.push_back(t);
+      bool stop = (!sampling.ignore_eos && t == eos) ||
+                  std::find(sampling.stop_token_ids.begin(), sampling.stop_token_ids.end(), t) !=
+                      sampling.stop_token_ids.end();
+      if (stop) break;
+    }
+    return out;
+  }
+};
+
+class FakeExecutor : public Executor {
+ public:
+  FakeExecutor(const KVCacheManager& kv, FakeModel model)
+      : model_(model), page_size_(kv.page_size()), slots_(size_t(kv.num_pages()) * page_size_) {}
+
+  Status run(const StepPlan& plan, ExecutionResult& result) override {
+    ++steps_run_;
+    if (fail_step_ && *fail_step_ == plan.step) return make_error("injected step failure");
+    check_plan(plan);
+    for (const PageCopy& c : plan.page_copies) {
+      for (int32_t i = 0; i < page_size_; ++i)
+        slots_[size_t(c.dst) * page_size_ + i] = slots_[size_t(c.src) * page_size_ + i];
+    }
+    result.reset(plan.items.size());
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      const StepItem& item = plan.items[i];
+      if (fail_item_ && fail_item_->first == plan.step && fail_item_->second == item.seq_id) {
+        result.items[i].error = Error{"injected item failure"};
+        continue;
+      }
+      std::span<const PageId> pages = plan.pages(item);
+      // Attention reads every earlier position through the block table.
+      for (int32_t p = 0; p < item.start_position; ++p) {
+        const Slot& s = slot(pages, p);
+        if (s.seq != item.seq_id || s.position != p || s.token != item.history[size_t(p)]) {
+          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " reads position " << p
+                        << " from a slot holding seq " << s.seq << " position " << s.position;
+          break;
+        }
+      }
+      // Writes K/V of the scheduled tokens.
+      for (int32_t k = 0; k < item.num_tokens; ++k) {
+        int32_t p = item.start_position + k;
+        slot(pages, p) = Slot{item.seq_id, p, plan.token_ids[size_t(item.token_offset + k)]};
+      }
+      if (item.sample) {
+        result.items[i].token =
+            model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
+      }
+    }
+    return Status::Ok();
+  }
+
+  bool healthy() const override { return healthy_; }
+
+  void fail_step(uint64_t step) { fail_step_ = step; }
+  void fail_item(uint64_t step, SeqId seq) { fail_item_ = {step, seq}; }
+  void set_healthy(bool healthy) { healthy_ = healthy; }
+  uint64_t steps_run() const { return steps_run_; }
+
+ private:
+  struct Slot {
+    SeqId seq = ~SeqId{0};
+    int32_t position = -1;
+    TokenId token = -1;
+  };
+
+  Slot& slot(std::span<const PageId> pages, int32_t position) {
+    return slots_[size_t(pages[size_t(position / page_size_)]) * page_size_ +
+                  position % page_size_];
+  }
+
+  // The plan's structure, as documented in step_plan.h.
+  void check_plan(const StepPlan& plan) {
+    int32_t offset = 0, page_offset = 0, prefill = 0, decode = 0;
+    std::set<SeqId> seen;
+    ASSERT_EQ(plan.positions.size(), plan.token_ids.size());
+    ASSERT_EQ(plan.slot_mapping.size(), plan.token_ids.size());
+    ASSERT_EQ(plan.page_size, page_size_);
+    for (const StepItem& item : plan.items) {
+      ASSERT_TRUE(seen.insert(item.seq_id).second) << "sequence scheduled twice in one step";
+      ASSERT_EQ(item.token_offset, offset);
+      ASSERT_EQ(item.page_offset, page_offset);
+      ASSERT_GT(item.num_tokens, 0);
+      ASSERT_NE(item.sampling, nullptr);
+      ASSERT_EQ(item.num_pages, (item.context_len() + page_size_ - 1) / page_size_);
+      ASSERT_LE(size_t(item.context_len()), item.history.size());
+      ASSERT_EQ(item.sample, size_t(item.context_len()) == item.history.size());
+      if (item.kind == StepItemKind::kDecode) {
+        ASSERT_EQ(item.num_tokens, 1);
+        ASSERT_TRUE(item.sample);
+      }
+      (item.kind == StepItemKind::kDecode ? decode : prefill) += item.num_tokens;
+      std::span<const PageId> pages = plan.pages(item);
+      for (int32_t k = 0; k < item.num_tokens; ++k) {
+        int32_t p = item.start_position + k;
+        size_t flat = size_t(item.token_offset + k);
+        ASSERT_EQ(plan.positions[flat], p);
+        ASSERT_EQ(plan.token_ids[flat], item.history[size_t(p)]);
+        ASSERT_EQ(plan.slot_mapping[flat],
+                  int64_t(pages[size_t(p / page_size_)]) * page_size_ + p % page_size_);
+      }
+      offset += item.num_tokens;
+      page_offset += item.num_pages;
+    }
+    ASSERT_EQ(offset, plan.num_tokens());
+    ASSERT_EQ(size_t(page_offset), plan.block_table.size());
+    ASSERT_EQ(prefill, plan.num_prefill_tokens);
+    ASSERT_EQ(decode, plan.num_decode_tokens);
+  }
+
+  FakeModel model_;
+  int32_t page_size_;
+  std::vector<Slot> slots_;
+  std::optional<uint64_t> fail_step_;
+  std::optional<std::pair<uint64_t, SeqId>> fail_item_;
+  bool healthy_ = true;
+  uint64_t steps_run_ = 0;
+};
+
+// What happened to one request, as the engine would see it.
+struct RequestRecord {
+  SequenceRequest request;  // as submitted (the prompt is kept here for reference outputs)
+  uint64_t arrival_step = 0;
+  std::optional<uint64_t> first_scheduled_step;
+  std::vector<TokenId> generated;
+  std::optional<FinishReason> finish;
+  std::string message;
+  bool rejected = false;
+};
+
+// Runs the worker loop over a KV cache, a scheduler and the fake executor, checking the budgets
+// and the invariants after every step.
+class Driver {
+ public:
+  Driver(const SchedulerConfig& config, int32_t num_pages, int32_t page_size, FakeModel model = {},
+         std::vector<TokenId> eos = {0})
+      : kv_(make_kv(num_pages, page_size)),
+        model_(model),
+        scheduler_(make_scheduler(config, std::move(eos))),
+        executor_(kv_, model) {}
+
+  // Submits; records a rejection with its reason.
+  bool submit(SequenceRequest request) {
+    RequestRecord& r = records_[request.id];
+    r.request = request;
+    r.arrival_step = scheduler_->current_step();
+    Status s = scheduler_->add(std::move(request));
+    if (!s.ok()) {
+      r.rejected = true;
+      r.finish = FinishReason::kRejected;
+      r.message = s.message();
+    }
+    return s.ok();
+  }
+
+  bool cancel(SeqId id) {
+    std::optional<SequenceOutcome> o = scheduler_->cancel(id);
+    if (o) apply(*o);
+    return o.has_value();
+  }
+
+  // One worker-loop iteration. Returns the plan it ran (a copy, for inspection).
+  StepPlan step() {
+    const StepPlan& plan = scheduler_->schedule_step();
+    const SchedulerConfig& c = scheduler_->config();
+    EXPECT_LE(plan.num_tokens(), c.max_num_batched_tokens);
+    EXPECT_LE(int32_t(plan.items.size()), c.max_num_seqs);
+    max_tokens_in_a_step_ = std::max(max_tokens_in_a_step_, plan.num_tokens());
+    for (const StepItem& item : plan.items) {
+      RequestRecord& r = records_.at(item.seq_id);
+      if (!r.first_scheduled_step) r.first_scheduled_step = plan.step;
+    }
+    StepPlan copy = plan;
+    if (!plan.empty()) {
+      Status s = executor_.run(plan, result_);
+      std::span<const SequenceOutcome> outcomes =
+          s.ok() ? scheduler_->on_step_executed(result_) : scheduler_->on_step_failed(s.error());
+      for (const SequenceOutcome& o : outcomes) apply(o);
+      if (!executor_.healthy()) {
+        for (const SequenceOutcome& o : scheduler_->abort_all(Error{"executor lost"})) apply(o);
+      }
+    }
+    Status inv = scheduler_->check_invariants();
+    EXPECT_TRUE(inv.ok()) << "after step " << copy.step << ": " << inv.message();
+    return copy;
+  }
+
+  // Steps until nothing is left; false if that takes more than `max_steps`.
+  bool run_to_completion(int max_steps = 100000) {
+    for (int i = 0; i < max_steps && scheduler_->has_unfinished(); ++i) step();
+    return !scheduler_->has_unfinished();
+  }
+
+  void apply(const SequenceOutcome& o) {
+    RequestRecord& r = records_.at(o.id);
+    EXPECT_FALSE(r.finish) << "sequence " << o.id << " reported after it finished";
+    if (o.token) r.generated.push_back(*o.token);
+    if (o.finish) {
+      r.finish = o.finish;
+      r.message = o.message;
+    }
+  }
+
+  // Every page free, every refcount zero, nothing reserved.
+  void expect_all_released() const {
+    EXPECT_EQ(kv_.num_free_pages(), kv_.num_pages());
+    EXPECT_EQ(kv_.num_used_pages(), 0);
+    EXPECT_EQ(kv_.num_cached_pages(), 0);
+    EXPECT_EQ(kv_.num_reserved_pages(), 0);
+    EXPECT_EQ(kv_.num_sequences(), 0);
+    for (PageId p = 0; p < kv_.num_pages(); ++p) EXPECT_EQ(kv_.refcount(p), 0) << "page " << p;
+    Status s = kv_.check_invariants();
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+
+  std::vector<TokenId> reference(SeqId id) const {
+    const RequestRecord& r = records_.at(id);
+    return model_.reference(id, r.request.prompt, r.request.max_new_tokens, r.request.sampling);
+  }
+
+  KVCacheManager& kv() { return kv_; }
+  EngineScheduler& scheduler() { return *scheduler_; }
+  FakeExecutor& executor() { return executor_; }
+  ProgressLog& log() { return log_; }
+  std::map<SeqId, RequestRecord>& records() { return records_; }
+  int32_t max_tokens_in_a_step() const { return max_tokens_in_a_step_; }
+
+ private:
+  static KVCacheManager make_kv(int32_t num_pages, int32_t page_size) {
+    KVLayout layout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 8, .page_size = page_size};
+    auto kv = KVCacheManager::create(layout, num_pages);
+    EXPECT_TRUE(kv.ok());
+    return std::move(kv).value();
+  }
+  std::unique_ptr<EngineScheduler> make_scheduler(const SchedulerConfig& config,
+                                                  std::vector<TokenId> eos) {
+    auto s = EngineScheduler::create(config, std::move(eos), kv_, log_);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+    return std::move(s).value();
+  }
+
+  KVCacheManager kv_;
+  ProgressLog log_;
+  FakeModel model_;
+  std::unique_ptr<EngineScheduler> scheduler_;
+  FakeExecutor executor_;
+  ExecutionResult result_;
+  std::map<SeqId, RequestRecord> records_;
+  int32_t max_tokens_in_a_step_ = 0;
+};
+
+inline SequenceRequest make_request(SeqId id, int32_t prompt_len, int32_t max_new_tokens,
+                                    int32_t priority = 0) {
+  SequenceRequest r;
+  r.id = id;
+  r.prompt.resize(size_t(prompt_len));
+  for (int32_t i = 0; i < prompt_len; ++i) r.prompt[size_t(i)] = 1 + TokenId((id * 31 + i) % 997);
+  r.max_new_tokens = max_new_tokens;
+  r.priority = priority;
+  return r;
+}
+
+}  // namespace drift::testing

@@ -1,0 +1,146 @@
+// After warm-up, the scheduler's side of a decode step — schedule_step and on_step_executed —
+// performs no heap allocation. Proved with a counting global operator new in this test binary.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "fake_executor.h"
+#include "scheduler/engine_scheduler.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<uint64_t> g_allocations{0};
+
+void* counted_alloc(std::size_t size, std::size_t alignment = 0) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
+  if (size == 0) size = 1;
+  void* p = nullptr;
+  if (alignment > alignof(std::max_align_t)) {
+    if (posix_memalign(&p, alignment, size) != 0) p = nullptr;
+  } else {
+    p = std::malloc(size);
+  }
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t size) { return counted_alloc(size); }
+void* operator new[](std::size_t size) { return counted_alloc(size); }
+void* operator new(std::size_t size, std::align_val_t a) {
+  return counted_alloc(size, std::size_t(a));
+}
+void* operator new[](std::size_t size, std::align_val_t a) {
+  return counted_alloc(size, std::size_t(a));
+}
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return counted_alloc(size);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return counted_alloc(size);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace drift {
+namespace {
+
+using testing::FakeExecutor;
+using testing::FakeModel;
+using testing::make_request;
+
+// Counts allocations made by `f`.
+template <typename F>
+uint64_t allocations_in(F&& f) {
+  uint64_t before = g_allocations.load();
+  g_counting.store(true);
+  f();
+  g_counting.store(false);
+  return g_allocations.load() - before;
+}
+
+TEST(NoAllocation, CountingAllocatorSeesAllocations) {
+  uint64_t n = allocations_in([] {
+    auto* v = new std::vector<int>(100);
+    delete v;
+  });
+  EXPECT_EQ(n, 2u);
+}
+
+void steady_decode_allocates_nothing(AdmissionMode mode) {
+  SCOPED_TRACE(std::string(admission_mode_name(mode)));
+  SchedulerConfig c;
+  c.admission = mode;
+  c.max_num_seqs = 16;
+  c.max_num_batched_tokens = 256;
+  c.max_model_len = 512;
+  auto kv = KVCacheManager::create(KVLayout{2, 2, 8, 4}, 1024);
+  ASSERT_TRUE(kv.ok());
+  ProgressLog log;
+  auto scheduler = EngineScheduler::create(c, {0}, *kv, log);
+  ASSERT_TRUE(scheduler.ok());
+  EngineScheduler& s = **scheduler;
+  FakeModel model;  // never samples EOS
+  FakeExecutor executor(*kv, model);
+  ExecutionResult result;
+  // 16 sequences with different lengths, so that page boundaries are crossed and sequences
+  // finish inside the measured window.
+  for (SeqId id = 1; id <= 16; ++id)
+    ASSERT_TRUE(s.add(make_request(id, 10 + int32_t(id), 60 + 2 * int32_t(id))).ok());
+
+  auto run_step = [&](uint64_t* counted) {
+    const StepPlan* plan = nullptr;
+    *counted += allocations_in([&] { plan = &s.schedule_step(); });
+    if (plan->empty()) return;
+    ASSERT_TRUE(executor.run(*plan, result).ok());
+    std::span<const SequenceOutcome> outcomes;
+    *counted += allocations_in([&] { outcomes = s.on_step_executed(result); });
+    for (const SequenceOutcome& o : outcomes) EXPECT_NE(o.finish, FinishReason::kError);
+  };
+
+  // Warm-up: admission and prefill (these allocate: queues, page lists, map nodes).
+  uint64_t warmup = 0;
+  for (int i = 0; i < 4; ++i) run_step(&warmup);
+  for (SeqId id = 1; id <= 16; ++id)
+    ASSERT_EQ(s.find(id)->phase, SequencePhase::kDecode) << "warm-up should finish prefill";
+
+  // Steady decode, until every sequence has finished (and released its pages).
+  uint64_t steady = 0;
+  int steps = 0;
+  while (s.has_unfinished()) {
+    run_step(&steady);
+    ++steps;
+    ASSERT_LT(steps, 1000);
+  }
+  EXPECT_EQ(steady, 0u) << "allocations in " << steps << " steady decode steps";
+  EXPECT_GT(steps, 60);
+  EXPECT_EQ(kv->num_free_pages(), kv->num_pages());
+  EXPECT_TRUE(s.check_invariants().ok());
+}
+
+TEST(NoAllocation, SteadyDecodeStepsAllocateNothingInGuaranteedMode) {
+  steady_decode_allocates_nothing(AdmissionMode::kGuaranteed);
+}
+
+TEST(NoAllocation, SteadyDecodeStepsAllocateNothingInOptimisticMode) {
+  steady_decode_allocates_nothing(AdmissionMode::kOptimistic);
+}
+
+}  // namespace
+}  // namespace drift

@@ -1,0 +1,303 @@
+// Randomized and capacity-pressure runs of the whole worker loop over the fake executor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "fake_executor.h"
+#include "scheduler/engine_scheduler.h"
+
+namespace drift {
+namespace {
+
+using testing::Driver;
+using testing::FakeModel;
+using testing::make_request;
+using testing::RequestRecord;
+
+struct StressCase {
+  AdmissionMode admission;
+  SchedulerPolicy policy;
+  bool chunked;
+  bool prefer_decode;
+};
+
+std::string name_of(const StressCase& c) {
+  return std::string(admission_mode_name(c.admission)) + "/" +
+         std::string(scheduler_policy_name(c.policy)) + (c.chunked ? "/chunked" : "/whole") +
+         (c.prefer_decode ? "/decode-first" : "/prefill-first");
+}
+
+// Thousands of random submits (some too large), cancels and completions. Checked after every
+// step: budgets (by the driver), KV and scheduler invariants, the plan's structure and the K/V
+// each item reads (by the fake executor), and that admissions follow the policy order. At the
+// end: every request finished with the right tokens or was rejected with a reason, and every
+// page is free with refcount zero.
+void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* requests) {
+  SCOPED_TRACE(name_of(sc) + " seed " + std::to_string(seed));
+  SchedulerConfig c;
+  c.admission = sc.admission;
+  c.policy = sc.policy;
+  c.enable_chunked_prefill = sc.chunked;
+  c.prefer_decode_over_prefill = sc.prefer_decode;
+  c.max_num_seqs = 6;
+  c.max_model_len = 128;
+  c.max_num_batched_tokens = sc.chunked ? 24 : 128;
+  c.max_num_partial_prefills = 2;
+  if (sc.chunked && seed % 2) c.long_prefill_token_threshold = 10;
+  c.small_first_tokens_per_step = 4;
+  c.priority_steps_per_level = 8;
+  FakeModel model;
+  model.eos_one_in = 23;
+  // 112 token slots: room for a few requests at once; some requests can never fit.
+  Driver d(c, /*num_pages=*/28, /*page_size=*/4, model, {model.eos});
+
+  std::mt19937 rng(seed);
+  SeqId next_id = 1;
+  std::vector<SeqId> submitted;
+  // Admissions follow the waiting order: a request waiting when a step starts is never passed
+  // over by one admitted in that step that ranks after it.
+  std::vector<SeqId> waiting_at_start;
+  auto note_waiting = [&] {
+    waiting_at_start.clear();
+    for (SeqId id : submitted) {
+      const SequenceState* w = d.scheduler().find(id);
+      if (w && w->phase == SequencePhase::kWaiting) waiting_at_start.push_back(id);
+    }
+  };
+  auto check_admission_order = [&](const StepPlan& plan) {
+    for (const StepItem& item : plan.items) {
+      if (item.start_position != 0) continue;  // only a sequence's first chunk is an admission
+      const SequenceState* admitted = d.scheduler().find(item.seq_id);
+      for (SeqId id : waiting_at_start) {
+        const SequenceState* w = d.scheduler().find(id);
+        if (w && w->phase == SequencePhase::kWaiting) {
+          ASSERT_FALSE(waits_before(*w, *admitted))
+              << "request " << id << " (rank " << w->waiting_rank << ") waits while " << item.seq_id
+              << " (rank " << admitted->waiting_rank << ") is admitted; " << name_of(sc) << " step "
+              << plan.step << " preemptions " << w->num_preemptions << " last scheduled "
+              << w->last_scheduled_step.value_or(999999) << " first admitted "
+              << w->first_admitted_step.value_or(999999);
+        }
+      }
+    }
+  };
+
+  int64_t steps = 0;
+  while (steps < submit_steps || d.scheduler().has_unfinished()) {
+    ASSERT_LT(steps, submit_steps + 20000) << "did not drain";
+    if (steps < submit_steps) {
+      int arrivals = int(rng() % 4 == 0) + int(rng() % 3 == 0);
+      for (int a = 0; a < arrivals; ++a) {
+        int32_t prompt = 1 + int32_t(rng() % 40);
+        int32_t max_new = 1 + int32_t(rng() % 24);
+        if (rng() % 8 == 0) prompt = 40 + int32_t(rng() % 100);  // long, or too long
+        SequenceRequest r = make_request(next_id++, prompt, max_new, int32_t(rng() % 5) - 2);
+        d.submit(r);
+        submitted.push_back(r.id);
+      }
+      if (!submitted.empty() && rng() % 6 == 0) {  // mostly recent requests: often still live
+        size_t recent = std::min<size_t>(submitted.size(), 8);
+        d.cancel(submitted[submitted.size() - 1 - rng() % recent]);
+      }
+    }
+    // The driver's step, with the admission-order check between schedule and execution.
+    note_waiting();
+    const StepPlan& plan = d.scheduler().schedule_step();
+    check_admission_order(plan);
+    d.step();  // returns the same outstanding plan, runs it and checks everything
+    ++steps;
+  }
+
+  int finished = 0, rejected = 0, cancelled = 0, stopped = 0, never_fit = 0;
+  for (SeqId id : submitted) {
+    const RequestRecord& r = d.records().at(id);
+    ASSERT_TRUE(r.finish) << "request " << id << " never finished";
+    std::vector<TokenId> ref = d.reference(id);
+    switch (*r.finish) {
+      case FinishReason::kRejected:
+        ++rejected;
+        never_fit += r.message.find("never fit") != std::string::npos;
+        EXPECT_TRUE(r.message.find("never fit") != std::string::npos ||
+                    r.message.find("exceed max_model_len") != std::string::npos)
+            << r.message;
+        EXPECT_TRUE(r.generated.empty());
+        break;
+      case FinishReason::kCancelled:
+        ++cancelled;
+        ASSERT_LE(r.generated.size(), ref.size());
+        EXPECT_TRUE(std::equal(r.generated.begin(), r.generated.end(), ref.begin()))
+            << "request " << id;
+        break;
+      case FinishReason::kLength:
+        ++finished;
+        EXPECT_EQ(int32_t(r.generated.size()), r.request.max_new_tokens) << id;
+        EXPECT_EQ(r.generated, ref) << "request " << id;
+        break;
+      case FinishReason::kStop:
+        ++finished, ++stopped;
+        EXPECT_EQ(r.generated.back(), model.eos);
+        EXPECT_EQ(r.generated, ref) << "request " << id;
+        break;
+      case FinishReason::kError:
+        ADD_FAILURE() << "request " << id << " failed: " << r.message;
+    }
+  }
+  EXPECT_GT(finished, 0);
+  EXPECT_GT(never_fit, 0);
+  EXPECT_GT(rejected, never_fit);
+  EXPECT_GT(cancelled, 0);
+  EXPECT_LE(d.max_tokens_in_a_step(), c.max_num_batched_tokens);
+  if (sc.admission == AdmissionMode::kOptimistic) {
+    EXPECT_GT(d.scheduler().capacity_stats().preempted, 0u) << "the test should preempt";
+  } else {
+    EXPECT_EQ(d.scheduler().capacity_stats().preempted, 0u);
+  }
+  d.expect_all_released();
+  *requests += submitted.size();
+}
+
+TEST(SchedulerStress, RandomSubmitsCancelsAndCompletionsInEveryMode) {
+  int cases = 0;
+  size_t requests = 0;
+  for (AdmissionMode m : {AdmissionMode::kGuaranteed, AdmissionMode::kOptimistic})
+    for (SchedulerPolicy p :
+         {SchedulerPolicy::kFcfs, SchedulerPolicy::kSmallFirst, SchedulerPolicy::kPriority})
+      for (bool chunked : {true, false})
+        for (bool prefer_decode : {true, false}) {
+          run_random({m, p, chunked, prefer_decode}, 100 + uint32_t(cases), 400, &requests);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 24);
+  EXPECT_GT(requests, 4000u);
+}
+
+// 64 requests with KV room for about 8 at a time.
+std::map<SeqId, std::vector<TokenId>> run_pressure(AdmissionMode mode, uint64_t* preempted,
+                                                   int32_t* max_running) {
+  SchedulerConfig c;
+  c.admission = mode;
+  c.max_num_seqs = 32;
+  c.max_num_batched_tokens = 64;
+  c.max_model_len = 128;
+  c.max_num_partial_prefills = 4;
+  // Each request needs up to 48 + 32 = 80 tokens = 20 pages: 160 pages hold about 8.
+  Driver d(c, 160, 4, FakeModel{}, {});
+  std::mt19937 rng(7);
+  for (SeqId id = 1; id <= 64; ++id)
+    EXPECT_TRUE(d.submit(make_request(id, 16 + int32_t(rng() % 33), 32)));
+  *max_running = 0;
+  for (int i = 0; i < 5000 && d.scheduler().has_unfinished(); ++i) {
+    d.step();
+    *max_running = std::max(*max_running, d.scheduler().num_running());
+  }
+  EXPECT_FALSE(d.scheduler().has_unfinished());
+  std::map<SeqId, std::vector<TokenId>> outputs;
+  for (auto& [id, r] : d.records()) {
+    EXPECT_EQ(r.finish, FinishReason::kLength) << id << ": " << r.message;
+    EXPECT_EQ(r.generated, d.reference(id)) << id;
+    outputs[id] = r.generated;
+  }
+  *preempted = d.scheduler().capacity_stats().preempted;
+  d.expect_all_released();
+  return outputs;
+}
+
+TEST(SchedulerStress, GuaranteedAndOptimisticBothCompleteUnderKvPressureWithTheSameOutputs) {
+  uint64_t preempted_guaranteed = 0, preempted_optimistic = 0;
+  int32_t running_guaranteed = 0, running_optimistic = 0;
+  auto guaranteed =
+      run_pressure(AdmissionMode::kGuaranteed, &preempted_guaranteed, &running_guaranteed);
+  auto optimistic =
+      run_pressure(AdmissionMode::kOptimistic, &preempted_optimistic, &running_optimistic);
+  EXPECT_EQ(guaranteed.size(), 64u);
+  EXPECT_EQ(preempted_guaranteed, 0u) << "guaranteed mode never runs out of KV";
+  EXPECT_LE(running_guaranteed, 10) << "reservations bound the running set";
+  EXPECT_GE(running_guaranteed, 6);
+  EXPECT_GT(preempted_optimistic, 0u) << "optimistic mode admits more and must preempt";
+  EXPECT_GT(running_optimistic, running_guaranteed);
+  EXPECT_EQ(guaranteed, optimistic) << "preemption by recompute changes no output";
+}
+
+// Aging bounds the wait of a request that the policy ranks last. An overload of short,
+// high-priority requests is already queued (8) and keeps arriving (2 per step), while 4 seats
+// serve one such request per step (each holds a seat for max_new_tokens = 4 steps); the "victim"
+// is a 200-token, priority -1 request. With aging, only the requests that rank before it — the
+// queued ones and those arriving within its aging window — are admitted ahead of it, so its wait
+// is derived from that count: admission rounds of 4 steps, one per 4 requests ahead.
+struct AgingRun {
+  int64_t wait = -1;  // steps from arrival to first admission; -1 if never within the horizon
+  int64_t ahead = 0;  // requests that ranked before the victim
+};
+
+AgingRun run_aging(SchedulerPolicy policy, double small_first_tokens_per_step,
+                   double priority_steps_per_level, int horizon) {
+  SchedulerConfig c;
+  c.policy = policy;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 256;
+  c.max_model_len = 256;
+  c.small_first_tokens_per_step = small_first_tokens_per_step;
+  c.priority_steps_per_level = priority_steps_per_level;
+  constexpr int32_t kMaxNew = 4;
+  Driver d(c, 4096, 4, FakeModel{}, {});
+  SeqId next = 2;
+  AgingRun run;
+  const SeqId victim = 1;
+  auto submit_short = [&] {
+    SeqId id = next++;
+    EXPECT_TRUE(d.submit(make_request(id, 4, kMaxNew, /*priority=*/0)));
+    const SequenceState* v = d.scheduler().find(victim);
+    run.ahead += !v || waits_before(*d.scheduler().find(id), *v);
+  };
+  for (int k = 0; k < 8; ++k) submit_short();
+  EXPECT_TRUE(d.submit(make_request(victim, 200, kMaxNew, /*priority=*/-1)));
+  for (int step = 0; step < horizon; ++step) {
+    for (int k = 0; k < 2; ++k) submit_short();
+    d.step();
+    if (d.records()[victim].first_scheduled_step) {
+      run.wait = int64_t(*d.records()[victim].first_scheduled_step);
+      break;
+    }
+  }
+  return run;
+}
+
+// The derived bound: requests ahead are admitted 4 per round of 4 steps; the victim goes in the
+// round after the last of them at the latest, and not before the round that admits the last.
+void expect_wait_within_derived_bound(const AgingRun& run) {
+  const int64_t seats = 4, steps_per_round = 4;
+  const int64_t rounds = (run.ahead + seats - 1) / seats;
+  ASSERT_GE(run.wait, 0) << "never admitted";
+  EXPECT_LE(run.wait, rounds * steps_per_round) << run.ahead << " ahead";
+  EXPECT_GE(run.wait, (rounds - 1) * steps_per_round) << run.ahead << " ahead";
+}
+
+TEST(SchedulerStress, SmallFirstAgingBoundsTheWaitOfALongPrompt) {
+  // The 200-token prompt ranks as arriving 200 / 8 = 25 steps late: the 8 queued requests and
+  // the 50 arriving in those 25 steps go first, and no later one.
+  AgingRun aged = run_aging(SchedulerPolicy::kSmallFirst, 8.0, 64.0, 400);
+  EXPECT_EQ(aged.ahead, 58);
+  expect_wait_within_derived_bound(aged);
+  // Aging barely on: the same prompt ranks 2000 steps late and starves for the whole horizon.
+  AgingRun starved = run_aging(SchedulerPolicy::kSmallFirst, 0.1, 64.0, 400);
+  EXPECT_EQ(starved.wait, -1);
+}
+
+TEST(SchedulerStress, PriorityAgingBoundsTheWaitOfALowPriorityRequest) {
+  // One level lower counts as arriving 20 steps late: 8 + 40 requests go first.
+  AgingRun aged = run_aging(SchedulerPolicy::kPriority, 64.0, 20.0, 400);
+  EXPECT_EQ(aged.ahead, 48);
+  expect_wait_within_derived_bound(aged);
+  AgingRun starved = run_aging(SchedulerPolicy::kPriority, 64.0, 1000.0, 400);
+  EXPECT_EQ(starved.wait, -1);
+}
+
+TEST(SchedulerStress, FcfsAdmitsInArrivalOrder) {
+  AgingRun run = run_aging(SchedulerPolicy::kFcfs, 64.0, 64.0, 400);
+  EXPECT_EQ(run.ahead, 8);
+  expect_wait_within_derived_bound(run);
+}
+
+}  // namespace
+}  // namespace drift

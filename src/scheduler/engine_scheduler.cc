@@ -252,7 +252,10 @@ void EngineScheduler::enqueue_waiting(SequenceState& seq) {
 void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   // Rule: the item's pages are bound now, so its slots and block table are final.
   std::optional<KVAppend> grown = kv_.append(seq.id, num_tokens);
-  assert(grown);
+  if (!grown) {  // callers check the room first
+    assert(false && "add_item without room");
+    return;
+  }
   if (grown->copy_on_write) plan_.page_copies.push_back(*grown->copy_on_write);
 
   const int32_t page_size = kv_.page_size();

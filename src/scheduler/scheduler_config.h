@@ -52,8 +52,9 @@ struct SchedulerConfig {
   std::optional<int32_t> long_prefill_token_threshold;
   // true: a step first gives every decoding sequence its token, then fills the rest of the budget
   // with prefill chunks (steady inter-token latency). false: prefill chunks first (lower time to
-  // first token); decodes take what is left, and a decode that does not fit waits a step — a
-  // wait bounded by the prefill work of at most max_num_seqs admitted sequences.
+  // first token); decodes take what is left of the token budget, and a decode that does not fit
+  // waits a step — a wait bounded by the prefill work of at most max_num_seqs admitted
+  // sequences. New admissions still leave the KV pages that this step's decodes need.
   bool prefer_decode_over_prefill = true;
   SchedulerPolicy policy = SchedulerPolicy::kFcfs;
   AdmissionMode admission = AdmissionMode::kGuaranteed;

@@ -56,7 +56,7 @@ float dot_blocks32(const void* w_row, const void* x_row, int64_t k) {
   const auto* a = static_cast<const ABlock*>(x_row);
   constexpr bool kHasMin = std::is_same_v<ABlock, BlockQ8_1>;
   float acc[16] = {};
-  float summ = 0.0f;
+  float summ[2] = {};
   int q[kQK];
   for (int64_t b = 0; b < k / kQK; ++b) {
     unpack(w[b], q);
@@ -67,9 +67,10 @@ float dot_blocks32(const void* w_row, const void* x_row, int64_t k) {
       for (int e = 4 * l; e < 4 * l + 4; ++e) p += q[e] * a[b].qs[e];
       lanes[l] = std::fma(s, static_cast<float>(p), lanes[l]);
     }
-    if constexpr (kHasMin) summ = std::fma(fp16_to_f32(w[b].m), fp16_to_f32(a[b].s), summ);
+    if constexpr (kHasMin)
+      summ[b % 2] = std::fma(fp16_to_f32(w[b].m), fp16_to_f32(a[b].s), summ[b % 2]);
   }
-  if constexpr (kHasMin) return reduce16(acc) + summ;
+  if constexpr (kHasMin) return reduce16(acc) + (summ[0] + summ[1]);
   return reduce16(acc);
 }
 

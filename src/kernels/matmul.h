@@ -23,8 +23,8 @@
 //     p[b][l] = sum of w[e] * a[e] over e in [4l, 4l + 4)   for lane l in [0, 8)  (exact int32)
 //     s[b]    = fp32(d_w[b]) * fp32(d_a[b])                                       (one rounding)
 //     acc[(b % 2) * 8 + l] = fma(s[b], float(p[b][l]), acc[...])   in order of b, from +0
-//     Q4_1, Q5_1 only: summ = fma(fp32(m_w[b]), fp32(s_a[b]), summ)  in order of b, from +0
-//     result = reduce16(acc) (+ summ)
+//     Q4_1, Q5_1 only: summ[b % 2] = fma(fp32(m_w[b]), fp32(s_a[b]), summ[b % 2])  likewise
+//     result = reduce16(acc)   (Q4_1, Q5_1: reduce16(acc) + (summ[0] + summ[1]))
 //   K-quants (Q4_K, Q5_K, Q6_K x Q8_K), super-block b:
 //     isum[b] = sum over sub-blocks j of scale[j] * sum of q[e] * a[e]              (exact int32)
 //     msum[b] = sum over sub-blocks j of min[j] * (bsums of j)        (Q4_K, Q5_K; exact int32)

@@ -1,10 +1,16 @@
 #include "model/kv_pages.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "util/checked_math.h"
 
 namespace drift {
+
+void KvPages::copy_page(int64_t src, int64_t dst) {
+  std::memcpy(memory_.get() + dst * page_elements_, memory_.get() + src * page_elements_,
+              static_cast<size_t>(page_elements_) * sizeof(uint16_t));
+}
 
 void KvPages::FreeDeleter::operator()(uint16_t* p) const { std::free(p); }
 

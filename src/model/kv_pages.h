@@ -24,6 +24,9 @@ class KvPages {
   int64_t num_pages() const { return num_pages_; }
   int64_t page_size() const { return page_size_; }
 
+  // Copies every K/V byte of page `src` into page `dst` (copy-on-write of a shared page).
+  void copy_page(int64_t src, int64_t dst);
+
   // [page_size][head_dim] keys of one head of one layer in one page.
   uint16_t* keys(int64_t page, int64_t layer, int64_t kv_head) {
     return base(page, layer) + kv_head * page_size_ * head_dim_;

@@ -272,6 +272,7 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   item.sample = start + num_tokens == seq.total_len();
   item.sampling = &seq.sampling;
   item.history = seq.tokens;
+  item.prompt_len = seq.prompt_len;
   plan_.block_table.insert(plan_.block_table.end(), pages.begin(), pages.end());
   for (int32_t t = start; t < start + num_tokens; ++t) {
     plan_.token_ids.push_back(seq.tokens[size_t(t)]);

@@ -39,6 +39,10 @@ struct StepItem {
   // Prompt + generated tokens so far, for penalties; a view of the sequence's own storage, valid
   // until the plan is reported (on_step_executed / on_step_failed).
   std::span<const TokenId> history;
+  // The first prompt_len tokens of `history` are the prompt; the rest were generated. Presence
+  // and frequency penalties count only generated tokens, and the sampler's random stream is
+  // indexed by the number generated so far.
+  int32_t prompt_len = 0;
 
   int32_t context_len() const { return start_position + num_tokens; }
 };

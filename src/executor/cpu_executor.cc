@@ -1,0 +1,85 @@
+#include "executor/cpu_executor.h"
+
+#include <exception>
+
+namespace drift {
+
+Expected<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
+                                                           const CpuExecutorConfig& config) {
+  DRIFT_ASSIGN_OR_RETURN(KvPages kv,
+                         KvPages::create(model.config(), config.num_pages, config.page_size));
+  ForwardLimits limits;
+  limits.max_tokens = config.max_batch_tokens;
+  limits.max_sequences = config.max_batch_sequences;
+  limits.max_context = config.max_context;
+  limits.threads = config.threads;
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<ForwardPass> forward, ForwardPass::create(model, limits));
+  return std::unique_ptr<CpuExecutor>(
+      new CpuExecutor(model, config, std::move(kv), std::move(forward)));
+}
+
+CpuExecutor::CpuExecutor(const Model& model, const CpuExecutorConfig& config, KvPages kv,
+                         std::unique_ptr<ForwardPass> forward)
+    : model_(model),
+      config_(config),
+      pool_(config.threads),
+      kv_(std::move(kv)),
+      forward_(std::move(forward)),
+      sampler_scratch_(model.config().n_vocab),
+      sequences_(config.max_batch_sequences),
+      logits_(static_cast<size_t>(config.max_batch_sequences) * model.config().n_vocab) {}
+
+Status CpuExecutor::run(const StepPlan& plan, ExecutionResult& result) {
+  // Nothing below throws by design; an exception means a bug or exhausted memory, after which the
+  // executor's state cannot be trusted: report it and stop taking steps.
+  try {
+    return run_step(plan, result);
+  } catch (const std::exception& e) {
+    healthy_ = false;
+    return make_error("executor failed: {}", e.what());
+  }
+}
+
+Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
+  if (static_cast<int64_t>(plan.items.size()) > config_.max_batch_sequences)
+    return make_error("step has {} items, the executor was sized for {}", plan.items.size(),
+                      config_.max_batch_sequences);
+  if (plan.page_size != kv_.page_size())
+    return make_error("step uses page size {}, the KV cache has {}", plan.page_size,
+                      kv_.page_size());
+  for (const PageCopy& copy : plan.page_copies) {
+    if (copy.src < 0 || copy.src >= kv_.num_pages() || copy.dst < 0 || copy.dst >= kv_.num_pages())
+      return make_error("page copy {} -> {} is outside the KV cache", copy.src, copy.dst);
+    kv_.copy_page(copy.src, copy.dst);
+  }
+
+  const size_t n_items = plan.items.size();
+  for (size_t i = 0; i < n_items; ++i) {
+    const StepItem& item = plan.items[i];
+    ForwardSequence& s = sequences_[i];
+    s.token_begin = item.token_offset;
+    s.n_tokens = item.num_tokens;
+    s.start_pos = item.start_position;
+    s.page_table = plan.pages(item);
+    s.want_logits = item.sample;
+  }
+  ForwardBatch batch{plan.token_ids, std::span<const ForwardSequence>(sequences_.data(), n_items)};
+  DRIFT_RETURN_IF_ERROR(forward_->run(batch, kv_, pool_, logits_));
+
+  result.reset(n_items);
+  const int64_t n_vocab = model_.config().n_vocab;
+  int64_t row = 0;
+  for (size_t i = 0; i < n_items; ++i) {
+    const StepItem& item = plan.items[i];
+    if (!item.sample) continue;
+    std::span<float> logits(logits_.data() + row * n_vocab, n_vocab);
+    ++row;
+    const SamplingParams& params = *item.sampling;
+    const uint64_t seed = params.seed.value_or(item.seq_id);
+    result.items[i].token =
+        sample_token(logits, params, item.history, item.prompt_len, seed, sampler_scratch_);
+  }
+  return Status::Ok();
+}
+
+}  // namespace drift

@@ -1,0 +1,57 @@
+// The CPU executor: runs a StepPlan as one forward pass of the model over the paged KV cache and
+// samples the next token of every item that asks for one. It owns the KV memory, the forward
+// workspace, the compute thread pool and the samplers' scratch, all sized at creation, so that a
+// step allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/forward_pass.h"
+#include "model/kv_pages.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "scheduler/executor.h"
+#include "util/thread_pool.h"
+
+namespace drift {
+
+struct CpuExecutorConfig {
+  int threads = 1;         // compute threads, the engine worker included
+  int64_t num_pages = 0;   // KV pages (the KV cache manager hands out ids below this)
+  int64_t page_size = 16;  // tokens per page
+  int64_t max_batch_tokens = 512;
+  int64_t max_batch_sequences = 64;
+  int64_t max_context = 4096;
+};
+
+class CpuExecutor final : public Executor {
+ public:
+  // `model` must outlive the executor.
+  static Expected<std::unique_ptr<CpuExecutor>> create(const Model& model,
+                                                       const CpuExecutorConfig& config);
+
+  Status run(const StepPlan& plan, ExecutionResult& result) override;
+  bool healthy() const override { return healthy_; }
+
+  const Model& model() const { return model_; }
+  ThreadPool& pool() { return pool_; }
+
+ private:
+  CpuExecutor(const Model& model, const CpuExecutorConfig& config, KvPages kv,
+              std::unique_ptr<ForwardPass> forward);
+  Status run_step(const StepPlan& plan, ExecutionResult& result);
+
+  const Model& model_;
+  CpuExecutorConfig config_;
+  ThreadPool pool_;
+  KvPages kv_;
+  std::unique_ptr<ForwardPass> forward_;
+  SamplerScratch sampler_scratch_;
+  std::vector<ForwardSequence> sequences_;  // [max_batch_sequences]
+  std::vector<float> logits_;               // [max_batch_sequences][n_vocab]
+  bool healthy_ = true;
+};
+
+}  // namespace drift

@@ -118,43 +118,56 @@ void unpack_k(const BlockQ6_K& b, int* q, int* scale) {
   }
 }
 
+float reduce8(const float* v) {
+  float u[4];
+  for (int i = 0; i < 4; ++i) u[i] = v[i] + v[i + 4];
+  return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+float reduce4(const float* s) { return (s[0] + s[2]) + (s[1] + s[3]); }
+
 template <class WBlock>
 float dot_q45_k(const void* w_row, const void* x_row, int64_t k) {
   const auto* w = static_cast<const WBlock*>(w_row);
   const auto* a = static_cast<const BlockQ8_K*>(x_row);
-  float sumf = 0.0f, summ = 0.0f;
+  float acc[8] = {}, summ[4] = {};
   int q[kQKK], scale[8], min[8];
   for (int64_t b = 0; b < k / kQKK; ++b) {
     unpack_k(w[b], q, scale, min);
-    int32_t isum = 0, msum = 0;
-    for (int j = 0; j < 8; ++j) {
-      int32_t sub = 0;
-      for (int e = 32 * j; e < 32 * j + 32; ++e) sub += q[e] * a[b].qs[e];
-      isum += scale[j] * sub;
-      msum += min[j] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+    int32_t lane[8] = {};
+    for (int j = 0; j < 8; ++j)
+      for (int l = 0; l < 8; ++l) {
+        int32_t p = 0;
+        for (int e = 32 * j + 4 * l; e < 32 * j + 4 * l + 4; ++e) p += q[e] * a[b].qs[e];
+        lane[l] += scale[j] * p;
+      }
+    const float dd = fp16_to_f32(w[b].d) * a[b].d;
+    const float dm = fp16_to_f32(w[b].dmin) * a[b].d;
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(dd, static_cast<float>(lane[l]), acc[l]);
+    for (int i = 0; i < 4; ++i) {
+      const int32_t m = min[2 * i] * (a[b].bsums[4 * i] + a[b].bsums[4 * i + 1]) +
+                        min[2 * i + 1] * (a[b].bsums[4 * i + 2] + a[b].bsums[4 * i + 3]);
+      summ[i] = std::fma(dm, static_cast<float>(m), summ[i]);
     }
-    sumf = std::fma(fp16_to_f32(w[b].d) * a[b].d, static_cast<float>(isum), sumf);
-    summ = std::fma(fp16_to_f32(w[b].dmin) * a[b].d, static_cast<float>(msum), summ);
   }
-  return sumf - summ;
+  return reduce8(acc) - reduce4(summ);
 }
 
 float dot_q6_k(const void* w_row, const void* x_row, int64_t k) {
   const auto* w = static_cast<const BlockQ6_K*>(w_row);
   const auto* a = static_cast<const BlockQ8_K*>(x_row);
-  float sumf = 0.0f;
+  float acc[8] = {};
   int q[kQKK], scale[16];
   for (int64_t b = 0; b < k / kQKK; ++b) {
-    unpack_k(w[b], q, scale);
-    int32_t isum = 0;
-    for (int j = 0; j < 16; ++j) {
-      int32_t sub = 0;
-      for (int e = 16 * j; e < 16 * j + 16; ++e) sub += q[e] * a[b].qs[e];
-      isum += scale[j] * sub;
-    }
-    sumf = std::fma(fp16_to_f32(w[b].d) * a[b].d, static_cast<float>(isum), sumf);
+    unpack_k(w[b], q, scale);  // q - 32
+    int32_t lane[8] = {};
+    for (int e = 0; e < kQKK; ++e) lane[(e % 32) / 4] += scale[e / 16] * (q[e] + 32) * a[b].qs[e];
+    for (int l = 0; l < 8; ++l)
+      lane[l] -= 32 * (scale[2 * l] * a[b].bsums[2 * l] + scale[2 * l + 1] * a[b].bsums[2 * l + 1]);
+    const float dd = fp16_to_f32(w[b].d) * a[b].d;
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(dd, static_cast<float>(lane[l]), acc[l]);
   }
-  return sumf;
+  return reduce8(acc);
 }
 
 // ---- Float formats.

@@ -25,16 +25,21 @@
 //     acc[(b % 2) * 8 + l] = fma(s[b], float(p[b][l]), acc[...])   in order of b, from +0
 //     Q4_1, Q5_1 only: summ[b % 2] = fma(fp32(m_w[b]), fp32(s_a[b]), summ[b % 2])  likewise
 //     result = reduce16(acc)   (Q4_1, Q5_1: reduce16(acc) + (summ[0] + summ[1]))
-//   K-quants (Q4_K, Q5_K, Q6_K x Q8_K), super-block b:
-//     isum[b] = sum over sub-blocks j of scale[j] * sum of q[e] * a[e]              (exact int32)
-//     msum[b] = sum over sub-blocks j of min[j] * (bsums of j)        (Q4_K, Q5_K; exact int32)
-//     sumf = fma(fp32(d_w[b]) * d_a[b], float(isum[b]), sumf)                   in order of b
-//     summ = fma(fp32(dmin_w[b]) * d_a[b], float(msum[b]), summ)                in order of b
-//     result = sumf - summ   (Q6_K: sumf; its q is the 6-bit value minus 32)
+//   K-quants (Q4_K, Q5_K, Q6_K x Q8_K), super-block b, 8 integer lanes (all exact int32):
+//     L[l] = sum over elements e with (e % 32) / 4 == l of scale[sub-block of e] * q[e] * a[e]
+//            (Q6_K: q is the unsigned 6-bit value, and L[l] -= 32 * (scale[2l] * bsums[2l] +
+//            scale[2l+1] * bsums[2l+1]), which accounts for its -32)
+//     M[i] = min[2i] * (bsums[4i] + bsums[4i+1]) + min[2i+1] * (bsums[4i+2] + bsums[4i+3])
+//            (Q4_K, Q5_K; i < 4)
+//     acc[l]  = fma(fp32(d_w[b]) * d_a[b], float(L[l]), acc[l])      in order of b, from +0
+//     summ[i] = fma(fp32(dmin_w[b]) * d_a[b], float(M[i]), summ[i])  in order of b, from +0
+//     result = reduce8(acc) - reduce4(summ)   (Q6_K: reduce8(acc))
 //   F32, F16, BF16 (converted to fp32 exactly):
 //     acc[e % 16] = fma(w[e], x[e], acc[e % 16])  in order of e, from +0;  result = reduce16(acc)
 //   reduce16(acc): v[i] = acc[i] + acc[i+8] (i < 8); u[i] = v[i] + v[i+4] (i < 4);
 //                  z[i] = u[i] + u[i+2] (i < 2); result = z[0] + z[1].
+//   reduce8(v) = (u[0] + u[2]) + (u[1] + u[3]) with u[i] = v[i] + v[i+4];
+//   reduce4(s) = (s[0] + s[2]) + (s[1] + s[3]).
 // For F32, F16 and BF16 the scalar path evaluates the same order (with std::fma), so all ISAs
 // agree bitwise there too.
 #pragma once

@@ -27,6 +27,13 @@ float reduce16(__m256 acc0, __m256 acc1) {
   return _mm_cvtss_f32(z);
 }
 
+// (s[0] + s[2]) + (s[1] + s[3]): reduce4 of matmul.h, also the tail of reduce8 and reduce16.
+float reduce4_lanes(__m128 s) {
+  __m128 z = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  z = _mm_add_ss(z, _mm_movehdup_ps(z));
+  return _mm_cvtss_f32(z);
+}
+
 __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 uint32_t load_u32(const void* p) {
@@ -221,13 +228,9 @@ __m256i broadcast_i16_lane(__m256i v, int j) {
   return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>((2 * j + 1) << 8 | 2 * j)));
 }
 
-// [isum, msum] -> fp32 and the canonical fmas: acc lane 0 = sumf, lane 1 = summ.
-// isum: 8 int32 lanes to sum; m4: 4 int32 lanes to sum (zero for Q6_K); dd: [d*da, dmin*da].
-__m128 fma_super_block(__m256i isum, __m128i m4, __m128 dd, __m128 acc) {
-  const __m128i i4 = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
-  __m128i h = _mm_hadd_epi32(i4, m4);  // [i0+i1, i2+i3, m0+m1, m2+m3]
-  h = _mm_hadd_epi32(h, h);            // [isum, msum, isum, msum]
-  return _mm_fmadd_ps(dd, _mm_cvtepi32_ps(h), acc);
+float reduce8(__m256 v) {
+  const __m128 u = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  return reduce4_lanes(u);
 }
 
 // [d * da, dmin * da] from the fp16 pair at the start of a Q4_K/Q5_K block.
@@ -244,10 +247,14 @@ struct Q45K {
   static void run(const TileIo& io) {
     const WBlock* w[R];
     const BlockQ8_K* a[T];
-    __m128 acc[R][T];
+    __m256 acc[R][T];   // the 8 lanes of matmul.h
+    __m128 summ[R][T];  // the 4 min lanes
     for (int r = 0; r < R; ++r) {
       w[r] = reinterpret_cast<const WBlock*>(io.w + r * io.w_stride);
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm_setzero_ps();
+      for (int t = 0; t < T; ++t) {
+        acc[r][t] = _mm256_setzero_ps();
+        summ[r][t] = _mm_setzero_ps();
+      }
     }
     for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const BlockQ8_K*>(io.x + t * io.x_stride);
     const __m256i m4 = _mm256_set1_epi8(15);
@@ -290,15 +297,17 @@ struct Q45K {
           const __m256i bsums = load256(a[t][b].bsums);
           const __m128i pairs =
               _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-          acc[r][t] = fma_super_block(isum[r][t], _mm_madd_epi16(pairs, mins),
-                                      super_block_scales(&w[r][b], a[t][b].d), acc[r][t]);
+          const __m128 dd = super_block_scales(&w[r][b], a[t][b].d);  // [d*da, dmin*da]
+          acc[r][t] =
+              _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(isum[r][t]), acc[r][t]);
+          summ[r][t] = _mm_fmadd_ps(_mm_permute_ps(dd, 0x55),
+                                    _mm_cvtepi32_ps(_mm_madd_epi16(pairs, mins)), summ[r][t]);
         }
       }
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t)
-        io.y[t * io.y_stride + r] =
-            _mm_cvtss_f32(acc[r][t]) - _mm_cvtss_f32(_mm_movehdup_ps(acc[r][t]));
+        io.y[t * io.y_stride + r] = reduce8(acc[r][t]) - reduce4_lanes(summ[r][t]);
   }
 };
 
@@ -337,10 +346,10 @@ struct Q6K {
   static void run(const TileIo& io) {
     const BlockQ6_K* w[R];
     const BlockQ8_K* a[T];
-    __m128 acc[R][T];
+    __m256 acc[R][T];  // the 8 lanes of matmul.h
     for (int r = 0; r < R; ++r) {
       w[r] = reinterpret_cast<const BlockQ6_K*>(io.w + r * io.w_stride);
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm_setzero_ps();
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const BlockQ8_K*>(io.x + t * io.x_stride);
     for (int64_t b = 0; b < io.k / kQKK; ++b) {
@@ -367,19 +376,19 @@ struct Q6K {
         }
       for (int r = 0; r < R; ++r) {
         const __m256i scales16 = _mm256_cvtepi8_epi16(scales8[r]);
-        const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(w[r][b].d));
+        const float d = _cvtsh_ss(w[r][b].d);
         for (int t = 0; t < T; ++t) {
           // The -32 of every quant: subtract 32 * sum_j scale[j] * bsums[j].
           const __m256i offset =
               _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(a[t][b].bsums)), 5);
-          const __m128 dd = _mm_mul_ps(d, _mm_set1_ps(a[t][b].d));  // lane 1: 0 * da
-          acc[r][t] = fma_super_block(_mm256_sub_epi32(isum[r][t], offset), _mm_setzero_si128(), dd,
-                                      acc[r][t]);
+          acc[r][t] =
+              _mm256_fmadd_ps(_mm256_set1_ps(d * a[t][b].d),
+                              _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[r][t], offset)), acc[r][t]);
         }
       }
     }
     for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) io.y[t * io.y_stride + r] = _mm_cvtss_f32(acc[r][t]);
+      for (int t = 0; t < T; ++t) io.y[t * io.y_stride + r] = reduce8(acc[r][t]);
   }
 };
 

@@ -233,11 +233,12 @@ Exact exact_dot(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
     e.roundings = std::max((nb + 1) / 2 + 4, nb) + 1;
     return e;
   }
-  // K-quants: integer sums per super-block from the dequantized weights' integer parts.
+  // K-quants: the 8 integer lanes and 4 min lanes of each super-block (matmul.h), whose float
+  // terms are what the roundings act on.
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = w + b * info.block_bytes;
     const auto* a = reinterpret_cast<const BlockQ8_K*>(x + b * sizeof(BlockQ8_K));
-    int64_t isum = 0, msum = 0;
+    int64_t lane[8] = {}, mlane[4] = {};
     double d, dmin = 0;
     if (f == Format::kQ6_K) {
       const auto* blk = reinterpret_cast<const BlockQ6_K*>(wb);
@@ -247,7 +248,15 @@ Exact exact_dot(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
         const uint8_t lo = blk->ql[64 * h + l + (part % 2) * 32];
         const int q =
             ((part < 2 ? lo & 15 : lo >> 4) | ((blk->qh[32 * h + l] >> (2 * part)) & 3) << 4) - 32;
-        isum += int64_t{blk->scales[i / 16]} * q * a->qs[i];
+        lane[(i % 32) / 4] += int64_t{blk->scales[i / 16]} * q * a->qs[i];
+      }
+      // The canonical lanes carry the -32 as 32 * (scale[2l] bsums[2l] + scale[2l+1]
+      // bsums[2l+1]) instead of spread over the elements; move it there.
+      for (int l = 0; l < 8; ++l) {
+        for (int i = 0; i < 256; ++i)
+          if ((i % 32) / 4 == l) lane[l] += 32 * int64_t{blk->scales[i / 16]} * a->qs[i];
+        lane[l] -= 32 * (int64_t{blk->scales[2 * l]} * a->bsums[2 * l] +
+                         int64_t{blk->scales[2 * l + 1]} * a->bsums[2 * l + 1]);
       }
     } else {
       const bool five = f == Format::kQ5_K;
@@ -262,17 +271,24 @@ Exact exact_dot(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
         unpack_scale_min_k4(scales, 2 * c + h, &sc, &mn);
         int q = (qs[32 * c + l] >> (4 * h)) & 15;
         if (five) q |= ((qh[l] >> (2 * c + h)) & 1) << 4;
-        isum += int64_t{sc} * q * a->qs[i];
-        msum += int64_t{mn} * a->qs[i];
+        lane[l / 4] += int64_t{sc} * q * a->qs[i];
+        mlane[i / 64] += int64_t{mn} * a->qs[i];
       }
     }
-    const double t1 = d * a->d * static_cast<double>(isum);
-    const double t2 = dmin * a->d * static_cast<double>(msum);
-    e.value += t1 - t2;
-    e.magnitude += std::fabs(t1) + std::fabs(t2);
+    for (int l = 0; l < 8; ++l) {
+      const double term = d * a->d * static_cast<double>(lane[l]);
+      e.value += term;
+      e.magnitude += std::fabs(term);
+    }
+    for (int m = 0; m < 4; ++m) {
+      const double term = dmin * a->d * static_cast<double>(mlane[m]);
+      e.value -= term;
+      e.magnitude += std::fabs(term);
+    }
   }
-  // d * d_a and float(isum) round once each, the chains nb fmas, the final subtraction once.
-  e.roundings = nb + 3;
+  // d * d_a and float(lane) round once each, the lane chains nb fmas, the reduction tree 3
+  // levels, the final subtraction once.
+  e.roundings = nb + 6;
   return e;
 }
 

@@ -1,0 +1,73 @@
+#include "tokenizer/chat_template.h"
+
+#include <array>
+#include <string_view>
+
+namespace drift {
+namespace {
+
+// Variables apply_chat_template passes itself; extra context cannot replace them (in Python
+// that is a "got multiple values for keyword argument" TypeError).
+constexpr std::array<std::string_view, 4> kReservedVariables = {"messages", "tools", "documents",
+                                                                "add_generation_prompt"};
+
+Error chat_error(const Error& error) { return make_error("chat template: {}", error.message); }
+
+}  // namespace
+
+Expected<ChatTemplate> ChatTemplate::parse(std::string source) {
+  auto compiled = jinja::Template::parse(source);
+  if (!compiled.ok()) return chat_error(compiled.error());
+  return ChatTemplate(std::move(source), std::move(compiled).value());
+}
+
+Expected<ChatTemplate> ChatTemplate::from_gguf(const GgufFile& file) {
+  if (!file.find("tokenizer.chat_template")) {
+    return make_error("the model has no chat template (no tokenizer.chat_template in {})",
+                      file.path());
+  }
+  DRIFT_ASSIGN_OR_RETURN(std::string_view source, file.get_string("tokenizer.chat_template"));
+  return parse(std::string(source));
+}
+
+Expected<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs) const {
+  if (!inputs.messages.is_array()) {
+    return make_error("chat template: messages must be a JSON array, not {}",
+                      inputs.messages.type_name());
+  }
+  for (const jinja::Json& message : inputs.messages) {
+    if (!message.is_object()) {
+      return make_error("chat template: each message must be a JSON object, not {}",
+                        message.type_name());
+    }
+  }
+  if (!inputs.extra_context.is_object()) {
+    return make_error("chat template: extra context must be a JSON object, not {}",
+                      inputs.extra_context.type_name());
+  }
+
+  jinja::Json variables = jinja::Json::object();
+  variables["messages"] = inputs.messages;
+  variables["tools"] = inputs.tools ? *inputs.tools : jinja::Json(nullptr);
+  variables["documents"] = nullptr;
+  variables["add_generation_prompt"] = inputs.add_generation_prompt;
+  if (inputs.bos_token) variables["bos_token"] = *inputs.bos_token;
+  if (inputs.eos_token) variables["eos_token"] = *inputs.eos_token;
+  for (const auto& [name, value] : inputs.extra_context.items()) {
+    for (std::string_view reserved : kReservedVariables) {
+      if (name == reserved) {
+        return make_error("chat template: extra context may not set '{}'", name);
+      }
+    }
+    variables[name] = value;
+  }
+
+  jinja::RenderOptions options;
+  options.limits = inputs.limits;
+  options.clock = inputs.clock;
+  auto rendered = compiled_.render(variables, options);
+  if (!rendered.ok()) return chat_error(rendered.error());
+  return rendered;
+}
+
+}  // namespace drift

@@ -14,6 +14,7 @@ struct ForwardSequence {
   int64_t start_pos = 0;    // position of the first token; K/V of [0, start_pos) are in the pages
   std::span<const int32_t> page_table;  // physical pages covering [0, start_pos + n_tokens)
   bool want_logits = false;             // compute logits for the sequence's last token
+  bool all_logits = false;              // ... or for every one of its tokens (perplexity)
 };
 
 struct ForwardBatch {

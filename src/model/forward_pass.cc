@@ -129,7 +129,7 @@ Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv,
       if (s.page_table[i] < 0 || s.page_table[i] >= kv.num_pages())
         return make_error("page id {} is outside the KV cache's {} pages", s.page_table[i],
                           kv.num_pages());
-    n_logits += s.want_logits ? 1 : 0;
+    n_logits += s.all_logits ? s.n_tokens : s.want_logits ? 1 : 0;
   }
   if (expected_begin != n)
     return make_error("batch sequences cover {} of {} tokens", expected_begin, n);
@@ -328,13 +328,15 @@ void ForwardPass::output_logits(const ForwardBatch& batch, ThreadPool& pool,
                                 std::span<float> logits) {
   const ModelConfig& c = config_;
   const ModelWeights& w = model_.weights();
-  // Gather the last token of every sequence that wants logits, normalised, into xn_.
+  // Gather the normalised final hidden state of every token whose logits are wanted into xn_.
   int64_t rows = 0;
   for (const ForwardSequence& s : batch.sequences) {
-    if (!s.want_logits) continue;
-    const int64_t t = s.token_begin + s.n_tokens - 1;
-    rms_norm(&x_[t * c.n_embd], w.output_norm.data, c.n_embd, c.rms_eps, &xn_[rows * xn_stride_]);
-    ++rows;
+    if (!s.want_logits && !s.all_logits) continue;
+    const int64_t first = s.all_logits ? s.token_begin : s.token_begin + s.n_tokens - 1;
+    for (int64_t t = first; t < s.token_begin + s.n_tokens; ++t) {
+      rms_norm(&x_[t * c.n_embd], w.output_norm.data, c.n_embd, c.rms_eps, &xn_[rows * xn_stride_]);
+      ++rows;
+    }
   }
   if (rows == 0) return;
   matmul(w.output, xn_.data(), xn_stride_, rows, logits.data(), c.n_vocab, pool);

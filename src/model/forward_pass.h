@@ -32,9 +32,10 @@ class ForwardPass {
  public:
   static Expected<std::unique_ptr<ForwardPass>> create(const Model& model, ForwardLimits limits);
 
-  // Runs the batch: writes each token's K/V into its page slots and, for every sequence with
-  // want_logits, its last token's logits into logits[i][n_vocab] (i counts those sequences in
-  // order). `logits` must hold that many rows. Validates the batch against the limits first.
+  // Runs the batch: writes each token's K/V into its page slots and writes logits rows
+  // [row][n_vocab] in sequence order: one row (its last token) per sequence with want_logits, or
+  // one row per token for a sequence with all_logits. `logits` must hold that many rows.
+  // Validates the batch against the limits first.
   Status run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool, std::span<float> logits);
 
   const ForwardLimits& limits() const { return limits_; }

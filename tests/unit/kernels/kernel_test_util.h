@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +15,11 @@
 #include "kernels/format.h"
 #include "kernels/fp16.h"
 #include "util/cpu_features.h"
+
+namespace drift::kernels {
+// Prints a Format by name in gtest messages.
+inline void PrintTo(Format f, std::ostream* os) { *os << format_info(f).name; }
+}  // namespace drift::kernels
 
 namespace drift::kernels::testing {
 

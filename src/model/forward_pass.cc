@@ -4,49 +4,18 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/activation.h"
+#include "kernels/attention_ops.h"
 #include "kernels/dequantize.h"
+#include "kernels/elementwise.h"
 #include "kernels/fp16.h"
+#include "kernels/norm.h"
 #include "kernels/quantize.h"
+#include "kernels/rope.h"
+#include "kernels/softmax.h"
 
 namespace drift {
 namespace {
-
-// ggml's RMSNorm (sum of squares accumulated in double) followed by the weight multiply.
-// x, w, y: [n].
-void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n + eps));
-  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
-}
-
-// Rotates the first rope_dims dimensions of one head in place, as ggml_rope_ext does with
-// ext_factor 0: theta for pair i is pos * freq_scale * base^(-2i/rope_dims), computed by
-// repeated multiplication in float exactly as ggml builds its cos/sin cache.
-void rope_head(float* x, int64_t rope_dims, float pos, float base, float freq_scale,
-               RopeLayout layout) {
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(rope_dims));
-  float theta = pos;
-  const int64_t half = rope_dims / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const float angle = freq_scale * theta;
-    const float c = std::cos(angle), s = std::sin(angle);
-    float* a = layout == RopeLayout::kAdjacent ? &x[2 * i] : &x[i];
-    float* b = layout == RopeLayout::kAdjacent ? &x[2 * i + 1] : &x[i + half];
-    const float x0 = *a, x1 = *b;
-    *a = x0 * c - x1 * s;
-    *b = x0 * s + x1 * c;
-    theta *= theta_scale;
-  }
-}
-
-float gelu_tanh(float x) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  constexpr float kCoefA = 0.044715f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
-}
-
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 // Largest activation row any matrix of the model needs, so one buffer serves every matmul.
 int64_t max_activation_row_bytes(const ModelWeights& w) {
@@ -60,7 +29,7 @@ int64_t max_activation_row_bytes(const ModelWeights& w) {
 }  // namespace
 
 ForwardPass::ForwardPass(const Model& model, ForwardLimits limits)
-    : model_(model), config_(model.config()), limits_(limits) {}
+    : model_(model), config_(model.config()), limits_(limits), isa_(model.isa()) {}
 
 Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
                                                            ForwardLimits limits) {
@@ -92,15 +61,9 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
   f->max_threads_ = limits.threads;
   f->scores_.resize(static_cast<size_t>(limits.threads) * limits.max_context);
   f->token_sequence_.resize(T);
-  if (c.activation == Activation::kGeluTanh) {
-    // ggml evaluates GELU through a table indexed by the input rounded to fp16; the table holds
-    // fp16(gelu(x)) for every fp16 x.
-    f->gelu_table_.resize(1 << 16);
-    for (uint32_t h = 0; h < (1u << 16); ++h) {
-      float x = kernels::fp16_to_f32(static_cast<uint16_t>(h));
-      f->gelu_table_[h] = kernels::fp16_to_f32(kernels::f32_to_fp16(gelu_tanh(x)));
-    }
-  }
+  f->rope_cache_.resize(c.rope_dims);
+  // Build the kernels' lazily initialised tables now, so that no step allocates them.
+  if (c.activation == Activation::kGeluTanh) (void)kernels::gelu_fp16_table();
   return f;
 }
 
@@ -168,13 +131,13 @@ void ForwardPass::embed(const ForwardBatch& batch) {
     float* row = &x_[t * config_.n_embd];
     kernels::dequantize_row(e.format, e.data + batch.tokens[t] * e.row_bytes, row, e.cols);
     if (config_.embedding_scale != 1.0f)
-      for (int64_t i = 0; i < config_.n_embd; ++i) row[i] *= config_.embedding_scale;
+      kernels::scale(isa_, row, config_.embedding_scale, row, config_.n_embd);
   }
 }
 
 void ForwardPass::matmul(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_tokens,
                          float* y, int64_t y_stride, ThreadPool& pool) {
-  kernels::quantize_activations(model_.isa(), m.format, x, x_stride, n_tokens, m.cols, xq_.data(),
+  kernels::quantize_activations(isa_, m.format, x, x_stride, n_tokens, m.cols, xq_.data(),
                                 xq_row_bytes_);
   kernels::MatmulArgs args{m.data, m.row_bytes, xq_.data(), xq_row_bytes_,
                            y,      y_stride,    m.cols,     n_tokens};
@@ -195,7 +158,8 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
 
   for (int64_t t = 0; t < n; ++t)
-    rms_norm(&x_[t * c.n_embd], l.attn_norm.data, c.n_embd, c.rms_eps, &xn_[t * xn_stride_]);
+    kernels::rms_norm(isa_, &x_[t * c.n_embd], l.attn_norm.data, &xn_[t * xn_stride_], c.n_embd,
+                      c.rms_eps);
   matmul(l.wq, xn_.data(), xn_stride_, n, q_.data(), c.q_dim(), pool);
   matmul(l.wk, xn_.data(), xn_stride_, n, k_.data(), c.kv_dim(), pool);
   matmul(l.wv, xn_.data(), xn_stride_, n, v_.data(), c.v_dim(), pool);
@@ -208,30 +172,36 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
     float* k = &k_[t * c.kv_dim()];
     float* v = &v_[t * c.v_dim()];
     if (c.qkv_bias) {
-      for (int64_t i = 0; i < c.q_dim(); ++i) q[i] += l.bq.data[i];
-      for (int64_t i = 0; i < c.kv_dim(); ++i) k[i] += l.bk.data[i];
-      for (int64_t i = 0; i < c.v_dim(); ++i) v[i] += l.bv.data[i];
+      kernels::add(isa_, q, l.bq.data, q, c.q_dim());
+      kernels::add(isa_, k, l.bk.data, k, c.kv_dim());
+      kernels::add(isa_, v, l.bv.data, v, c.v_dim());
     }
-    for (int64_t h = 0; h < c.n_heads; ++h) {
-      float* qh = q + h * c.head_dim;
-      if (c.qk_norm) rms_norm(qh, l.q_norm.data, c.head_dim, c.rms_eps, qh);
-      rope_head(qh, c.rope_dims, pos, lc.rope_base, c.rope_freq_scale, c.rope_layout);
+    if (c.qk_norm) {
+      for (int64_t h = 0; h < c.n_heads; ++h)
+        kernels::rms_norm(isa_, q + h * c.head_dim, l.q_norm.data, q + h * c.head_dim, c.head_dim,
+                          c.rms_eps);
+      for (int64_t h = 0; h < c.n_kv_heads; ++h)
+        kernels::rms_norm(isa_, k + h * c.head_dim, l.k_norm.data, k + h * c.head_dim, c.head_dim,
+                          c.rms_eps);
     }
-    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
-      float* kh = k + h * c.head_dim;
-      if (c.qk_norm) rms_norm(kh, l.k_norm.data, c.head_dim, c.rms_eps, kh);
-      rope_head(kh, c.rope_dims, pos, lc.rope_base, c.rope_freq_scale, c.rope_layout);
-    }
+    kernels::RopeParams rope;
+    rope.n_dims = c.rope_dims;
+    rope.freq_base = lc.rope_base;
+    rope.freq_scale = c.rope_freq_scale;
+    kernels::rope_cache(rope, static_cast<int64_t>(pos), rope_cache_.data());
+    const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
+                                                               : kernels::RopeLayout::kRopeNeox;
+    kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, q, c.n_heads, c.head_dim);
+    kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, k, c.n_kv_heads, c.head_dim);
     // Store this token's K and V (fp16) in its slot.
     const int64_t p = static_cast<int64_t>(pos);
     const int64_t page = s.page_table[p / kv.page_size()];
     const int64_t slot = p % kv.page_size();
     for (int64_t h = 0; h < c.n_kv_heads; ++h) {
-      uint16_t* kd = kv.keys(page, il, h) + slot * c.head_dim;
-      uint16_t* vd = kv.values(page, il, h) + slot * c.head_dim_v;
-      for (int64_t i = 0; i < c.head_dim; ++i) kd[i] = kernels::f32_to_fp16(k[h * c.head_dim + i]);
-      for (int64_t i = 0; i < c.head_dim_v; ++i)
-        vd[i] = kernels::f32_to_fp16(v[h * c.head_dim_v + i]);
+      kernels::convert_f32_to_fp16(isa_, k + h * c.head_dim,
+                                   kv.keys(page, il, h) + slot * c.head_dim, c.head_dim);
+      kernels::convert_f32_to_fp16(isa_, v + h * c.head_dim_v,
+                                   kv.values(page, il, h) + slot * c.head_dim_v, c.head_dim_v);
     }
   }
 
@@ -241,9 +211,8 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
   matmul(l.wo, attn_out_.data(), o_dim, n, proj_.data(), c.n_embd, pool);
   for (int64_t t = 0; t < n; ++t) {
     float* o = &proj_[t * c.n_embd];
-    if (c.post_norms) rms_norm(o, l.attn_post_norm.data, c.n_embd, c.rms_eps, o);
-    float* x = &x_[t * c.n_embd];
-    for (int64_t i = 0; i < c.n_embd; ++i) x[i] += o[i];
+    if (c.post_norms) kernels::rms_norm(isa_, o, l.attn_post_norm.data, o, c.n_embd, c.rms_eps);
+    kernels::add(isa_, &x_[t * c.n_embd], o, &x_[t * c.n_embd], c.n_embd);
   }
 }
 
@@ -265,31 +234,20 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
       const int64_t pos = s.start_pos + (t - s.token_begin);
       const int64_t first = sliding ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
       const float* q = &q_[t * c.q_dim() + h * c.head_dim];
-      float max_score = -INFINITY;
+      const int64_t n_seen = pos - first + 1;
       for (int64_t p = first; p <= pos; ++p) {
         const uint16_t* key =
             kv.keys(s.page_table[p / page_size], il, kvh) + (p % page_size) * c.head_dim;
-        float dot = 0.0f;
-        for (int64_t i = 0; i < c.head_dim; ++i) dot += q[i] * kernels::fp16_to_f32(key[i]);
-        scores[p - first] = dot * c.attention_scale;
-        max_score = std::max(max_score, scores[p - first]);
+        scores[p - first] = kernels::dot_f32_f16(isa_, q, key, c.head_dim) * c.attention_scale;
       }
-      float sum = 0.0f;
-      for (int64_t p = first; p <= pos; ++p) {
-        scores[p - first] = std::exp(scores[p - first] - max_score);
-        sum += scores[p - first];
-      }
+      kernels::softmax(isa_, scores, scores, n_seen);
       float* out = &attn_out_[t * c.n_heads * c.head_dim_v + h * c.head_dim_v];
       std::fill(out, out + c.head_dim_v, 0.0f);
       for (int64_t p = first; p <= pos; ++p) {
         const uint16_t* value =
             kv.values(s.page_table[p / page_size], il, kvh) + (p % page_size) * c.head_dim_v;
-        const float weight = scores[p - first];
-        for (int64_t i = 0; i < c.head_dim_v; ++i)
-          out[i] += weight * kernels::fp16_to_f32(value[i]);
+        kernels::axpy_f16(isa_, scores[p - first], value, out, c.head_dim_v);
       }
-      const float inv = 1.0f / sum;
-      for (int64_t i = 0; i < c.head_dim_v; ++i) out[i] *= inv;
     }
   });
 }
@@ -298,7 +256,8 @@ void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {
   const LayerWeights& l = model_.weights().layers[il];
   const ModelConfig& c = config_;
   for (int64_t t = 0; t < n; ++t)
-    rms_norm(&x_[t * c.n_embd], l.ffn_norm.data, c.n_embd, c.rms_eps, &xn_[t * xn_stride_]);
+    kernels::rms_norm(isa_, &x_[t * c.n_embd], l.ffn_norm.data, &xn_[t * xn_stride_], c.n_embd,
+                      c.rms_eps);
   matmul(l.ffn_gate, xn_.data(), xn_stride_, n, gate_.data(), c.n_ff, pool);
   matmul(l.ffn_up, xn_.data(), xn_stride_, n, up_.data(), c.n_ff, pool);
   for (int64_t t = 0; t < n; ++t) {
@@ -306,21 +265,17 @@ void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {
     const float* u = &up_[t * c.n_ff];
     float* h = &xn_[t * xn_stride_];
     if (c.activation == Activation::kGeluTanh) {
-      for (int64_t i = 0; i < c.n_ff; ++i) {
-        float gi = g[i];
-        float act = gi <= -10.0f ? 0.0f : gi >= 10.0f ? gi : gelu_table_[kernels::f32_to_fp16(gi)];
-        h[i] = act * u[i];
-      }
+      kernels::gelu(isa_, g, h, c.n_ff);
     } else {
-      for (int64_t i = 0; i < c.n_ff; ++i) h[i] = silu(g[i]) * u[i];
+      kernels::silu(isa_, g, h, c.n_ff);
     }
+    kernels::mul(isa_, h, u, h, c.n_ff);
   }
   matmul(l.ffn_down, xn_.data(), xn_stride_, n, proj_.data(), c.n_embd, pool);
   for (int64_t t = 0; t < n; ++t) {
     float* o = &proj_[t * c.n_embd];
-    if (c.post_norms) rms_norm(o, l.ffn_post_norm.data, c.n_embd, c.rms_eps, o);
-    float* x = &x_[t * c.n_embd];
-    for (int64_t i = 0; i < c.n_embd; ++i) x[i] += o[i];
+    if (c.post_norms) kernels::rms_norm(isa_, o, l.ffn_post_norm.data, o, c.n_embd, c.rms_eps);
+    kernels::add(isa_, &x_[t * c.n_embd], o, &x_[t * c.n_embd], c.n_embd);
   }
 }
 
@@ -334,7 +289,8 @@ void ForwardPass::output_logits(const ForwardBatch& batch, ThreadPool& pool,
     if (!s.want_logits && !s.all_logits) continue;
     const int64_t first = s.all_logits ? s.token_begin : s.token_begin + s.n_tokens - 1;
     for (int64_t t = first; t < s.token_begin + s.n_tokens; ++t) {
-      rms_norm(&x_[t * c.n_embd], w.output_norm.data, c.n_embd, c.rms_eps, &xn_[rows * xn_stride_]);
+      kernels::rms_norm(isa_, &x_[t * c.n_embd], w.output_norm.data, &xn_[rows * xn_stride_],
+                        c.n_embd, c.rms_eps);
       ++rows;
     }
   }

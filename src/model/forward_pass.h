@@ -56,6 +56,7 @@ class ForwardPass {
   const Model& model_;
   const ModelConfig& config_;
   const ForwardLimits limits_;
+  const Isa isa_;
 
   // Activations; T = limits_.max_tokens.
   std::vector<float> x_;         // [T][n_embd] residual stream
@@ -70,7 +71,7 @@ class ForwardPass {
   std::vector<uint8_t> xq_;      // [T][largest activation row] quantized matmul input
   std::vector<float> scores_;    // [threads][max_context] attention scores per thread
   std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch
-  std::vector<float> gelu_table_;        // [65536] ggml's fp16 GELU table (gemma3)
+  std::vector<float> rope_cache_;        // [rope_dims] cos/sin of the current token and layer
   int64_t xq_row_bytes_ = 0;
   int64_t xn_stride_ = 0;
   int64_t max_threads_ = 0;

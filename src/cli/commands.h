@@ -6,6 +6,9 @@
 
 namespace drift::cli {
 
+void register_bench(CLI::App& app);
 void register_inspect(CLI::App& app);
+void register_perplexity(CLI::App& app);
+void register_tokenize(CLI::App& app);
 
 }  // namespace drift::cli

@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   });
 
   drift::cli::register_inspect(app);
+  drift::cli::register_tokenize(app);
+  drift::cli::register_perplexity(app);
+  drift::cli::register_bench(app);
 
   try {
     app.parse(argc, argv);

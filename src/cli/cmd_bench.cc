@@ -1,0 +1,189 @@
+// `drift bench`: single-stream speed as llama-bench measures it — prefill of a P-token prompt
+// (pp, one batch) and decode of N tokens one at a time (tg) — over R repetitions after a
+// warm-up, printed as a table and as JSON, with the memory-bandwidth ceiling for decode.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "model/forward_pass.h"
+#include "model_locator.h"
+#include "sampling/random_stream.h"
+#include "util/memory_bandwidth.h"
+
+namespace drift::cli {
+namespace {
+
+struct BenchOptions {
+  std::optional<std::string> model;
+  int64_t prompt_tokens = 512;
+  int64_t gen_tokens = 128;
+  int repetitions = 3;
+  int threads = 2;
+};
+
+struct Stats {
+  double mean = 0, stddev = 0;
+};
+
+Stats stats_of(const std::vector<double>& v) {
+  Stats s;
+  for (double x : v) s.mean += x;
+  s.mean /= v.size();
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(s.stddev / (v.size() - 1)) : 0.0;
+  return s;
+}
+
+class Runner {
+ public:
+  Runner(ForwardPass& forward, KvPages& kv, ThreadPool& pool, std::vector<int32_t> pages,
+         int64_t n_vocab)
+      : forward_(forward), kv_(kv), pool_(pool), pages_(std::move(pages)), logits_(n_vocab) {}
+
+  // One forward of `tokens` at positions [start, start + n); logits for the last one.
+  Status step(std::span<const int32_t> tokens, int64_t start) {
+    ForwardSequence s;
+    s.n_tokens = static_cast<int64_t>(tokens.size());
+    s.start_pos = start;
+    s.page_table = pages_;
+    s.want_logits = true;
+    return forward_.run(ForwardBatch{tokens, std::span<const ForwardSequence>(&s, 1)}, kv_, pool_,
+                        logits_);
+  }
+
+ private:
+  ForwardPass& forward_;
+  KvPages& kv_;
+  ThreadPool& pool_;
+  std::vector<int32_t> pages_;
+  std::vector<float> logits_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int run_bench(const BenchOptions& o) {
+  auto fail = [](const Error& e) {
+    fmt::print(stderr, "error: {}\n", e.message);
+    return 1;
+  };
+  auto path = resolve_model_path(o.model);
+  if (!path.ok()) return fail(path.error());
+  CpuFeatures cpu = detect_cpu_features();
+  auto isa = select_isa(cpu);
+  if (!isa.ok()) return fail(isa.error());
+  auto load_start = std::chrono::steady_clock::now();
+  auto model = Model::load(*path, *isa);
+  if (!model.ok()) return fail(model.error());
+  const ModelConfig& c = (*model)->config();
+  const int64_t context = o.prompt_tokens + o.gen_tokens;
+  if (context > c.n_ctx_train)
+    return fail(make_error("-p + -n = {} exceeds the model's context {}", context, c.n_ctx_train));
+
+  constexpr int64_t kPageSize = 16;
+  const int64_t n_pages = (context + kPageSize - 1) / kPageSize;
+  auto kv = KvPages::create(c, n_pages, kPageSize);
+  if (!kv.ok()) return fail(kv.error());
+  auto forward = ForwardPass::create(
+      **model, ForwardLimits{std::max<int64_t>(o.prompt_tokens, 1), 1, context, o.threads});
+  if (!forward.ok()) return fail(forward.error());
+  ThreadPool pool(o.threads);
+  std::vector<int32_t> pages(n_pages);
+  for (int64_t i = 0; i < n_pages; ++i) pages[i] = static_cast<int32_t>(i);
+  Runner runner(**forward, *kv, pool, pages, c.n_vocab);
+
+  // Random prompt tokens, as llama-bench uses.
+  std::vector<int32_t> prompt(o.prompt_tokens);
+  for (int64_t i = 0; i < o.prompt_tokens; ++i)
+    prompt[i] = static_cast<int32_t>(stream_bits(1234, i) % c.n_vocab);
+  Status warm =
+      runner.step(std::span<const int32_t>(prompt.data(), std::min<int64_t>(16, prompt.size())), 0);
+  if (!warm.ok()) return fail(warm.error());
+  const double load_seconds = seconds_since(load_start);
+
+  std::vector<double> pp_rates, tg_rates;
+  for (int r = 0; r < o.repetitions; ++r) {
+    if (o.prompt_tokens > 0) {
+      auto start = std::chrono::steady_clock::now();
+      Status s = runner.step(prompt, 0);
+      if (!s.ok()) return fail(s.error());
+      pp_rates.push_back(o.prompt_tokens / seconds_since(start));
+    }
+    if (o.gen_tokens > 0) {
+      auto start = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < o.gen_tokens; ++i) {
+        int32_t token = prompt.empty() ? 0 : prompt[i % prompt.size()];
+        Status s = runner.step(std::span<const int32_t>(&token, 1), i);
+        if (!s.ok()) return fail(s.error());
+      }
+      tg_rates.push_back(o.gen_tokens / seconds_since(start));
+    }
+  }
+
+  const double bandwidth = measure_read_bandwidth(pool);
+  const double bytes_per_token = static_cast<double>((*model)->weights().matrix_bytes);
+  const double roofline = bandwidth / bytes_per_token;
+  const std::string model_name = c.name.empty() ? c.arch_name : c.name;
+  fmt::print(stderr, "load + warm-up {:.2f} s; {}; memory read bandwidth {:.1f} GB/s\n",
+             load_seconds, describe_cpu(cpu), bandwidth / 1e9);
+  fmt::print("| model | size | isa | threads | test | t/s | of ceiling |\n");
+  fmt::print("| --- | ---: | --- | ---: | --- | ---: | ---: |\n");
+  std::string json_tests;
+  auto row = [&](const char* kind, int64_t n, const std::vector<double>& rates, double ceiling) {
+    if (rates.empty()) return;
+    Stats s = stats_of(rates);
+    std::string ceiling_text = ceiling > 0 ? fmt::format("{:.0f}%", 100 * s.mean / ceiling) : "";
+    fmt::print("| {} | {:.2f} MiB | {} | {} | {}{} | {:.2f} ± {:.2f} | {} |\n", model_name,
+               (*model)->file().file_size() / 1048576.0, isa_name(*isa), o.threads, kind, n, s.mean,
+               s.stddev, ceiling_text);
+    if (!json_tests.empty()) json_tests += ", ";
+    json_tests += fmt::format(
+        "{{\"test\": \"{}{}\", \"tokens_per_second\": {:.3f}, \"stddev\": {:.3f}, "
+        "\"samples\": [{:.3f}]}}",
+        kind, n, s.mean, s.stddev, fmt::join(rates, ", "));
+  };
+  row("pp", o.prompt_tokens, pp_rates, 0);
+  row("tg", o.gen_tokens, tg_rates, roofline);
+  fmt::print(
+      "{{\"model\": \"{}\", \"file_bytes\": {}, \"isa\": \"{}\", \"threads\": {}, "
+      "\"bandwidth_bytes_per_second\": {:.0f}, \"weight_bytes_per_token\": {:.0f}, "
+      "\"decode_roofline_tokens_per_second\": {:.1f}, \"load_seconds\": {:.3f}, \"tests\": "
+      "[{}]}}\n",
+      model_name, (*model)->file().file_size(), isa_name(*isa), o.threads, bandwidth,
+      bytes_per_token, roofline, load_seconds, json_tests);
+  return 0;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Single-stream prefill (pp) and decode (tg) tokens/s, as llama-bench measures");
+  cmd->add_option("-m,--model", options->model, "GGUF file (default: the cached default model)");
+  cmd->add_option("-p,--n-prompt", options->prompt_tokens, "prompt tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
+  cmd->add_option("-n,--n-gen", options->gen_tokens, "generated tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
+  cmd->add_option("-r,--repetitions", options->repetitions, "measured repetitions")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("-t,--threads", options->threads, "compute threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->callback([options] {
+    int code = run_bench(*options);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace drift::cli

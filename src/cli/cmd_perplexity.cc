@@ -1,0 +1,130 @@
+// `drift perplexity -m MODEL -f FILE [-c CTX]`: perplexity computed exactly as llama.cpp's
+// llama-perplexity does: the whole text is tokenized (with BOS if the model adds one), cut into
+// chunks of CTX tokens, the first token of each chunk replaced by BOS when the model adds one,
+// and only the second half of each chunk scored (each position predicting the next token).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "model/forward_pass.h"
+#include "model_locator.h"
+#include "tokenizer/tokenizer.h"
+
+namespace drift::cli {
+namespace {
+
+struct PerplexityOptions {
+  std::optional<std::string> model;
+  std::string file;
+  int64_t context = 512;
+  int threads = 2;
+  std::optional<int64_t> max_chunks;
+};
+
+// -log softmax(logits)[target], with the log-sum-exp taken in double.
+double negative_log_likelihood(const float* logits, int64_t n_vocab, int32_t target) {
+  float max_logit = logits[0];
+  for (int64_t i = 1; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  return -(static_cast<double>(logits[target] - max_logit) - std::log(sum));
+}
+
+int run_perplexity(const PerplexityOptions& o) {
+  auto fail = [](const Error& e) {
+    fmt::print(stderr, "error: {}\n", e.message);
+    return 1;
+  };
+  auto path = resolve_model_path(o.model);
+  if (!path.ok()) return fail(path.error());
+  auto isa = select_isa(detect_cpu_features());
+  if (!isa.ok()) return fail(isa.error());
+  auto model = Model::load(*path, *isa);
+  if (!model.ok()) return fail(model.error());
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  if (!tokenizer.ok()) return fail(tokenizer.error());
+  std::ifstream in(o.file, std::ios::binary);
+  if (!in) return fail(make_error("cannot read '{}'", o.file));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+
+  const ModelConfig& config = (*model)->config();
+  const int64_t ctx = o.context;
+  if (ctx < 16 || ctx > config.n_ctx_train)
+    return fail(
+        make_error("-c must be 16 to the model's context {}, got {}", config.n_ctx_train, ctx));
+  std::vector<int32_t> tokens = tokenizer->encode(text);
+  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / ctx;
+  if (o.max_chunks) n_chunks = std::min(n_chunks, *o.max_chunks);
+  if (n_chunks < 1)
+    return fail(
+        make_error("the text has {} tokens, fewer than one chunk of {}", tokens.size(), ctx));
+  fmt::print(stderr, "{} tokens, {} chunks of {}, {} threads, {} kernels\n", tokens.size(),
+             n_chunks, ctx, o.threads, isa_name(*isa));
+
+  constexpr int64_t kPageSize = 16;
+  const int64_t n_pages = (ctx + kPageSize - 1) / kPageSize;
+  auto kv = KvPages::create(config, n_pages, kPageSize);
+  if (!kv.ok()) return fail(kv.error());
+  ForwardLimits limits{ctx, 1, ctx, o.threads};
+  auto forward = ForwardPass::create(**model, limits);
+  if (!forward.ok()) return fail(forward.error());
+  ThreadPool pool(o.threads);
+  std::vector<int32_t> pages(n_pages);
+  for (int64_t i = 0; i < n_pages; ++i) pages[i] = static_cast<int32_t>(i);
+  std::vector<float> logits(static_cast<size_t>(ctx) * config.n_vocab);
+  const bool add_bos = tokenizer->add_bos() && tokenizer->bos().has_value();
+
+  double nll = 0.0;
+  int64_t scored = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
+    std::vector<int32_t> window(tokens.begin() + chunk * ctx, tokens.begin() + (chunk + 1) * ctx);
+    if (add_bos) window[0] = *tokenizer->bos();
+    ForwardSequence sequence;
+    sequence.n_tokens = ctx;
+    sequence.page_table = pages;
+    sequence.all_logits = true;
+    ForwardBatch batch{window, std::span<const ForwardSequence>(&sequence, 1)};
+    Status status = (*forward)->run(batch, *kv, pool, logits);
+    if (!status.ok()) return fail(status.error());
+    for (int64_t j = ctx / 2; j < ctx - 1; ++j) {
+      nll += negative_log_likelihood(&logits[j * config.n_vocab], config.n_vocab, window[j + 1]);
+      ++scored;
+    }
+    fmt::print("[{}]{:.4f},", chunk + 1, std::exp(nll / scored));
+    std::fflush(stdout);
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("\n");
+  fmt::print(stderr, "{:.1f} s, {:.1f} tokens/s\n", seconds, n_chunks * ctx / seconds);
+  fmt::print("perplexity: {:.4f}\n", std::exp(nll / scored));
+  return 0;
+}
+
+}  // namespace
+
+void register_perplexity(CLI::App& app) {
+  auto options = std::make_shared<PerplexityOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "perplexity", "Perplexity of a text file, computed as llama.cpp's llama-perplexity does");
+  cmd->add_option("-m,--model", options->model, "GGUF file (default: the cached default model)");
+  cmd->add_option("-f,--file", options->file, "text file")->required();
+  cmd->add_option("-c,--ctx-size", options->context, "tokens per chunk")->capture_default_str();
+  cmd->add_option("-t,--threads", options->threads, "compute threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--chunks", options->max_chunks, "score at most this many chunks");
+  cmd->callback([options] {
+    int code = run_perplexity(*options);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace drift::cli

@@ -46,20 +46,33 @@ Expected<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs) con
                       inputs.extra_context.type_name());
   }
 
-  jinja::Json variables = jinja::Json::object();
-  variables["messages"] = inputs.messages;
-  variables["tools"] = inputs.tools ? *inputs.tools : jinja::Json(nullptr);
-  variables["documents"] = nullptr;
-  variables["add_generation_prompt"] = inputs.add_generation_prompt;
-  if (inputs.bos_token) variables["bos_token"] = *inputs.bos_token;
-  if (inputs.eos_token) variables["eos_token"] = *inputs.eos_token;
+  // Converted straight to template values (depth-checked), never copied as JSON: a copy of a
+  // hostile, deeply nested message would recurse as deep as the nesting.
+  const uint32_t max_depth = inputs.limits.max_value_depth;
+  jinja::Dict variables;
+  auto add = [&](std::string_view name, const jinja::Json& json) -> Status {
+    auto value = jinja::value_from_json(json, max_depth);
+    if (!value.ok()) return make_error("chat template: {}: {}", name, value.error().message);
+    variables.set(std::string(name), std::move(value).value());
+    return Status::Ok();
+  };
+  DRIFT_RETURN_IF_ERROR(add("messages", inputs.messages));
+  if (inputs.tools) {
+    DRIFT_RETURN_IF_ERROR(add("tools", *inputs.tools));
+  } else {
+    variables.set("tools", jinja::Value::none());
+  }
+  variables.set("documents", jinja::Value::none());
+  variables.set("add_generation_prompt", jinja::Value::boolean(inputs.add_generation_prompt));
+  if (inputs.bos_token) variables.set("bos_token", jinja::Value::string(*inputs.bos_token));
+  if (inputs.eos_token) variables.set("eos_token", jinja::Value::string(*inputs.eos_token));
   for (const auto& [name, value] : inputs.extra_context.items()) {
     for (std::string_view reserved : kReservedVariables) {
       if (name == reserved) {
         return make_error("chat template: extra context may not set '{}'", name);
       }
     }
-    variables[name] = value;
+    DRIFT_RETURN_IF_ERROR(add(name, value));
   }
 
   jinja::RenderOptions options;

@@ -44,6 +44,9 @@ class DepthGuard {
 
 // Bytes of built strings per step charged.
 constexpr size_t kBytesPerStep = 64;
+// A macro call allocates a scope, binds arguments and renders into its own buffer: it costs
+// about as much as this many simple steps.
+constexpr uint64_t kMacroCallSteps = 20;
 
 // Python's slice.indices(): clamps start/stop for `length` items and `step`.
 struct SliceBounds {
@@ -97,12 +100,11 @@ std::tm system_local_time() {
 
 }  // namespace
 
-// A macro value's function: the macro and the scope it was defined in. The scope is held
-// weakly (the scope holds the macro, so a strong reference would be a cycle); a macro carried
-// out of its scope (through a namespace) fails cleanly when called.
+// A macro value's function: the macro and the scope it was defined in, which its body's names
+// resolve against when called (late binding, as in jinja2).
 struct MacroClosure {
   const MacroStmt* macro;
-  std::weak_ptr<Scope> scope;
+  ScopePtr scope;
 
   Expected<Value> operator()(Interpreter& interpreter, CallArgs& args) const {
     return interpreter.call_macro(*macro, scope, args);
@@ -113,10 +115,12 @@ Interpreter::Interpreter(const RenderOptions& options, const Dict& context)
     : options_(options), context_(context), globals_(make_globals()) {}
 
 Interpreter::~Interpreter() {
-  // Namespaces are the only mutable values, so the only way to build reference cycles
-  // (`{% set ns.self = ns %}`). Emptying them all breaks every cycle; keeping them alive until
-  // all are empty also keeps long namespace chains from being destroyed recursively.
+  // Reference cycles can only run through namespaces (`{% set ns.self = ns %}`) and through
+  // scopes that hold a macro which holds the scope. Emptying every such object breaks every
+  // cycle; keeping them alive until all are empty also keeps long chains of them from being
+  // destroyed recursively.
   for (const auto& ns : namespaces_) ns->clear();
+  for (const auto& scope : macro_scopes_) scope->variables.clear();
 }
 
 std::tm Interpreter::now() const { return options_.clock ? options_.clock() : system_local_time(); }
@@ -329,14 +333,25 @@ Expected<Interpreter::Flow> Interpreter::execute_for(const ForStmt& stmt, const 
     (void)flow;
     return Flow::kNormal;
   }
+  // One `loop` object for the whole loop, advanced in place, as jinja2's LoopContext is.
+  auto loop = std::make_shared<LoopInfo>(LoopInfo{0, 0, sequence});
+  const Value loop_value = Value::loop(loop);
+  ScopePtr iteration;
   for (size_t i = 0; i < sequence->items.size(); ++i) {
     if (Status s = charge(1); !s.ok()) return fail(s.error());
-    auto iteration = std::make_shared<Scope>();
-    iteration->parent = scope;
+    // A fresh scope per iteration; the previous one is recycled unless something (a macro
+    // defined in the body) still refers to it.
+    if (iteration && iteration.use_count() == 1) {
+      iteration->variables.clear();
+    } else {
+      iteration = std::make_shared<Scope>();
+      iteration->parent = scope;
+    }
     if (Status s = assign(stmt.target, sequence->items[i], *iteration); !s.ok()) {
       return fail(s.error());
     }
-    iteration->set("loop", Value::loop(LoopInfo{static_cast<int64_t>(i), 0, sequence}));
+    loop->index0 = static_cast<int64_t>(i);
+    iteration->set("loop", loop_value);
     DRIFT_ASSIGN_OR_RETURN(Flow flow, execute(stmt.body, iteration, out));
     if (flow == Flow::kBreak) break;
   }
@@ -344,8 +359,8 @@ Expected<Interpreter::Flow> Interpreter::execute_for(const ForStmt& stmt, const 
 }
 
 Status Interpreter::execute_macro_definition(const MacroStmt& stmt, const ScopePtr& scope) {
-  scope->set(stmt.name,
-             Value::function(stmt.name, MacroClosure{&stmt, std::weak_ptr<Scope>(scope)}));
+  scope->set(stmt.name, Value::function(stmt.name, MacroClosure{&stmt, scope}));
+  macro_scopes_.push_back(scope);
   return Status::Ok();
 }
 
@@ -617,12 +632,9 @@ Expected<Value> Interpreter::call(const Value& callee, CallArgs& args) {
   return make_error("'{}' object is not callable", type_name(callee));
 }
 
-Expected<Value> Interpreter::call_macro(const MacroStmt& macro, const std::weak_ptr<Scope>& closure,
+Expected<Value> Interpreter::call_macro(const MacroStmt& macro, const ScopePtr& parent,
                                         CallArgs& args) {
-  ScopePtr parent = closure.lock();
-  if (!parent) {
-    return make_error("macro '{}' was called after the block that defined it ended", macro.name);
-  }
+  DRIFT_RETURN_IF_ERROR(charge(kMacroCallSteps));
   DepthGuard calls(call_depth_);
   if (call_depth_ > limits().max_call_depth) {
     return make_error("macro calls nest more than {} deep (runaway recursion?)",

@@ -82,8 +82,7 @@ class Interpreter {
                                   const Value* block_input);
   Expected<Value> evaluate_compare(const CompareExpr& compare, const Scope& scope);
   Value lookup(std::string_view name, const Scope& scope) const;
-  Expected<Value> call_macro(const MacroStmt& macro, const std::weak_ptr<Scope>& closure,
-                             CallArgs& args);
+  Expected<Value> call_macro(const MacroStmt& macro, const ScopePtr& parent, CallArgs& args);
   Expected<Value> slice(const Value& object, const Value& start, const Value& stop,
                         const Value& step);
   Status charge_for(const Value& v);
@@ -98,6 +97,7 @@ class Interpreter {
   uint32_t call_depth_ = 0;
   bool error_located_ = false;
   std::vector<std::shared_ptr<Dict>> namespaces_;
+  std::vector<ScopePtr> macro_scopes_;  // scopes that define a macro (see the destructor)
 };
 
 }  // namespace drift::jinja

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <deque>
 #include <optional>
 
 #include "tokenizer/jinja_unicode.h"
@@ -58,49 +59,109 @@ bool all_whitespace(std::string_view s) { return skip_whitespace(s, 0) == s.size
 constexpr std::string_view kOperators2[] = {"//", "**", "==", "!=", ">=", "<="};
 constexpr std::string_view kOperators1 = "+-/*%~[](){}><=.:|,;";
 
-class Lexer {
+}  // namespace
+
+// Lexes lazily, one tag (or one token inside a tag) at a time, so that a parser error stops the
+// work early: a hostile template of 100k nested parentheses fails after 129 of them.
+class Lexer::Impl {
  public:
-  Lexer(std::string source, const SyntaxOptions& options)
-      : src_(std::move(source)), options_(options) {
+  Impl(std::string source, const SyntaxOptions& options, uint32_t max_bracket_depth)
+      : src_(std::move(source)), options_(options), max_bracket_depth_(max_bracket_depth) {
     line_starts_.push_back(0);
     for (size_t i = 0; i < src_.size(); ++i) {
       if (src_[i] == '\n') line_starts_.push_back(i + 1);
     }
   }
 
-  Expected<std::vector<Token>> run() {
-    size_t pos = 0;
-    bool line_starting = true;
-    while (pos < src_.size()) {
-      const size_t tag = find_tag_start(pos);
-      if (tag == std::string_view::npos) {
-        emit_text(src_.substr(pos), pos);
-        break;
-      }
-      const char kind = src_[tag + 1];
-      size_t after = tag + 2;
-      char sign = 0;
-      if (after < src_.size() && (src_[after] == '-' || src_[after] == '+')) sign = src_[after++];
-
-      std::string text = src_.substr(pos, tag - pos);
-      apply_left_whitespace_control(text, sign, kind != '{', line_starting);
-      emit_text(std::move(text), pos);
-
-      if (kind == '%') {
-        if (auto raw_end = match_raw_begin(after)) {
-          DRIFT_ASSIGN_OR_RETURN(pos, lex_raw(*raw_end, line_starting));
-          continue;
-        }
-      }
-      if (kind == '#') {
-        DRIFT_ASSIGN_OR_RETURN(pos, lex_comment(tag, after));
+  Expected<Token> next() {
+    while (tokens_.empty()) {
+      if (in_tag_) {
+        DRIFT_RETURN_IF_ERROR(step_tag());
+      } else if (pos_ >= src_.size()) {
+        tokens_.push_back(Token{TokenType::kEof, "", 0, 0, locate(src_.size())});
       } else {
-        DRIFT_ASSIGN_OR_RETURN(pos, lex_tag(tag, after, kind == '%'));
+        DRIFT_RETURN_IF_ERROR(step_root());
       }
-      line_starting = pos > 0 && src_[pos - 1] == '\n';
     }
-    tokens_.push_back(Token{TokenType::kEof, "", 0, 0, locate(src_.size())});
-    return std::move(tokens_);
+    Token t = std::move(tokens_.front());
+    tokens_.pop_front();
+    return t;
+  }
+
+ private:
+  // Template data up to the next tag, and the tag's start (comments and raw blocks whole).
+  Status step_root() {
+    const size_t tag = find_tag_start(pos_);
+    if (tag == std::string_view::npos) {
+      emit_text(src_.substr(pos_), pos_);
+      pos_ = src_.size();
+      return Status::Ok();
+    }
+    const char kind = src_[tag + 1];
+    size_t after = tag + 2;
+    char sign = 0;
+    if (after < src_.size() && (src_[after] == '-' || src_[after] == '+')) sign = src_[after++];
+
+    std::string text = src_.substr(pos_, tag - pos_);
+    apply_left_whitespace_control(text, sign, kind != '{', line_starting_);
+    emit_text(std::move(text), pos_);
+
+    if (kind == '%') {
+      if (auto raw_end = match_raw_begin(after)) {
+        DRIFT_ASSIGN_OR_RETURN(pos_, lex_raw(*raw_end, line_starting_));
+        return Status::Ok();
+      }
+    }
+    if (kind == '#') {
+      DRIFT_ASSIGN_OR_RETURN(pos_, lex_comment(tag, after));
+      line_starting_ = pos_ > 0 && src_[pos_ - 1] == '\n';
+      return Status::Ok();
+    }
+    tag_is_block_ = kind == '%';
+    tag_start_ = tag;
+    emit(tag_is_block_ ? TokenType::kBlockBegin : TokenType::kVariableBegin, "", tag);
+    brackets_.clear();
+    in_tag_ = true;
+    pos_ = after;
+    return Status::Ok();
+  }
+
+  // One token inside {{ }} or {% %}, or the end delimiter.
+  Status step_tag() {
+    while (true) {
+      if (pos_ >= src_.size())
+        return error_at(tag_start_, "unexpected end of template inside a tag");
+      const auto [cp, cp_len] = code_point_at(src_, pos_);
+      if (!py_isspace(cp)) break;
+      pos_ += cp_len;
+    }
+    if (brackets_.empty()) {
+      if (auto end = match_tag_end(pos_, tag_is_block_)) {
+        pos_ = *end;
+        in_tag_ = false;
+        line_starting_ = pos_ > 0 && src_[pos_ - 1] == '\n';
+        return Status::Ok();
+      }
+    }
+    const char c = src_[pos_];
+    DRIFT_ASSIGN_OR_RETURN(std::optional<size_t> number_end, lex_number(pos_));
+    if (number_end) {
+      pos_ = *number_end;
+      return Status::Ok();
+    }
+    if (is_name_start(static_cast<unsigned char>(c))) {
+      size_t end = pos_;
+      while (end < src_.size() && is_name_char(static_cast<unsigned char>(src_[end]))) ++end;
+      emit(TokenType::kName, src_.substr(pos_, end - pos_), pos_);
+      pos_ = end;
+      return Status::Ok();
+    }
+    if (c == '\'' || c == '"') {
+      DRIFT_ASSIGN_OR_RETURN(pos_, lex_string(pos_));
+      return Status::Ok();
+    }
+    DRIFT_ASSIGN_OR_RETURN(pos_, lex_operator(pos_, brackets_));
+    return Status::Ok();
   }
 
  private:
@@ -195,52 +256,17 @@ class Lexer {
       line_starting = end > 0 && src_[end - 1] == '\n';
       return end;
     }
-    return error_at(content_start, "missing end of raw directive");
+    return error_at(content_start, "Missing end of raw directive");
   }
 
   Expected<size_t> lex_comment(size_t tag, size_t content_start) {
     const size_t close = src_.find("#}", content_start);
-    if (close == std::string::npos) return error_at(tag, "missing end of comment tag");
+    if (close == std::string::npos) return error_at(tag, "Missing end of comment tag");
     char sign = 0;
     if (close > content_start && (src_[close - 1] == '-' || src_[close - 1] == '+')) {
       sign = src_[close - 1];
     }
     return apply_right_whitespace_control(close + 2, sign, true);
-  }
-
-  // Lexes the inside of {{ }} or {% %} from `pos` up to and including its end delimiter.
-  Expected<size_t> lex_tag(size_t tag, size_t pos, bool is_block) {
-    emit(is_block ? TokenType::kBlockBegin : TokenType::kVariableBegin, "", tag);
-    std::vector<char> brackets;  // expected closers; end delimiters only count outside brackets
-    while (true) {
-      if (pos >= src_.size()) return error_at(tag, "unexpected end of template inside a tag");
-      if (brackets.empty()) {
-        if (auto end = match_tag_end(pos, is_block)) return *end;
-      }
-      const auto [cp, cp_len] = code_point_at(src_, pos);
-      if (py_isspace(cp)) {
-        pos += cp_len;
-        continue;
-      }
-      const char c = src_[pos];
-      DRIFT_ASSIGN_OR_RETURN(std::optional<size_t> number_end, lex_number(pos));
-      if (number_end) {
-        pos = *number_end;
-        continue;
-      }
-      if (is_name_start(static_cast<unsigned char>(c))) {
-        size_t end = pos;
-        while (end < src_.size() && is_name_char(static_cast<unsigned char>(src_[end]))) ++end;
-        emit(TokenType::kName, src_.substr(pos, end - pos), pos);
-        pos = end;
-        continue;
-      }
-      if (c == '\'' || c == '"') {
-        DRIFT_ASSIGN_OR_RETURN(pos, lex_string(pos));
-        continue;
-      }
-      DRIFT_ASSIGN_OR_RETURN(pos, lex_operator(pos, brackets));
-    }
   }
 
   std::optional<size_t> match_tag_end(size_t pos, bool is_block) {
@@ -463,6 +489,10 @@ class Lexer {
       return error_at(pos, fmt::format("unexpected character '{}'", shown));
     }
     if (c == '(' || c == '[' || c == '{') {
+      if (brackets.size() >= max_bracket_depth_) {
+        return error_at(pos,
+                        fmt::format("brackets nest more than {} levels deep", max_bracket_depth_));
+      }
       brackets.push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
     } else if (c == ')' || c == ']' || c == '}') {
       if (brackets.empty()) return error_at(pos, fmt::format("unexpected '{}'", c));
@@ -476,20 +506,29 @@ class Lexer {
   }
 
   std::string src_;
-  const SyntaxOptions& options_;
+  const SyntaxOptions options_;
+  const uint32_t max_bracket_depth_;
   std::vector<size_t> line_starts_;
-  std::vector<Token> tokens_;
+  std::deque<Token> tokens_;  // lexed, not yet handed out
+  size_t pos_ = 0;
+  bool line_starting_ = true;  // the last consumed text ended a line (for lstrip_blocks)
+  bool in_tag_ = false;
+  bool tag_is_block_ = false;
+  size_t tag_start_ = 0;
+  std::vector<char> brackets_;  // closers expected; end delimiters only count outside brackets
 };
 
-}  // namespace
+Lexer::Lexer(std::string_view source, const SyntaxOptions& options, uint32_t max_bracket_depth)
+    : impl_(std::make_unique<Impl>(normalize_newlines(source, options.keep_trailing_newline),
+                                   options, max_bracket_depth)) {}
+Lexer::~Lexer() = default;
+Lexer::Lexer(Lexer&&) noexcept = default;
+Lexer& Lexer::operator=(Lexer&&) noexcept = default;
+
+Expected<Token> Lexer::next() { return impl_->next(); }
 
 std::string describe_location(const SourceLocation& location) {
   return fmt::format("line {}, column {}", location.line, location.column);
-}
-
-Expected<std::vector<Token>> tokenize(std::string_view source, const SyntaxOptions& options) {
-  Lexer lexer(normalize_newlines(source, options.keep_trailing_newline), options);
-  return lexer.run();
 }
 
 }  // namespace drift::jinja

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,9 +49,23 @@ struct Token {
   SourceLocation location;
 };
 
-// Tokenizes `source`; a malformed tag (unterminated string or comment, unbalanced bracket,
-// unexpected character) is an Error naming its line and column.
-Expected<std::vector<Token>> tokenize(std::string_view source, const SyntaxOptions& options);
+// Hands out the tokens of a template one at a time (the parser pulls them, so a syntax error
+// stops the lexing too). A malformed tag — unterminated string or comment, unbalanced or too
+// deeply nested brackets, unexpected character — is an Error naming its line and column.
+class Lexer {
+ public:
+  Lexer(std::string_view source, const SyntaxOptions& options, uint32_t max_bracket_depth);
+  ~Lexer();
+  Lexer(Lexer&&) noexcept;
+  Lexer& operator=(Lexer&&) noexcept;
+
+  // The next token; kEof at the end (and again on every later call).
+  Expected<Token> next();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // "line 3, column 14" — the prefix of every syntax and render error.
 std::string describe_location(const SourceLocation& location);

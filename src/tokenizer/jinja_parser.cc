@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <initializer_list>
+#include <optional>
 
 #include "tokenizer/jinja_builtins.h"
 
@@ -103,11 +105,14 @@ uint32_t compute_height(const Expr& e) {
 
 class Parser {
  public:
-  Parser(std::vector<Token> tokens, const ParseLimits& limits)
-      : tokens_(std::move(tokens)), limits_(limits) {}
+  Parser(std::string_view source, const SyntaxOptions& syntax, const ParseLimits& limits)
+      : lexer_(source, syntax, limits.max_nesting), limits_(limits) {}
 
   Expected<StmtList> parse() {
-    DRIFT_ASSIGN_OR_RETURN(StmtList body, subparse({}));
+    auto body = subparse({});
+    // A lexer error ends the token stream early; it, not what the parser made of the early
+    // end, is the error to report.
+    if (lex_error_) return *lex_error_;
     return body;
   }
 
@@ -124,7 +129,7 @@ class Parser {
     Parser& p_;
   };
 
-  Status check_nesting() const {
+  Status check_nesting() {
     if (nesting_ > limits_.max_nesting) {
       return fail(current(),
                   fmt::format("the template nests more than {} levels deep", limits_.max_nesting));
@@ -134,13 +139,29 @@ class Parser {
 
   // ---- token stream ----
 
-  const Token& current() const { return tokens_[pos_]; }
-  const Token& peek(size_t ahead = 1) const {
-    return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)];
+  // Token `i` of the template, lexed on demand. Tokens live in a deque, so references to them
+  // stay valid while more are lexed.
+  const Token& token(size_t i) {
+    while (tokens_.size() <= i) {
+      if (!tokens_.empty() && tokens_.back().type == TokenType::kEof) return tokens_.back();
+      auto next = lexer_.next();
+      if (next.ok()) {
+        tokens_.push_back(std::move(next).value());
+      } else {
+        lex_error_ = next.error();
+        Token end;
+        end.type = TokenType::kEof;
+        end.location = tokens_.empty() ? SourceLocation{} : tokens_.back().location;
+        tokens_.push_back(std::move(end));
+      }
+    }
+    return tokens_[i];
   }
+  const Token& current() { return token(pos_); }
+  const Token& peek(size_t ahead = 1) { return token(pos_ + ahead); }
   const Token& advance() {
-    const Token& t = tokens_[pos_];
-    if (pos_ + 1 < tokens_.size()) ++pos_;
+    const Token& t = current();
+    if (t.type != TokenType::kEof) ++pos_;
     return t;
   }
 
@@ -161,16 +182,17 @@ class Parser {
     return true;
   }
 
+  // How jinja2 names a token in messages: names and operators as written, others by kind.
   static std::string describe(const Token& t) {
     switch (t.type) {
       case TokenType::kText:
-        return "template data";
+        return "template data / text";
       case TokenType::kVariableBegin:
-        return "'{{'";
+        return "begin of print statement";
       case TokenType::kVariableEnd:
         return "end of print statement";
       case TokenType::kBlockBegin:
-        return "'{%'";
+        return "begin of statement block";
       case TokenType::kBlockEnd:
         return "end of statement block";
       case TokenType::kEof:
@@ -178,10 +200,11 @@ class Parser {
       case TokenType::kString:
         return "string";
       case TokenType::kInteger:
+        return "integer";
       case TokenType::kFloat:
-        return "number";
+        return "float";
       default:
-        return "'" + t.text + "'";
+        return t.text;
     }
   }
 
@@ -189,24 +212,64 @@ class Parser {
     return Error{fmt::format("syntax error at {}: {}", describe_location(at.location), message)};
   }
 
-  Status expect_operator(std::string_view op) {
-    if (skip_operator(op)) return Status::Ok();
-    return fail(current(), fmt::format("expected '{}', got {}", op, describe(current())));
+  // jinja2's message for a token other than `expected` (a description like the above).
+  Error fail_expected(std::string_view expected) {
+    if (current().type == TokenType::kEof) {
+      return fail(current(), fmt::format("unexpected end of template, expected '{}'.", expected));
+    }
+    return fail(current(),
+                fmt::format("expected token '{}', got '{}'", expected, describe(current())));
   }
 
-  Status expect(TokenType type, std::string_view what) {
+  Status expect_operator(std::string_view op) {
+    if (skip_operator(op)) return Status::Ok();
+    return fail_expected(op);
+  }
+
+  Status expect(TokenType type) {
     if (current().type == type) {
       advance();
       return Status::Ok();
     }
-    return fail(current(), fmt::format("expected {}, got {}", what, describe(current())));
+    Token wanted;
+    wanted.type = type;
+    return fail_expected(describe(wanted));
   }
 
   Expected<std::string> expect_identifier() {
-    if (current().type != TokenType::kName) {
-      return fail(current(), fmt::format("expected a name, got {}", describe(current())));
-    }
+    if (current().type != TokenType::kName) return fail_expected("name");
     return advance().text;
+  }
+
+  // jinja2's message for an unknown tag (`name`) or the end of the template (empty `name`)
+  // while blocks are open: which end tags it was looking for and which block is innermost.
+  Error fail_unclosed(const Token& at, std::string_view name) const {
+    std::string message = name.empty() ? std::string("Unexpected end of template.")
+                                       : fmt::format("Encountered unknown tag '{}'.", name);
+    if (!end_tags_stack_.empty()) {
+      bool expected_somewhere = false;
+      for (const auto& tags : end_tags_stack_) {
+        for (std::string_view tag : tags) expected_somewhere |= tag == name;
+      }
+      std::string looking;
+      for (std::string_view tag : end_tags_stack_.back()) {
+        if (!looking.empty()) looking += " or ";
+        looking += fmt::format("'{}'", tag);
+      }
+      if (!name.empty() && expected_somewhere) {
+        message += fmt::format(
+            " You probably made a nesting mistake. Jinja is expecting this tag, but currently "
+            "looking for {}.",
+            looking);
+      } else {
+        message += fmt::format(" Jinja was looking for the following tags: {}.", looking);
+      }
+    }
+    if (!tag_stack_.empty()) {
+      message +=
+          fmt::format(" The innermost block that needs to be closed is '{}'.", tag_stack_.back());
+    }
+    return fail(at, message);
   }
 
   Expected<ExprPtr> seal(ExprPtr node) {
@@ -223,6 +286,14 @@ class Parser {
   // Parses statements until a block tag whose name is one of `end_tags` (left as the current
   // token, after its `{%`), or the end of the template when `end_tags` is empty.
   Expected<StmtList> subparse(std::initializer_list<std::string_view> end_tags) {
+    if (end_tags.size() == 0) return subparse_body(end_tags);
+    end_tags_stack_.emplace_back(end_tags.begin(), end_tags.end());
+    auto body = subparse_body(end_tags);
+    end_tags_stack_.pop_back();
+    return body;
+  }
+
+  Expected<StmtList> subparse_body(std::initializer_list<std::string_view> end_tags) {
     StmtList body;
     while (true) {
       const Token& t = current();
@@ -236,7 +307,7 @@ class Parser {
           auto output = std::make_unique<OutputStmt>(t.location);
           DRIFT_ASSIGN_OR_RETURN(ExprPtr value, parse_tuple(TupleOptions{}));
           output->values.push_back(std::move(value));
-          DRIFT_RETURN_IF_ERROR(expect(TokenType::kVariableEnd, "'}}'"));
+          DRIFT_RETURN_IF_ERROR(expect(TokenType::kVariableEnd));
           body.push_back(std::move(output));
           break;
         }
@@ -251,15 +322,14 @@ class Parser {
           advance();
           DRIFT_ASSIGN_OR_RETURN(StmtPtr stmt, parse_statement());
           if (stmt) body.push_back(std::move(stmt));
-          DRIFT_RETURN_IF_ERROR(expect(TokenType::kBlockEnd, "end of statement block"));
+          DRIFT_RETURN_IF_ERROR(expect(TokenType::kBlockEnd));
           break;
         }
         case TokenType::kEof:
           if (end_tags.size() == 0) return body;
-          return fail(t,
-                      fmt::format("unexpected end of template, expected '{}'", *end_tags.begin()));
+          return fail_unclosed(t, "");
         default:
-          return fail(t, fmt::format("unexpected {}", describe(t)));
+          return fail(t, fmt::format("unexpected '{}'", describe(t)));
       }
     }
   }
@@ -267,7 +337,7 @@ class Parser {
   // The body of a block statement: the opening tag's `%}`, then statements up to one of
   // `end_tags`, whose name is left as the current token.
   Expected<StmtList> parse_body(std::initializer_list<std::string_view> end_tags) {
-    DRIFT_RETURN_IF_ERROR(expect(TokenType::kBlockEnd, "end of statement block"));
+    DRIFT_RETURN_IF_ERROR(expect(TokenType::kBlockEnd));
     return subparse(end_tags);
   }
 
@@ -276,6 +346,14 @@ class Parser {
     DRIFT_RETURN_IF_ERROR(check_nesting());
     const Token& t = current();
     if (t.type != TokenType::kName) return fail(t, "tag name expected");
+    const std::string& tag = t.text;
+    tag_stack_.push_back(tag);
+    auto stmt = parse_tagged_statement(t);
+    tag_stack_.pop_back();
+    return stmt;
+  }
+
+  Expected<StmtPtr> parse_tagged_statement(const Token& t) {
     const std::string& tag = t.text;
     if (tag == "if") return parse_if();
     if (tag == "for") return parse_for();
@@ -297,7 +375,10 @@ class Parser {
         std::end(kUnsupported)) {
       return fail(t, fmt::format("the '{}' tag is not supported", tag));
     }
-    return fail(t, fmt::format("encountered unknown tag '{}'", tag));
+    tag_stack_.pop_back();  // jinja2 names the enclosing block, not the unknown tag itself
+    Error error = fail_unclosed(t, tag);
+    tag_stack_.push_back(tag);
+    return error;
   }
 
   Expected<StmtPtr> parse_if() {
@@ -326,7 +407,7 @@ class Parser {
   Expected<StmtPtr> parse_for() {
     auto stmt = std::make_unique<ForStmt>(advance().location);
     DRIFT_ASSIGN_OR_RETURN(stmt->target, parse_assign_target("in", false));
-    if (!skip_name("in")) return fail(current(), "expected 'in' in for loop");
+    if (!skip_name("in")) return fail_expected("in");
     TupleOptions iterable_options;
     iterable_options.with_condexpr = false;
     iterable_options.end_name = "recursive";
@@ -494,7 +575,7 @@ class Parser {
     std::string_view end_name;  // a name that also ends the tuple (e.g. 'recursive')
   };
 
-  bool is_tuple_end(const TupleOptions& options) const {
+  bool is_tuple_end(const TupleOptions& options) {
     const Token& t = current();
     if (t.type == TokenType::kVariableEnd || t.type == TokenType::kBlockEnd ||
         t.type == TokenType::kEof || is_operator(t, ")")) {
@@ -518,7 +599,8 @@ class Parser {
     if (!is_tuple) {
       if (!items.empty()) return std::move(items.front());
       if (!options.explicit_parentheses) {
-        return fail(current(), fmt::format("expected an expression, got {}", describe(current())));
+        return fail(current(),
+                    fmt::format("Expected an expression, got '{}'", describe(current())));
       }
     }
     auto tuple = std::make_unique<SequenceExpr>(ExprKind::kTuple, location);
@@ -674,11 +756,11 @@ class Parser {
   Expected<ExprPtr> parse_unary_with_filters() { return parse_unary(true); }
 
   Expected<ExprPtr> parse_unary(bool with_filter) {
-    NestingGuard guard(*this);
-    DRIFT_RETURN_IF_ERROR(check_nesting());
     const Token& t = current();
     ExprPtr node;
     if (is_operator(t, "-") || is_operator(t, "+")) {
+      NestingGuard guard(*this);
+      DRIFT_RETURN_IF_ERROR(check_nesting());
       const ExprKind kind = t.text == "-" ? ExprKind::kNegate : ExprKind::kPlus;
       const SourceLocation location = advance().location;
       DRIFT_ASSIGN_OR_RETURN(ExprPtr operand, parse_unary(false));
@@ -733,7 +815,7 @@ class Parser {
     }
     if (is_operator(t, "[")) return parse_list();
     if (is_operator(t, "{")) return parse_dict();
-    return fail(t, fmt::format("unexpected {}", describe(t)));
+    return fail(t, fmt::format("unexpected '{}'", describe(t)));
   }
 
   static Expected<ExprPtr> literal(const Token& t, Value v) {
@@ -924,7 +1006,7 @@ class Parser {
       auto filter = std::make_unique<FilterExpr>(name_token.location);
       DRIFT_ASSIGN_OR_RETURN(filter->name, parse_dotted_name());
       if (!soft_ && !find_filter(filter->name)) {
-        return fail(name_token, fmt::format("no filter named '{}'", filter->name));
+        return fail(name_token, fmt::format("No filter named '{}'.", filter->name));
       }
       if (is_operator(current(), "(")) {
         DRIFT_ASSIGN_OR_RETURN(filter->arguments, parse_call_arguments());
@@ -942,7 +1024,7 @@ class Parser {
     auto test = std::make_unique<TestExpr>(location);
     DRIFT_ASSIGN_OR_RETURN(test->name, parse_dotted_name());
     if (!soft_ && !find_test(test->name)) {
-      return fail(name_token, fmt::format("no test named '{}'", test->name));
+      return fail(name_token, fmt::format("No test named '{}'.", test->name));
     }
     const Token& t = current();
     if (is_operator(t, "(")) {
@@ -952,7 +1034,7 @@ class Parser {
                 is_operator(t, "[") || is_operator(t, "{")) &&
                !is_name(t, "else") && !is_name(t, "or") && !is_name(t, "and")) {
       // One argument without parentheses: `x is divisibleby 3`, `x is equalto y`.
-      if (is_name(t, "is")) return fail(t, "you cannot chain multiple tests with is");
+      if (is_name(t, "is")) return fail(t, "You cannot chain multiple tests with is");
       DRIFT_ASSIGN_OR_RETURN(ExprPtr argument, parse_primary());
       DRIFT_ASSIGN_OR_RETURN(argument, parse_postfix(std::move(argument)));
       test->arguments.positional.push_back(std::move(argument));
@@ -965,21 +1047,26 @@ class Parser {
     return node;
   }
 
-  std::vector<Token> tokens_;
+  Lexer lexer_;
+  std::deque<Token> tokens_;
+  std::optional<Error> lex_error_;
   size_t pos_ = 0;
   const ParseLimits& limits_;
   uint32_t nesting_ = 0;
   bool soft_ = false;   // inside an if or a conditional expression
   int loop_depth_ = 0;  // enclosing for loops in the current frame (break/continue need one)
   std::vector<MacroStmt*> macros_;  // macros being parsed, innermost last
+  // For jinja2's unclosed-block messages: the tags of the statements being parsed and the end
+  // tags each open body is looking for, innermost last.
+  std::vector<std::string> tag_stack_;
+  std::vector<std::vector<std::string_view>> end_tags_stack_;
 };
 
 }  // namespace
 
 Expected<StmtList> parse_template(std::string_view source, const SyntaxOptions& syntax,
                                   const ParseLimits& limits) {
-  DRIFT_ASSIGN_OR_RETURN(std::vector<Token> tokens, tokenize(source, syntax));
-  Parser parser(std::move(tokens), limits);
+  Parser parser(source, syntax, limits);
   return parser.parse();
 }
 

@@ -11,10 +11,10 @@
 namespace drift::jinja {
 
 struct RenderLimits {
-  // Expression evaluations, statements and loop iterations, plus one step per 64 bytes of
-  // strings (or per item of lists) that operations build. Rendering a 1,000-message
-  // conversation with a tool-calling template takes about 100k.
-  uint64_t max_steps = 2'000'000;
+  // Expression evaluations, statements and loop iterations (20 per macro call), plus one step
+  // per 64 bytes of strings (or per item of lists) that operations build. Rendering a
+  // 1,000-message conversation with Qwen 3's template takes about 60k.
+  uint64_t max_steps = 1'000'000;
   // The rendered text, any buffer a macro or block set renders into, and any single string.
   size_t max_output_bytes = 16u << 20;
   // Nested macro calls (recursion). jinja2 hits Python's recursion limit not far above this.

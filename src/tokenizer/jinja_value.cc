@@ -107,10 +107,10 @@ Value Value::new_namespace(Dict attributes) {
   return v;
 }
 
-Value Value::loop(LoopInfo info) {
+Value Value::loop(std::shared_ptr<LoopInfo> info) {
   Value v;
   v.kind_ = Kind::kLoop;
-  v.object_ = std::make_shared<LoopInfo>(std::move(info));
+  v.object_ = std::move(info);
   return v;
 }
 

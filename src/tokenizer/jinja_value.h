@@ -72,7 +72,7 @@ class Dict {
   uint32_t depth_ = 1;
 };
 
-// State of the innermost `for` loop, read through the `loop` variable.
+// State of a `for` loop, read through the `loop` variable.
 struct LoopInfo {
   int64_t index0 = 0;
   int64_t depth0 = 0;
@@ -107,7 +107,8 @@ class Value {
   static Value list(std::vector<Value> items, ListKind kind = ListKind::kList);
   static Value dict(Dict d);
   static Value new_namespace(Dict attributes);
-  static Value loop(LoopInfo info);
+  // The loop object of a for loop, which advances it in place (as jinja2's LoopContext).
+  static Value loop(std::shared_ptr<LoopInfo> info);
   static Value function(std::string name, NativeFunction call);
 
   Kind kind() const { return kind_; }

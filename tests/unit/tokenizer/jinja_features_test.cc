@@ -1,8 +1,7 @@
 // Each language feature, one small template at a time, rendered by drift and compared byte for
 // byte with what Python's jinja2 rendered under Hugging Face's chat template settings
 // (tests/data/templates/fixtures.json, from scripts/fixtures/make_template_fixtures.py). Where
-// jinja2 fails, drift must fail too; for the errors a template author or user reads (the
-// template's own raise_exception, undefined values, sandbox refusals) with the same message.
+// jinja2 fails, drift fails too, with jinja2's message.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -51,10 +50,11 @@ std::tm frozen_now() {
   return tm;
 }
 
-// jinja2 errors whose message drift reproduces: the ones a template author or a user sees
-// verbatim (Python's own TypeError texts are matched where drift can, but not required).
-const std::set<std::string> kMessageMustMatch = {"TemplateError", "UndefinedError", "SecurityError",
-                                                 "OverflowError"};
+// drift's error messages are jinja2's (after drift's "line L, column C: " prefix), except for
+// these two, where jinja2 reports an internal detail: the regex that failed at an unterminated
+// string ("unexpected char \"'\" at 3"), and the line of the Python code it compiled a stray
+// {% break %} into.
+const std::set<std::string> kOwnMessage = {"error_unclosed_string", "error_break_outside_loop"};
 
 void PrintTo(const FeatureCase& c, std::ostream* os) { *os << c.name; }
 
@@ -77,7 +77,7 @@ TEST_P(JinjaFeature, MatchesJinja2) {
   ASSERT_FALSE(rendered.ok()) << "template: " << c.source
                               << "\njinja2 failed with: " << jinja2_error
                               << "\ndrift rendered: " << *rendered;
-  if (kMessageMustMatch.count(c.expectation["error_type"].get<std::string>())) {
+  if (!kOwnMessage.count(c.name)) {
     EXPECT_NE(rendered.error().message.find(jinja2_error), std::string::npos)
         << "drift: " << rendered.error().message << "\njinja2: " << jinja2_error;
   }

@@ -220,6 +220,39 @@ TEST(ChatTemplate, KeyOrderOfToolSchemasIsKept) {
   EXPECT_EQ(*rendered, R"([{"type": "function", "function": {"name": "f", "a": 1}}])");
 }
 
+TEST(ChatTemplate, LongConversationsFitTheDefaultBudget) {
+  // 4,000 turns (far beyond any context window) with the costliest templates of the set stay
+  // well inside the default step budget; the sandbox only stops runaway templates.
+  ChatTemplateInputs inputs;
+  inputs.bos_token = "<s>";
+  inputs.eos_token = "</s>";
+  for (int i = 0; i < 4000; ++i) {
+    inputs.messages.push_back(
+        {{"role", i % 2 ? "assistant" : "user"}, {"content", "turn " + std::to_string(i)}});
+  }
+  for (const char* file :
+       {"Qwen-Qwen3-0.6B.jinja", "mistralai-Mistral-Small-3.2-24B-Instruct-2506.jinja",
+        "google-gemma-3-it.jinja"}) {
+    auto chat_template = ChatTemplate::parse(read_text(kTemplateDir + file));
+    ASSERT_TRUE(chat_template.ok()) << file;
+    auto rendered = chat_template->render(inputs);
+    ASSERT_TRUE(rendered.ok()) << file << ": " << rendered.error().message;
+    EXPECT_NE(rendered->find("turn 3999"), std::string::npos) << file;
+  }
+}
+
+TEST(ChatTemplate, DeeplyNestedMessageIsRefusedNotFollowed) {
+  auto chatml = ChatTemplate::parse(read_text(kTemplateDir + "chatml.jinja"));
+  ASSERT_TRUE(chatml.ok());
+  ChatTemplateInputs inputs;
+  // Parsed in place (nlohmann parses iteratively); the message nests 100k arrays deep.
+  inputs.messages = Json::parse("[{\"role\": \"user\", \"content\": " + std::string(100000, '[') +
+                                std::string(100000, ']') + "}]");
+  auto rendered = chatml->render(inputs);
+  ASSERT_FALSE(rendered.ok());
+  EXPECT_EQ(rendered.error().message, "chat template: messages: JSON input is nested too deeply");
+}
+
 TEST(ChatTemplate, GgufWithoutTemplateIsReported) {
   auto file = GgufFile::open(std::string(DRIFT_TEST_DATA_DIR) + "/gguf/valid/small.gguf");
   ASSERT_TRUE(file.ok()) << file.error().message;

@@ -27,6 +27,11 @@ const Value kEmpty = Value::string("");
 
 Value text(std::string s) { return Value::string(std::move(s)); }
 
+// Filters that apply a str method keep Markup as Markup (its methods return Markup).
+Value like(const Value& input, std::string s) {
+  return input.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s));
+}
+
 // jinja2's make_attrgetter: "a.b.0" looks up a, then b, then item 0 (environment.getitem, so
 // keys before attributes); an integer attribute is an index.
 Expected<Value> attribute_path(Interpreter& in, const Value& item, const Value& attribute) {
@@ -109,7 +114,7 @@ Expected<Value> filter_attr(Interpreter& in, const Value& v, CallArgs& args) {
 
 Expected<Value> filter_capitalize(Interpreter&, const Value& v, CallArgs& args) {
   DRIFT_RETURN_IF_ERROR(bind_arguments("capitalize", args, {}));
-  return text(py_capitalize(py_str(v)));
+  return like(v, py_capitalize(py_str(v)));
 }
 
 Expected<Value> filter_default(Interpreter&, const Value& v, CallArgs& args) {
@@ -132,8 +137,8 @@ Expected<Value> filter_dictsort(Interpreter& in, const Value& v, CallArgs& args)
   std::vector<Value> pairs;
   std::vector<Value> keys;
   for (const auto& [key, value] : v.as_dict().entries()) {
-    pairs.push_back(Value::list({text(key), value}, ListKind::kTuple));
-    const Value sort_key = by_value ? value : text(key);
+    pairs.push_back(Value::list({key, value}, ListKind::kTuple));
+    const Value sort_key = by_value ? value : key;
     keys.push_back(truthy(a[0]) ? sort_key : ignore_case(sort_key));
   }
   DRIFT_ASSIGN_OR_RETURN(std::vector<size_t> order, sorted_order(keys, truthy(a[2])));
@@ -144,30 +149,10 @@ Expected<Value> filter_dictsort(Interpreter& in, const Value& v, CallArgs& args)
 
 Expected<Value> filter_escape(Interpreter& in, const Value& v, CallArgs& args) {
   DRIFT_RETURN_IF_ERROR(bind_arguments("escape", args, {}));
-  std::string out;
-  for (char c : py_str(v)) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
+  if (v.is_markup()) return v;
+  std::string out = html_escape(py_str(v));
   DRIFT_RETURN_IF_ERROR(in.check_size(out.size()));
-  return text(std::move(out));
+  return Value::markup(std::move(out));
 }
 
 Expected<Value> filter_first(Interpreter& in, const Value& v, CallArgs& args) {
@@ -304,9 +289,11 @@ Expected<Value> filter_format(Interpreter& in, const Value& v, CallArgs& args) {
   } else {
     operands = Value::list(args.positional, ListKind::kTuple);
   }
-  DRIFT_ASSIGN_OR_RETURN(std::string out, percent_format(py_str(v), operands));
-  DRIFT_RETURN_IF_ERROR(in.check_size(out.size()));
-  return text(std::move(out));
+  const Value format = v.is_string() ? v : text(py_str(v));
+  DRIFT_ASSIGN_OR_RETURN(Value out,
+                         binary_operation(BinaryOp::kModulo, format, operands, in.limits()));
+  DRIFT_RETURN_IF_ERROR(in.check_size(out.as_string().size()));
+  return out;
 }
 
 Expected<Value> filter_indent(Interpreter& in, const Value& v, CallArgs& args) {
@@ -337,7 +324,7 @@ Expected<Value> filter_indent(Interpreter& in, const Value& v, CallArgs& args) {
     DRIFT_RETURN_IF_ERROR(append(lines[i]));
   }
   if (truthy(a[1])) out.insert(0, indention);
-  return text(std::move(out));
+  return like(v, std::move(out));
 }
 
 Expected<Value> filter_int(Interpreter&, const Value& v, CallArgs& args) {
@@ -366,7 +353,7 @@ Expected<Value> filter_items(Interpreter& in, const Value& v, CallArgs& args) {
   if (!v.is_dict()) return make_error("Can only get item pairs from a mapping.");
   std::vector<Value> pairs;
   for (const auto& [key, value] : v.as_dict().entries()) {
-    pairs.push_back(Value::list({text(key), value}, ListKind::kTuple));
+    pairs.push_back(Value::list({key, value}, ListKind::kTuple));
   }
   return in.make_list(std::move(pairs), ListKind::kGenerator);
 }
@@ -414,12 +401,12 @@ Expected<Value> filter_list(Interpreter& in, const Value& v, CallArgs& args) {
 
 Expected<Value> filter_lower(Interpreter&, const Value& v, CallArgs& args) {
   DRIFT_RETURN_IF_ERROR(bind_arguments("lower", args, {}));
-  return text(lower(py_str(v)));
+  return like(v, lower(py_str(v)));
 }
 
 Expected<Value> filter_upper(Interpreter&, const Value& v, CallArgs& args) {
   DRIFT_RETURN_IF_ERROR(bind_arguments("upper", args, {}));
-  return text(upper(py_str(v)));
+  return like(v, upper(py_str(v)));
 }
 
 Expected<Value> filter_map(Interpreter& in, const Value& v, CallArgs& args) {
@@ -602,7 +589,7 @@ Expected<Value> filter_round(Interpreter&, const Value& v, CallArgs& args) {
 
 Expected<Value> filter_safe(Interpreter&, const Value& v, CallArgs& args) {
   DRIFT_RETURN_IF_ERROR(bind_arguments("safe", args, {}));
-  return text(py_str(v));
+  return v.is_markup() ? v : Value::markup(py_str(v));
 }
 
 Expected<Value> filter_sort(Interpreter& in, const Value& v, CallArgs& args) {
@@ -638,6 +625,7 @@ Expected<Value> filter_sort(Interpreter& in, const Value& v, CallArgs& args) {
 
 Expected<Value> filter_string(Interpreter& in, const Value& v, CallArgs& args) {
   DRIFT_RETURN_IF_ERROR(bind_arguments("string", args, {}));
+  if (v.is_string()) return v;
   DRIFT_ASSIGN_OR_RETURN(std::string s, to_str_checked(in, v));
   return text(std::move(s));
 }
@@ -695,10 +683,10 @@ Expected<Value> filter_tojson(Interpreter& in, const Value& v, CallArgs& args) {
 
 Expected<Value> filter_trim(Interpreter&, const Value& v, CallArgs& args) {
   DRIFT_ASSIGN_OR_RETURN(auto a, bind_arguments("trim", args, {{"chars", kNone}}));
-  if (a[0].is_none()) return text(strip(py_str(v), true, true, nullptr));
+  if (a[0].is_none()) return like(v, strip(py_str(v), true, true, nullptr));
   if (!a[0].is_string()) return make_error("strip arg must be None or str");
   const std::u32string chars = utf8_decode(a[0].as_string());
-  return text(strip(py_str(v), true, true, &chars));
+  return like(v, strip(py_str(v), true, true, &chars));
 }
 
 // A hashable identity for unique(): equal values (1, 1.0, True) share one.

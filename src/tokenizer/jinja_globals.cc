@@ -61,8 +61,8 @@ Expected<Dict> dict_from_arguments(Interpreter& in, std::string_view function, C
           return make_error("{}: each element must be a key/value pair", function);
         }
         const Value& key = pair.as_list().items[0];
-        if (!key.is_string()) return make_error("{}: keys must be strings", function);
-        dict.set(key.as_string(), pair.as_list().items[1]);
+        if (!is_hashable_key(key)) return make_error("unhashable type: '{}'", type_name(key));
+        dict.set(key, pair.as_list().items[1]);
       }
     }
   }
@@ -78,11 +78,11 @@ Expected<Value> global_dict(Interpreter& in, CallArgs& args) {
 Expected<Value> global_namespace(Interpreter& in, CallArgs& args) {
   DRIFT_ASSIGN_OR_RETURN(Dict attributes, dict_from_arguments(in, "namespace", args));
   for (const auto& [name, value] : attributes.entries()) {
-    if (!name.empty() && name.front() == '_') {
+    if (name.is_string() && !name.as_string().empty() && name.as_string().front() == '_') {
       return make_error(
           "Chat templates cannot store underscore-prefixed attributes on a namespace, but got "
           "'{}'. Please rename the attribute.",
-          name);
+          name.as_string());
     }
   }
   return in.make_namespace(std::move(attributes));

@@ -514,10 +514,8 @@ Expected<Value> Interpreter::evaluate_node(const Expr& expr, const Scope& scope)
       for (const auto& [key_expr, value_expr] : static_cast<const DictExpr&>(expr).items) {
         DRIFT_ASSIGN_OR_RETURN(Value key, evaluate(*key_expr, scope));
         DRIFT_ASSIGN_OR_RETURN(Value value, evaluate(*value_expr, scope));
-        if (!key.is_string()) {
-          return make_error("dict keys must be strings in templates (got {})", type_name(key));
-        }
-        dict.set(key.as_string(), std::move(value));
+        if (!is_hashable_key(key)) return make_error("unhashable type: '{}'", type_name(key));
+        dict.set(std::move(key), std::move(value));
       }
       Value v = Value::dict(std::move(dict));
       DRIFT_RETURN_IF_ERROR(charge_for(v));
@@ -718,6 +716,11 @@ Value missing_attribute(const Value& object, std::string_view name) {
       fmt::format("'{}' has no attribute '{}'", object_description(object), name));
 }
 
+// Indexing and slicing Markup gives Markup.
+Value string_like(const Value& model, std::string text) {
+  return model.is_markup() ? Value::markup(std::move(text)) : Value::string(std::move(text));
+}
+
 // jinja2 quotes the object's description for a missing attribute but not for a missing element.
 Value missing_element(const Value& object, const Value& key) {
   return Value::undefined(
@@ -802,20 +805,18 @@ Expected<Value> Interpreter::get_item(const Value& object, const Value& key) {
       if (is_ascii(s)) {
         const auto n = static_cast<int64_t>(s.size());
         if (i < 0) i += n;
-        if (i >= 0 && i < n) return Value::string(std::string(1, s[static_cast<size_t>(i)]));
+        if (i >= 0 && i < n) return string_like(object, std::string(1, s[static_cast<size_t>(i)]));
       } else {
         const std::u32string points = utf8_decode(s);
         const auto n = static_cast<int64_t>(points.size());
         if (i < 0) i += n;
         if (i >= 0 && i < n)
-          return Value::string(utf8_encode(points.substr(static_cast<size_t>(i), 1)));
+          return string_like(object, utf8_encode(points.substr(static_cast<size_t>(i), 1)));
       }
       return missing_element(object, key);
     }
     case Value::Kind::kDict:
-      if (key.is_string()) {
-        if (const Value* v = object.as_dict().find(key.as_string())) return *v;
-      }
+      if (const Value* v = object.as_dict().find(key)) return *v;
       break;
     default:
       break;
@@ -855,7 +856,7 @@ Expected<Value> Interpreter::slice(const Value& object, const Value& start, cons
                              slice_bounds(start, stop, step, static_cast<int64_t>(points.size())));
       for_each_slice_index(b, [&](int64_t i) { utf8_append(out, points[static_cast<size_t>(i)]); });
     }
-    return Value::string(std::move(out));
+    return string_like(object, std::move(out));
   }
   // Not subscriptable with a slice: jinja2 gives undefined.
   return Value::undefined(fmt::format("{} has no element slice", object_description(object)));
@@ -869,9 +870,7 @@ Expected<std::shared_ptr<const List>> Interpreter::iterate(const Value& iterable
       return iterable.list_ptr();
     case Value::Kind::kDict: {
       auto keys = std::make_shared<List>();
-      for (const auto& [key, value] : iterable.as_dict().entries()) {
-        keys->items.push_back(Value::string(key));
-      }
+      for (const auto& [key, value] : iterable.as_dict().entries()) keys->items.push_back(key);
       return std::shared_ptr<const List>(std::move(keys));
     }
     case Value::Kind::kString: {

@@ -191,18 +191,24 @@ class JsonWriter {
       out_ += "{}";
       return Status::Ok();
     }
-    std::vector<const std::pair<std::string, Value>*> entries;
+    std::vector<const std::pair<Value, Value>*> entries;
     entries.reserve(dict.size());
     for (const auto& entry : dict.entries()) entries.push_back(&entry);
     if (options_.sort_keys) {
-      std::stable_sort(entries.begin(), entries.end(),
-                       [](const auto* a, const auto* b) { return a->first < b->first; });
+      std::optional<Error> failure;
+      std::stable_sort(entries.begin(), entries.end(), [&](const auto* a, const auto* b) {
+        if (failure) return false;
+        auto order = compare(a->first, b->first);
+        if (!order.ok()) failure = order.error();
+        return order.ok() && *order < 0;
+      });
+      if (failure) return *failure;
     }
     out_.push_back('{');
     for (size_t i = 0; i < entries.size(); ++i) {
       if (i) out_ += item_separator();
       if (options_.indent) DRIFT_RETURN_IF_ERROR(newline(level + 1));
-      write_string(entries[i]->first);
+      write_string(key_text(entries[i]->first));
       out_ += options_.key_separator;
       DRIFT_RETURN_IF_ERROR(write(entries[i]->second, level + 1));
     }
@@ -212,6 +218,18 @@ class JsonWriter {
   }
 
   const std::string& item_separator() const { return options_.item_separator; }
+
+  // json.dumps turns non-str keys into strings: 1 -> "1", True -> "true", None -> "null".
+  static std::string key_text(const Value& key) {
+    if (key.is_string()) return key.as_string();
+    if (key.is_bool()) return key.as_bool() ? "true" : "false";
+    if (key.is_none()) return "null";
+    if (key.is_int()) return std::to_string(key.as_int());
+    const double f = key.as_float();
+    if (std::isnan(f)) return "NaN";
+    if (std::isinf(f)) return f > 0 ? "Infinity" : "-Infinity";
+    return py_float_repr(f);
+  }
 
   const JsonDumpOptions& options_;
   size_t max_bytes_;

@@ -27,6 +27,14 @@ struct NamedMethod {
 
 Value text(std::string s) { return Value::string(std::move(s)); }
 
+// Markup's methods return Markup (replace() escapes the plain replacement text).
+Value like(const Value& self, std::string s) {
+  return self.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s));
+}
+std::string escaped_for(const Value& self, const std::string& argument) {
+  return self.is_markup() ? html_escape(argument) : argument;
+}
+
 Expected<std::string> string_argument(std::string_view method, const Value& v) {
   if (!v.is_string()) {
     return make_error("{}() argument must be str, not {}", method, type_name(v));
@@ -39,10 +47,10 @@ Expected<std::string> string_argument(std::string_view method, const Value& v) {
 Expected<Value> str_strip_common(const Value& self, CallArgs& args, std::string_view name,
                                  bool left, bool right) {
   DRIFT_ASSIGN_OR_RETURN(auto a, bind_arguments(name, args, {{"chars", kNone}}));
-  if (a[0].is_none()) return text(strip(self.as_string(), left, right, nullptr));
+  if (a[0].is_none()) return like(self, strip(self.as_string(), left, right, nullptr));
   DRIFT_ASSIGN_OR_RETURN(std::string chars, string_argument(name, a[0]));
   const std::u32string points = utf8_decode(chars);
-  return text(strip(self.as_string(), left, right, &points));
+  return like(self, strip(self.as_string(), left, right, &points));
 }
 Expected<Value> str_strip(Interpreter&, const Value& self, CallArgs& args) {
   return str_strip_common(self, args, "strip", true, true);
@@ -68,7 +76,7 @@ Expected<Value> str_split_common(Interpreter& in, const Value& self, CallArgs& a
   }
   std::vector<Value> parts;
   for (std::string& part : py_split(self.as_string(), sep, a[1].as_int(), from_right)) {
-    parts.push_back(text(std::move(part)));
+    parts.push_back(like(self, std::move(part)));
   }
   return in.make_list(std::move(parts));
 }
@@ -129,16 +137,17 @@ Expected<Value> str_replace(Interpreter& in, const Value& self, CallArgs& args) 
   if (!a[2].is_integral()) {
     return make_error("'{}' object cannot be interpreted as an integer", type_name(a[2]));
   }
-  auto out =
-      py_replace(self.as_string(), old_text, new_text, a[2].as_int(), in.limits().max_output_bytes);
+  auto out = py_replace(self.as_string(), old_text,
+                        a[1].is_markup() ? new_text : escaped_for(self, new_text), a[2].as_int(),
+                        in.limits().max_output_bytes);
   if (!out) return make_error("replace() would build a string over the output limit");
-  return text(std::move(*out));
+  return like(self, std::move(*out));
 }
 
 Expected<Value> str_no_argument(const Value& self, CallArgs& args, std::string_view name,
                                 std::string (*transform)(std::string_view)) {
   DRIFT_RETURN_IF_ERROR(bind_arguments(name, args, {}));
-  return text(transform(self.as_string()));
+  return like(self, transform(self.as_string()));
 }
 Expected<Value> str_upper(Interpreter&, const Value& self, CallArgs& args) {
   return str_no_argument(self, args, "upper", upper);
@@ -307,11 +316,8 @@ constexpr NamedMethod kStringMethods[] = {
 Expected<Value> dict_get(Interpreter&, const Value& self, CallArgs& args) {
   DRIFT_ASSIGN_OR_RETURN(auto a,
                          bind_arguments("get", args, {{"key", std::nullopt}, {"default", kNone}}));
-  if (a[0].is_string()) {
-    if (const Value* v = self.as_dict().find(a[0].as_string())) return *v;
-  } else if (a[0].is_list() && a[0].as_list().kind != ListKind::kTuple) {
-    return make_error("unhashable type: '{}'", type_name(a[0]));
-  }
+  if (a[0].is_list() || a[0].is_dict()) return make_error("unhashable type: '{}'", type_name(a[0]));
+  if (const Value* v = self.as_dict().find(a[0])) return *v;
   return a[1];
 }
 
@@ -319,7 +325,7 @@ Expected<Value> dict_items(Interpreter& in, const Value& self, CallArgs& args) {
   DRIFT_RETURN_IF_ERROR(bind_arguments("items", args, {}));
   std::vector<Value> pairs;
   for (const auto& [key, value] : self.as_dict().entries()) {
-    pairs.push_back(Value::list({text(key), value}, ListKind::kTuple));
+    pairs.push_back(Value::list({key, value}, ListKind::kTuple));
   }
   return in.make_list(std::move(pairs));
 }
@@ -327,7 +333,7 @@ Expected<Value> dict_items(Interpreter& in, const Value& self, CallArgs& args) {
 Expected<Value> dict_keys(Interpreter& in, const Value& self, CallArgs& args) {
   DRIFT_RETURN_IF_ERROR(bind_arguments("keys", args, {}));
   std::vector<Value> keys;
-  for (const auto& [key, value] : self.as_dict().entries()) keys.push_back(text(key));
+  for (const auto& [key, value] : self.as_dict().entries()) keys.push_back(key);
   return in.make_list(std::move(keys));
 }
 

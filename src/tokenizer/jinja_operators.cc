@@ -6,6 +6,7 @@
 
 #include "tokenizer/jinja_pyformat.h"
 #include "tokenizer/jinja_pyrepr.h"
+#include "tokenizer/jinja_pystring.h"
 
 namespace drift::jinja {
 namespace {
@@ -75,8 +76,12 @@ Expected<Value> integer_power(int64_t base, int64_t exponent) {
   return Value::integer(result);
 }
 
-Expected<Value> repeat_string(const std::string& s, int64_t count, const RenderLimits& limits) {
-  if (count <= 0 || s.empty()) return Value::string("");
+Expected<Value> repeat_string(const Value& v, int64_t count, const RenderLimits& limits) {
+  const std::string& s = v.as_string();
+  auto result = [&](std::string text) {
+    return v.is_markup() ? Value::markup(std::move(text)) : Value::string(std::move(text));
+  };
+  if (count <= 0 || s.empty()) return result("");
   if (static_cast<uint64_t>(count) > limits.max_output_bytes / s.size()) {
     return make_error("string repetition would build {} x {} bytes, over the limit of {} bytes",
                       count, s.size(), limits.max_output_bytes);
@@ -84,7 +89,7 @@ Expected<Value> repeat_string(const std::string& s, int64_t count, const RenderL
   std::string out;
   out.reserve(s.size() * static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) out += s;
-  return Value::string(std::move(out));
+  return result(std::move(out));
 }
 
 Expected<Value> repeat_list(const List& list, int64_t count, const RenderLimits& limits) {
@@ -114,6 +119,12 @@ Expected<Value> add(const Value& a, const Value& b) {
     if (!b.is_string()) {
       return make_error("can only concatenate str (not \"{}\") to str", type_name(b));
     }
+    if (a.is_markup() || b.is_markup()) {  // Markup escapes the plain side
+      auto safe = [](const Value& v) {
+        return v.is_markup() ? v.as_string() : html_escape(v.as_string());
+      };
+      return Value::markup(safe(a) + safe(b));
+    }
     return Value::string(a.as_string() + b.as_string());
   }
   if (is_sequence_list(a)) {
@@ -135,8 +146,8 @@ Expected<Value> multiply(const Value& a, const Value& b, const RenderLimits& lim
     return Value::integer(r);
   }
   if (a.is_number() && b.is_number()) return Value::number(a.as_float() * b.as_float());
-  if (a.is_string() && b.is_integral()) return repeat_string(a.as_string(), b.as_int(), limits);
-  if (b.is_string() && a.is_integral()) return repeat_string(b.as_string(), a.as_int(), limits);
+  if (a.is_string() && b.is_integral()) return repeat_string(a, b.as_int(), limits);
+  if (b.is_string() && a.is_integral()) return repeat_string(b, a.as_int(), limits);
   if (is_sequence_list(a) && b.is_integral()) return repeat_list(a.as_list(), b.as_int(), limits);
   if (is_sequence_list(b) && a.is_integral()) return repeat_list(b.as_list(), a.as_int(), limits);
   if ((a.is_string() || a.is_list()) && b.is_number()) {
@@ -145,7 +156,31 @@ Expected<Value> multiply(const Value& a, const Value& b, const RenderLimits& lim
   return unsupported(BinaryOp::kMultiply, a, b);
 }
 
+// Markup % args escapes the arguments that are not Markup themselves.
+Value escape_arguments(const Value& args) {
+  auto escape = [](const Value& v) {
+    if (v.is_markup() || v.is_number() || v.is_none()) return v;
+    return Value::markup(html_escape(py_str(v)));
+  };
+  if (args.is_list() && args.as_list().kind == ListKind::kTuple) {
+    std::vector<Value> items;
+    for (const Value& item : args.as_list().items) items.push_back(escape(item));
+    return Value::list(std::move(items), ListKind::kTuple);
+  }
+  if (args.is_dict()) {
+    Dict escaped;
+    for (const auto& [key, value] : args.as_dict().entries()) escaped.set(key, escape(value));
+    return Value::dict(std::move(escaped));
+  }
+  return escape(args);
+}
+
 Expected<Value> modulo(const Value& a, const Value& b) {
+  if (a.is_markup()) {
+    DRIFT_ASSIGN_OR_RETURN(std::string formatted,
+                           percent_format(a.as_string(), escape_arguments(b)));
+    return Value::markup(std::move(formatted));
+  }
   if (a.is_string()) {
     DRIFT_ASSIGN_OR_RETURN(std::string formatted, percent_format(a.as_string(), b));
     return Value::string(std::move(formatted));
@@ -271,7 +306,7 @@ Expected<bool> contains(const Value& container, const Value& needle) {
       if (needle.is_list() || needle.is_dict()) {
         return make_error("unhashable type: '{}'", type_name(needle));
       }
-      return needle.is_string() && container.as_dict().find(needle.as_string()) != nullptr;
+      return container.as_dict().find(needle) != nullptr;
     default:
       return make_error("argument of type '{}' is not iterable", type_name(container));
   }

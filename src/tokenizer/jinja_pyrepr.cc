@@ -104,7 +104,7 @@ void append_dict(std::string& out, const Dict& dict) {
   for (const auto& [key, value] : dict.entries()) {
     if (!first) out += ", ";
     first = false;
-    out += py_string_repr(key);
+    append_py_repr(out, key);
     out += ": ";
     append_py_repr(out, value);
   }
@@ -119,7 +119,11 @@ void append_py_repr(std::string& out, const Value& v) {
       out += "Undefined";
       return;
     case Value::Kind::kString:
-      out += py_string_repr(v.as_string());
+      if (v.is_markup()) {
+        out += "Markup(" + py_string_repr(v.as_string()) + ")";
+      } else {
+        out += py_string_repr(v.as_string());
+      }
       return;
     case Value::Kind::kList: {
       const List& list = v.as_list();

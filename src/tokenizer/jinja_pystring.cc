@@ -179,6 +179,33 @@ std::string jinja_title(std::string_view text) {
   return out;
 }
 
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
 int64_t py_find(std::string_view text, std::string_view needle, bool from_right) {
   const size_t at = from_right ? text.rfind(needle) : text.find(needle);
   if (at == std::string_view::npos) return -1;

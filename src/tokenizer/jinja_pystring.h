@@ -32,6 +32,9 @@ std::string jinja_title(std::string_view text);
 int64_t py_find(std::string_view text, std::string_view needle, bool from_right);
 // Number of non-overlapping occurrences (str.count).
 int64_t py_count(std::string_view text, std::string_view needle);
+// markupsafe.escape: & < > " ' as HTML entities.
+std::string html_escape(std::string_view text);
+
 // Python's str.isdigit/isalpha/isalnum/isspace/islower/isupper (false for empty text).
 bool py_isdigit_text(std::string_view text);
 bool py_isalpha_text(std::string_view text);

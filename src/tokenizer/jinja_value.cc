@@ -2,16 +2,51 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace drift::jinja {
 
+namespace {
+
+// A non-str key as text that equal keys share: 1, 1.0 and True are "n1".
+std::string dict_key_text(const Value& key) {
+  if (key.is_integral()) return "n" + std::to_string(key.as_int());
+  if (key.is_float()) {
+    const double f = key.as_float();
+    if (std::trunc(f) == f && std::fabs(f) < 9.2e18) {
+      return "n" + std::to_string(static_cast<int64_t>(f));
+    }
+    char buf[32];
+    const int n = std::snprintf(buf, sizeof(buf), "f%.17g", f);
+    return std::string(buf, static_cast<size_t>(n));
+  }
+  return "z";  // None
+}
+
+}  // namespace
+
 size_t Dict::find_index(std::string_view key) const {
-  if (!index_.empty()) {
-    auto it = index_.find(key);
-    return it == index_.end() ? kNotFound : it->second;
+  if (indexed_) {
+    auto it = string_index_.find(key);
+    return it == string_index_.end() ? kNotFound : it->second;
   }
   for (size_t i = 0; i < entries_.size(); ++i) {
-    if (entries_[i].first == key) return i;
+    const Value& k = entries_[i].first;
+    if (k.is_string() && k.as_string() == key) return i;
+  }
+  return kNotFound;
+}
+
+size_t Dict::find_index(const Value& key) const {
+  if (key.is_string()) return find_index(std::string_view(key.as_string()));
+  if (!is_hashable_key(key)) return kNotFound;
+  if (indexed_) {
+    auto it = other_index_.find(dict_key_text(key));
+    return it == other_index_.end() ? kNotFound : it->second;
+  }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Value& k = entries_[i].first;
+    if (!k.is_string() && equals(k, key)) return i;
   }
   return kNotFound;
 }
@@ -21,25 +56,48 @@ const Value* Dict::find(std::string_view key) const {
   return i == kNotFound ? nullptr : &entries_[i].second;
 }
 
+const Value* Dict::find(const Value& key) const {
+  const size_t i = find_index(key);
+  return i == kNotFound ? nullptr : &entries_[i].second;
+}
+
 void Dict::set(std::string key, Value value) {
+  set(Value::string(std::move(key)), std::move(value));
+}
+
+void Dict::set(Value key, Value value) {
   depth_ = std::max(depth_, value.depth() + 1);
   if (const size_t i = find_index(key); i != kNotFound) {
     entries_[i].second = std::move(value);
     return;
   }
   entries_.emplace_back(std::move(key), std::move(value));
-  if (!index_.empty()) {
-    index_.emplace(entries_.back().first, entries_.size() - 1);
+  if (indexed_) {
+    index_entry(entries_.size() - 1);
   } else if (entries_.size() > kIndexThreshold) {
-    for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].first, i);
+    indexed_ = true;
+    for (size_t i = 0; i < entries_.size(); ++i) index_entry(i);
+  }
+}
+
+void Dict::index_entry(size_t i) {
+  const Value& key = entries_[i].first;
+  if (key.is_string()) {
+    string_index_.emplace(key.as_string(), i);
+  } else {
+    other_index_.emplace(dict_key_text(key), i);
   }
 }
 
 void Dict::clear() {
   entries_.clear();
-  index_.clear();
+  string_index_.clear();
+  other_index_.clear();
+  indexed_ = false;
   depth_ = 1;
 }
+
+bool is_hashable_key(const Value& v) { return v.is_string() || v.is_number() || v.is_none(); }
 
 Value Value::undefined(std::string hint) {
   Value v;
@@ -78,6 +136,12 @@ Value Value::string(std::string s) {
   Value v;
   v.kind_ = Kind::kString;
   v.object_ = std::make_shared<std::string>(std::move(s));
+  return v;
+}
+
+Value Value::markup(std::string s) {
+  Value v = string(std::move(s));
+  v.scalar_.b = true;
   return v;
 }
 

@@ -44,16 +44,20 @@ struct List {
   std::vector<Value> items;
 };
 
-// An insertion-ordered str → Value map, like a Python dict built from JSON.
+// An insertion-ordered map like a Python dict: keys are str (all of them in JSON input), int,
+// float, bool or None, with Python's key equality (1, 1.0 and True are one key).
 class Dict {
  public:
   const Value* find(std::string_view key) const;
-  // Inserts or replaces, keeping the first insertion's position (as Python does).
+  const Value* find(const Value& key) const;
+  // Inserts or replaces, keeping the first insertion's position (as Python does). The key must
+  // be hashable (see is_hashable_key).
   void set(std::string key, Value value);
+  void set(Value key, Value value);
   void clear();
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
-  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+  const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
   uint32_t depth() const { return depth_; }
 
  private:
@@ -61,14 +65,19 @@ class Dict {
     using is_transparent = void;
     size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
   };
-  // Dicts from messages are small and searched linearly; past this size an index is kept so a
+  using Index = std::unordered_map<std::string, size_t, KeyHash, std::equal_to<>>;
+  // Dicts from messages are small and searched linearly; past this size indexes are kept so a
   // hostile input with many keys cannot make look-ups quadratic.
   static constexpr size_t kIndexThreshold = 16;
   static constexpr size_t kNotFound = static_cast<size_t>(-1);
   size_t find_index(std::string_view key) const;
+  size_t find_index(const Value& key) const;
+  void index_entry(size_t i);
 
-  std::vector<std::pair<std::string, Value>> entries_;
-  std::unordered_map<std::string, size_t, KeyHash, std::equal_to<>> index_;
+  std::vector<std::pair<Value, Value>> entries_;
+  bool indexed_ = false;
+  Index string_index_;  // str keys
+  Index other_index_;   // other keys, by their canonical text (see dict_key_text)
   uint32_t depth_ = 1;
 };
 
@@ -104,6 +113,9 @@ class Value {
   static Value integer(int64_t i);
   static Value number(double f);
   static Value string(std::string s);
+  // jinja2's Markup: a string marked safe (by `safe` or `escape`). It prints as itself, but `+`
+  // and `%` HTML-escape the plain strings they combine it with, as markupsafe does.
+  static Value markup(std::string s);
   static Value list(std::vector<Value> items, ListKind kind = ListKind::kList);
   static Value dict(Dict d);
   static Value new_namespace(Dict attributes);
@@ -121,6 +133,7 @@ class Value {
   bool is_number() const { return kind_ == Kind::kBool || kind_ == Kind::kInt || is_float(); }
   bool is_integral() const { return kind_ == Kind::kBool || kind_ == Kind::kInt; }
   bool is_string() const { return kind_ == Kind::kString; }
+  bool is_markup() const { return kind_ == Kind::kString && scalar_.b; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
@@ -171,5 +184,7 @@ bool equals(const Value& a, const Value& b);
 Expected<int> compare(const Value& a, const Value& b);
 // The Python type name used in error messages: 'str', 'int', 'dict', 'NoneType', ...
 std::string_view type_name(const Value& v);
+// Whether a value can be a dict key here: str, int, float, bool or None.
+bool is_hashable_key(const Value& v);
 
 }  // namespace drift::jinja

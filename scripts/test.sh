@@ -16,7 +16,7 @@ ctest --test-dir build --output-on-failure -j "$JOBS"
 
 echo "== unit tests under ASan + UBSan" >&2
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRIFT_SANITIZE=ON >/dev/null
-cmake --build build-asan
+cmake --build build-asan --target unit_tests
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -L unit -j "$JOBS"
 
@@ -24,6 +24,6 @@ if [ -d tests/fuzz ]; then
   echo "== fuzzing the GGUF parser for ${DRIFT_FUZZ_SECONDS:-60} s" >&2
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDRIFT_FUZZ=ON >/dev/null
-  cmake --build build-fuzz
+  cmake --build build-fuzz --target fuzz_gguf
   scripts/run_fuzzers.sh build-fuzz "${DRIFT_FUZZ_SECONDS:-60}"
 fi

@@ -39,7 +39,9 @@ Expected<Value> global_range(Interpreter& in, CallArgs& args) {
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
-    items.push_back(Value::integer(start + i * step));
+    // Every item lies between start and stop, but i * step alone may not fit in 64 bits.
+    const __int128 item = static_cast<__int128>(start) + static_cast<__int128>(i) * step;
+    items.push_back(Value::integer(static_cast<int64_t>(item)));
   }
   return in.make_list(std::move(items));
 }

@@ -94,7 +94,7 @@ Expected<Value> repeat_string(const Value& v, int64_t count, const RenderLimits&
 
 Expected<Value> repeat_list(const List& list, int64_t count, const RenderLimits& limits) {
   if (count <= 0 || list.items.empty()) return Value::list({}, list.kind);
-  if (static_cast<uint64_t>(count) * list.items.size() > static_cast<uint64_t>(limits.max_range)) {
+  if (static_cast<uint64_t>(count) > static_cast<uint64_t>(limits.max_range) / list.items.size()) {
     return make_error("list repetition would build more than {} items", limits.max_range);
   }
   std::vector<Value> items;

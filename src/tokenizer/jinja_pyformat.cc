@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -391,7 +392,7 @@ Expected<std::string> percent_format(std::string_view format, const Value& args)
         ++i;
         DRIFT_ASSIGN_OR_RETURN(Value n, next_arg());
         if (!n.is_integral()) return make_error("* wants int");
-        target = std::min<int64_t>(n.as_int(), kMaxWidth);
+        target = std::clamp<int64_t>(n.as_int(), -kMaxWidth, kMaxWidth);
         return Status::Ok();
       }
       int64_t n = 0;

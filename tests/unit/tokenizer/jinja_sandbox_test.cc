@@ -69,6 +69,7 @@ TEST(JinjaSandbox, HugeStringsAreRefusedBeforeTheyAreBuilt) {
   expect_refused("{{ 'x' * 10000000000 }}", "string repetition");
   expect_refused("{{ 'x' * 1000000 * 1000 }}", "string repetition");
   expect_refused("{{ [0] * 1000000000 }}", "list repetition");
+  expect_refused("{{ [1, 2, 3] * 9223372036854775807 }}", "list repetition");
   expect_refused(
       "{% set ns = namespace(s='x') %}{% for i in range(64) %}"
       "{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
@@ -91,6 +92,14 @@ TEST(JinjaSandbox, IntegerOverflowIsAnErrorNotWraparound) {
   expect_refused("{{ 4611686018427387904 * 4 }}", "integer overflow");
   expect_refused("{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow");
   expect_refused("{{ 99999999999999999999 }}", "integer literal is too large");
+  // Extremes that must not overflow internally either.
+  const Outcome range =
+      render("{{ range(-9200000000000000000, 9200000000000000000, 184000000000000) | last }}");
+  ASSERT_TRUE(range.result.ok()) << range.result.error().message;
+  EXPECT_EQ(*range.result, "9199816000000000000");
+  const Outcome width = render("[{{ '%*d' % (-9223372036854775807 - 1, 7) }}]");
+  ASSERT_TRUE(width.result.ok()) << width.result.error().message;
+  EXPECT_EQ(width.result->size(), (1u << 20) + 2);
 }
 
 TEST(JinjaSandbox, DeepNestingFailsToParse) {

@@ -1,0 +1,170 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "engine/engine_worker.h"
+#include "model/model.h"
+
+namespace drift {
+
+Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
+                                                 const ModelFacts& model,
+                                                 std::shared_ptr<const TextCodec> codec,
+                                                 ExecutorFactory make_executor) {
+  return build(config, model, std::move(codec), make_executor, nullptr);
+}
+
+Expected<std::unique_ptr<Engine>> Engine::build(const EngineConfig& config, const ModelFacts& model,
+                                                std::shared_ptr<const TextCodec> codec,
+                                                ExecutorFactory make_executor,
+                                                std::unique_ptr<Model> owned_model) {
+  if (!codec) return make_error("codec: the engine needs a tokenizer (text codec), got none");
+  std::optional<uint64_t> ram = physical_ram_bytes();
+  if (!ram && config.kv.budget.ram_fraction)
+    return make_error("kv.budget: the system does not report its RAM; give the budget in bytes");
+  DRIFT_ASSIGN_OR_RETURN(EngineSetup setup, resolve_engine_setup(config, model, ram.value_or(0)));
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, make_executor(setup));
+  if (!executor) return make_error("executor: the factory returned none");
+  DRIFT_ASSIGN_OR_RETURN(KVCacheManager kv,
+                         KVCacheManager::create(setup.kv_layout, setup.num_kv_pages));
+
+  std::unique_ptr<Engine> engine(new Engine(setup, model.vocab_size, std::move(codec),
+                                            std::move(owned_model), std::move(executor),
+                                            std::move(kv)));
+  DRIFT_ASSIGN_OR_RETURN(
+      engine->scheduler_,
+      EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_, engine->log_));
+  engine->worker_ =
+      std::make_unique<EngineWorker>(*engine->scheduler_, engine->kv_, *engine->executor_,
+                                     *engine->gateway_, engine->log_, engine->board_);
+  // The last engine created in a process is the one whose events a crash prints.
+  install_progress_crash_handler(engine->log_);
+  engine->crash_handler_installed_ = true;
+  engine->thread_ = std::thread([worker = engine->worker_.get()] { worker->run(); });
+  return engine;
+}
+
+Engine::Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<const TextCodec> codec,
+               std::unique_ptr<Model> model, std::unique_ptr<Executor> executor, KVCacheManager kv)
+    : setup_(setup),
+      vocab_size_(vocab_size),
+      codec_(std::move(codec)),
+      model_(std::move(model)),
+      executor_(std::move(executor)),
+      kv_(std::move(kv)),
+      gateway_(std::make_shared<Gateway>(setup.max_queued_requests)) {}
+
+Engine::~Engine() {
+  shutdown(ShutdownMode::kAbort);
+  if (crash_handler_installed_) uninstall_progress_crash_handler();
+}
+
+void Engine::shutdown(ShutdownMode mode) {
+  gateway_->request_shutdown(mode);
+  std::lock_guard<std::mutex> lock(join_mutex_);
+  if (thread_.joinable()) thread_.join();
+  gateway_->mark_stopped();
+}
+
+bool Engine::healthy() const { return worker_ && worker_->healthy(); }
+
+EngineMetrics Engine::metrics() const {
+  // The snapshot first, then the intake: the worker takes before it publishes, so a request is
+  // never counted both as queued here and in the snapshot (one taken in between is briefly in
+  // neither).
+  EngineMetrics m = board_.read();
+  m.num_waiting += gateway_->num_queued();
+  return m;
+}
+
+RequestHandle Engine::submit(Request request, EventCallback on_event) {
+  const EngineClock::time_point submitted = EngineClock::now();
+  const RequestId id = request.id.value_or(next_id_.fetch_add(1, std::memory_order_relaxed));
+  auto stream = std::make_shared<RequestStream>(id, std::move(on_event));
+  RequestHandle handle(stream, gateway_);
+
+  int32_t prompt_tokens = 0;
+  Expected<AcceptedRequest> accepted = accept(request, id, prompt_tokens);
+  Status queued = accepted.ok() ? Status::Ok() : Status(accepted.error());
+  if (accepted.ok()) {
+    accepted->stream = stream;
+    accepted->submitted = submitted;
+    queued = gateway_->push(*accepted);
+  }
+  if (!queued.ok()) {
+    const int64_t max_new = accepted.ok() ? accepted->sequence.max_new_tokens : 0;
+    log_.record(ProgressEvent::kReject, id,
+                setup_.kv_layout.pages_for_tokens(int64_t(prompt_tokens) + max_new),
+                setup_.num_kv_pages);
+    board_.count_rejected_at_submit();
+    Finish finish;
+    finish.reason = FinishReason::kRejected;
+    finish.message = queued.message();
+    finish.usage.prompt_tokens = prompt_tokens;
+    finish.timings.end_to_end_seconds =
+        std::chrono::duration<double>(EngineClock::now() - submitted).count();
+    TokenEvent event;
+    event.finish = std::move(finish);
+    stream->deliver(std::move(event));
+  }
+  return handle;
+}
+
+Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
+                                         int32_t& prompt_tokens) const {
+  // Rule: everything decidable from the request and the configuration is decided here, at once,
+  // with a message that gives the sizes; the worker only admits.
+  if (request.id && *request.id >= kFirstEngineAssignedId)
+    return make_error("request id {} is reserved: ids from 2^63 up are assigned by the engine", id);
+  AcceptedRequest accepted;
+  SequenceRequest& seq = accepted.sequence;
+  seq.id = id;
+  if (auto* tokens = std::get_if<std::vector<TokenId>>(&request.prompt)) {
+    seq.prompt = std::move(*tokens);
+  } else {
+    seq.prompt = codec_->encode(std::get<TextPrompt>(request.prompt));
+  }
+  const int64_t prompt_len = int64_t(seq.prompt.size());
+  prompt_tokens = int32_t(std::min<int64_t>(prompt_len, INT32_MAX));
+  if (prompt_len == 0) return make_error("request {}: the prompt is empty", id);
+  for (size_t i = 0; i < seq.prompt.size(); ++i) {
+    if (seq.prompt[i] < 0 || seq.prompt[i] >= vocab_size_)
+      return make_error(
+          "request {}: prompt token {} at position {} is outside the vocabulary of {}", id,
+          seq.prompt[i], i, vocab_size_);
+  }
+  const int64_t max_len = setup_.max_model_len;
+  const int64_t kv_tokens = int64_t(setup_.num_kv_pages) * setup_.kv_layout.page_size;
+  if (prompt_len >= max_len)
+    return make_error(
+        "request {}: the prompt has {} tokens, but max_model_len is {}: no room to generate", id,
+        prompt_len, max_len);
+  if (request.max_tokens) {
+    if (*request.max_tokens < 1)
+      return make_error("request {}: max_tokens must be >= 1, got {}", id, *request.max_tokens);
+    if (prompt_len + *request.max_tokens > max_len)
+      return make_error("request {}: {} prompt tokens + {} max_tokens = {} exceed max_model_len {}",
+                        id, prompt_len, *request.max_tokens, prompt_len + *request.max_tokens,
+                        max_len);
+    seq.max_new_tokens = *request.max_tokens;
+  } else {
+    // The default never makes a request too long: it shrinks to what is left.
+    const int64_t room = std::min(max_len, kv_tokens) - prompt_len;
+    seq.max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, setup_.default_max_tokens));
+  }
+  const int64_t pages = setup_.kv_layout.pages_for_tokens(prompt_len + seq.max_new_tokens);
+  if (pages > setup_.num_kv_pages)
+    return make_error(
+        "request {} can never fit in the KV cache: {} prompt + {} max new tokens need {} pages of "
+        "{} tokens, but the cache has {} pages ({} tokens)",
+        id, prompt_len, seq.max_new_tokens, pages, setup_.kv_layout.page_size, setup_.num_kv_pages,
+        kv_tokens);
+  if (Status s = request.sampling.validate(); !s.ok())
+    return make_error("request {}: sampling: {}", id, s.message());
+  seq.sampling = std::move(request.sampling);
+  seq.priority = request.priority;
+  accepted.text = codec_->start_stream();
+  return accepted;
+}
+
+}  // namespace drift

@@ -1,0 +1,121 @@
+// The serving engine: many concurrent requests over one model, continuously batched. It composes
+// the Gateway (intake), the EngineScheduler with its KV cache manager, an Executor and a text
+// codec, and runs them on one worker thread (engine_worker.h).
+//
+//   auto engine = Engine::load("model.gguf", config);          // or Engine::create(...) with fakes
+//   RequestHandle h = (*engine)->submit(request);              // from any thread
+//   while (auto event = h.next()) { ... event->text ... }      // or submit(request, callback)
+//   h.cancel();                                                // at any point; ~RequestHandle too
+//   (*engine)->shutdown(ShutdownMode::kDrain);
+//
+// Errors reach the caller as events: submit always returns a handle, and a request that cannot
+// run ends with a single event, finish reason kRejected and a message — "overloaded: ..." when
+// max_queued_requests are waiting (a server answers 429/503), "... exceed max_model_len ..." or
+// "... can never fit in the KV cache ..." with the sizes for one that is too long (400), "the
+// engine is shutting down" / "the engine is unhealthy: ..." once closed (503). An immediate
+// rejection is decided on the submitting thread: its event is queued (or passed to the
+// callback) before submit returns.
+//
+// A server attaches by submitting with a callback that posts each TokenEvent to its own event
+// loop (the callback runs on the engine's worker thread, so it must only hand the event over; see
+// request_stream.h), and by destroying the handle when the client goes away, which cancels the
+// request. The engine thread never touches I/O.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/engine_config.h"
+#include "engine/engine_metrics.h"
+#include "engine/gateway.h"
+#include "engine/metrics_board.h"
+#include "engine/request.h"
+#include "engine/request_handle.h"
+#include "engine/text_codec.h"
+#include "kv/kv_cache_manager.h"
+#include "scheduler/engine_scheduler.h"
+#include "scheduler/executor.h"
+#include "util/error.h"
+#include "util/function_ref.h"
+#include "util/progress_log.h"
+
+namespace drift {
+
+class EngineWorker;
+class Model;
+
+class Engine {
+ public:
+  // Builds the executor for the resolved setup (KV pages, page size, batch limits, context).
+  using ExecutorFactory = FunctionRef<Expected<std::unique_ptr<Executor>>(const EngineSetup&)>;
+
+  // The general constructor (tests pass fakes): validates `config` against `model` (errors name
+  // the field), sizes the KV cache, builds the executor with `make_executor`, installs the
+  // progress-log crash handler and starts the worker.
+  static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config,
+                                                  const ModelFacts& model,
+                                                  std::shared_ptr<const TextCodec> codec,
+                                                  ExecutorFactory make_executor);
+  // Loads the GGUF model and its tokenizer and runs it on the CPU executor with
+  // config.threads compute threads.
+  static Expected<std::unique_ptr<Engine>> load(const std::string& model_path,
+                                                const EngineConfig& config);
+
+  // shutdown(kAbort), then removes the crash handler.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe; never blocks on the worker. An empty callback selects pull delivery
+  // (RequestHandle::next); otherwise every event goes to the callback (request_stream.h).
+  RequestHandle submit(Request request, EventCallback on_event = {});
+
+  // The worker's snapshot as of its last step boundary, plus the requests it has not taken yet
+  // (counted as waiting; one being taken while this runs may be missing from the counts).
+  EngineMetrics metrics() const;
+  // False once the executor failed for good (or the worker hit a bug): every request then ended
+  // with an error, and every later one is rejected.
+  bool healthy() const;
+
+  // Stops taking requests (later submits are rejected), then kDrain runs every request already
+  // accepted to its end, kAbort ends them "cancelled"; joins the worker. Safe to call more than
+  // once and from several threads; a later kAbort cuts a drain short.
+  void shutdown(ShutdownMode mode);
+
+  const EngineSetup& setup() const { return setup_; }
+  const TextCodec& codec() const { return *codec_; }
+  const ProgressLog& progress_log() const { return log_; }
+
+ private:
+  Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<const TextCodec> codec,
+         std::unique_ptr<Model> model, std::unique_ptr<Executor> executor, KVCacheManager kv);
+  static Expected<std::unique_ptr<Engine>> build(const EngineConfig& config,
+                                                 const ModelFacts& model,
+                                                 std::shared_ptr<const TextCodec> codec,
+                                                 ExecutorFactory make_executor,
+                                                 std::unique_ptr<Model> owned_model);
+  // Tokenizes, validates and sizes a request on the submitting thread; `prompt_tokens` is set as
+  // soon as the prompt is known (for the usage of a rejection).
+  Expected<AcceptedRequest> accept(Request& request, RequestId id, int32_t& prompt_tokens) const;
+
+  const EngineSetup setup_;
+  const int32_t vocab_size_;
+  const std::shared_ptr<const TextCodec> codec_;
+  const std::unique_ptr<Model> model_;  // load() only; outlives the executor that reads it
+  const std::unique_ptr<Executor> executor_;
+  ProgressLog log_;
+  KVCacheManager kv_;
+  std::unique_ptr<EngineScheduler> scheduler_;
+  const std::shared_ptr<Gateway> gateway_;  // shared with handles, which may outlive the engine
+  MetricsBoard board_;
+  std::unique_ptr<EngineWorker> worker_;
+  std::thread thread_;
+  std::mutex join_mutex_;
+  bool crash_handler_installed_ = false;
+  std::atomic<RequestId> next_id_{kFirstEngineAssignedId};
+};
+
+}  // namespace drift

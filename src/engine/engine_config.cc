@@ -1,0 +1,89 @@
+#include "engine/engine_config.h"
+
+#include <algorithm>
+#include <limits>
+#include <string_view>
+
+namespace drift {
+
+namespace {
+
+Status validate_model_facts(const ModelFacts& model) {
+  if (model.n_ctx_train < 1)
+    return make_error("model.n_ctx_train must be >= 1, got {}", model.n_ctx_train);
+  if (model.vocab_size < 1)
+    return make_error("model.vocab_size must be >= 1, got {}", model.vocab_size);
+  for (TokenId id : model.eog_token_ids)
+    if (id < 0 || id >= model.vocab_size)
+      return make_error("model.eog_token_ids: {} is outside the vocabulary of {}", id,
+                        model.vocab_size);
+  return Status::Ok();
+}
+
+// The context length: given, or the trained context capped by the limit.
+Expected<int32_t> resolve_max_model_len(const EngineConfig& config, const ModelFacts& model) {
+  if (config.max_model_len_limit < 1)
+    return make_error("max_model_len_limit must be >= 1, got {}", config.max_model_len_limit);
+  if (config.max_model_len) {
+    if (*config.max_model_len < 2)
+      return make_error("max_model_len must be >= 2 (one prompt and one generated token), got {}",
+                        *config.max_model_len);
+    if (*config.max_model_len > model.n_ctx_train)
+      return make_error("max_model_len {} exceeds the model's trained context of {} tokens",
+                        *config.max_model_len, model.n_ctx_train);
+    return *config.max_model_len;
+  }
+  int64_t len = std::min<int64_t>(model.n_ctx_train, config.max_model_len_limit);
+  if (len < 2)
+    return make_error(
+        "max_model_len resolves to {} (min of the trained context {} and "
+        "max_model_len_limit {}); it must be >= 2",
+        len, model.n_ctx_train, config.max_model_len_limit);
+  return int32_t(len);
+}
+
+}  // namespace
+
+Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const ModelFacts& model,
+                                           uint64_t ram_bytes) {
+  DRIFT_RETURN_IF_ERROR(validate_model_facts(model));
+  EngineSetup setup;
+  DRIFT_ASSIGN_OR_RETURN(setup.max_model_len, resolve_max_model_len(config, model));
+
+  setup.scheduler = config.scheduler;
+  setup.scheduler.max_model_len = setup.max_model_len;
+  if (Status s = setup.scheduler.validate(); !s.ok())
+    return make_error("scheduler.{}", s.message());
+
+  if (config.kv.dtype != KVDtype::kF16)
+    return make_error("kv.dtype: only f16 is implemented by the executor, got {}",
+                      kv_dtype_name(config.kv.dtype));
+  if (config.kv.page_size < 1 || config.kv.page_size > 4096)
+    return make_error("kv.page_size must be in [1, 4096], got {}", config.kv.page_size);
+  setup.kv_layout = KVLayout{.num_layers = model.num_layers,
+                             .num_kv_heads = model.num_kv_heads,
+                             .head_dim = model.head_dim,
+                             .page_size = config.kv.page_size,
+                             .dtype = config.kv.dtype};
+  if (Status s = setup.kv_layout.validate(); !s.ok()) return make_error("model: {}", s.message());
+  Expected<int32_t> pages = kv_pages_for_budget(setup.kv_layout, config.kv.budget, ram_bytes);
+  if (!pages.ok()) {
+    std::string_view why = pages.error().message;
+    if (why.starts_with("kv budget: ")) why.remove_prefix(11);
+    return make_error("kv.budget: {}", why);
+  }
+  setup.num_kv_pages = *pages;
+
+  if (config.default_max_tokens < 1)
+    return make_error("default_max_tokens must be >= 1, got {}", config.default_max_tokens);
+  setup.default_max_tokens = config.default_max_tokens;
+  if (config.max_queued_requests < 1)
+    return make_error("max_queued_requests must be >= 1, got {}", config.max_queued_requests);
+  setup.max_queued_requests = config.max_queued_requests;
+  if (config.threads < 1 || config.threads > 1024)
+    return make_error("threads must be in [1, 1024], got {}", config.threads);
+  setup.threads = config.threads;
+  return setup;
+}
+
+}  // namespace drift

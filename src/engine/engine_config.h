@@ -1,0 +1,74 @@
+// The engine's configuration, as a user writes it (EngineConfig), the facts about the model it
+// needs (ModelFacts), and what the engine derives from both once, at construction (EngineSetup):
+// the context length, the KV page count and the scheduler's settings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kv/kv_capacity.h"
+#include "kv/kv_layout.h"
+#include "scheduler/scheduler_config.h"
+#include "scheduler/sequence_state.h"
+#include "util/error.h"
+
+namespace drift {
+
+struct KVConfig {
+  int32_t page_size = 16;  // tokens per KV page
+  // The memory the KV cache takes: explicit bytes or a fraction of physical RAM (exactly one).
+  KVMemoryBudget budget = KVMemoryBudget::of_ram_fraction(0.1);
+  // Element type of stored K/V. Only f16 is implemented by the CPU executor; others are rejected.
+  KVDtype dtype = KVDtype::kF16;
+};
+
+struct EngineConfig {
+  // Step budgets, chunked prefill, waiting-queue policy and admission mode. Its max_model_len is
+  // not read: the engine sets it to the resolved max_model_len below.
+  SchedulerConfig scheduler;
+  KVConfig kv;
+  // Longest sequence, prompt plus generated tokens. Absent: the model's trained context, capped
+  // by max_model_len_limit. Set: at most the trained context.
+  std::optional<int32_t> max_model_len;
+  int32_t max_model_len_limit = 4096;
+  // max_tokens of a request that gives none, capped by what is left of max_model_len (and of the
+  // KV cache) after its prompt.
+  int32_t default_max_tokens = 256;
+  // Requests submitted but not yet admitted (in the gateway or the scheduler's waiting queue)
+  // beyond which submit rejects at once with an "overloaded" error.
+  int32_t max_queued_requests = 256;
+  // Compute threads of the executor, the engine worker included (Engine::load).
+  int32_t threads = 1;
+};
+
+// What the engine must know about the model, whichever executor runs it.
+struct ModelFacts {
+  // End-of-generation tokens (EOS, EOT, ...): a sampled one finishes the sequence with "stop"
+  // unless the request sets ignore_eos.
+  std::vector<TokenId> eog_token_ids;
+  int64_t n_ctx_train = 0;  // context length the model was trained with
+  int32_t vocab_size = 0;   // prompt token ids must be below it
+  // KV geometry (page size and dtype come from KVConfig).
+  int32_t num_layers = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;  // the larger of the K and V head widths, so the budget is never exceeded
+};
+
+// Everything the engine derives at construction; the executor is built from it.
+struct EngineSetup {
+  SchedulerConfig scheduler;  // with max_model_len resolved
+  KVLayout kv_layout;
+  int32_t num_kv_pages = 0;
+  int32_t max_model_len = 0;
+  int32_t default_max_tokens = 0;
+  int32_t max_queued_requests = 0;
+  int32_t threads = 0;
+};
+
+// Validates every field (the error names it, e.g. "kv.dtype: ...", "scheduler.max_num_seqs ...")
+// and derives the setup; `ram_bytes` is the physical RAM a kv.budget fraction applies to.
+Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const ModelFacts& model,
+                                           uint64_t ram_bytes);
+
+}  // namespace drift

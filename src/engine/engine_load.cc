@@ -1,0 +1,52 @@
+// Engine::load: the one place that knows the engine runs a GGUF model on the CPU executor.
+#include <algorithm>
+
+#include "engine/engine.h"
+#include "engine/tokenizer_codec.h"
+#include "executor/cpu_executor.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/cpu_features.h"
+
+namespace drift {
+
+namespace {
+
+ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer) {
+  ModelFacts facts;
+  std::span<const int32_t> eog = tokenizer.eog_tokens();
+  facts.eog_token_ids.assign(eog.begin(), eog.end());
+  facts.n_ctx_train = config.n_ctx_train;
+  facts.vocab_size = int32_t(config.n_vocab);
+  facts.num_layers = int32_t(config.n_layers);
+  facts.num_kv_heads = int32_t(config.n_kv_heads);
+  // KVLayout has one head width; the larger of K's and V's keeps the budget an upper bound.
+  facts.head_dim = int32_t(std::max(config.head_dim, config.head_dim_v));
+  return facts;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Engine>> Engine::load(const std::string& model_path,
+                                               const EngineConfig& config) {
+  DRIFT_ASSIGN_OR_RETURN(Isa isa, select_isa(detect_cpu_features()));
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(model_path, isa));
+  DRIFT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(model->file()));
+  const ModelFacts facts = model_facts(model->config(), tokenizer);
+  const Model& loaded = *model;
+  auto make_executor = [&](const EngineSetup& setup) -> Expected<std::unique_ptr<Executor>> {
+    CpuExecutorConfig c;
+    c.threads = setup.threads;
+    c.num_pages = setup.num_kv_pages;
+    c.page_size = setup.kv_layout.page_size;
+    c.max_batch_tokens = setup.scheduler.max_num_batched_tokens;
+    c.max_batch_sequences = setup.scheduler.max_num_seqs;
+    c.max_context = setup.max_model_len;
+    DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor, CpuExecutor::create(loaded, c));
+    return std::unique_ptr<Executor>(std::move(executor));
+  };
+  return build(config, facts, make_tokenizer_codec(std::move(tokenizer)), make_executor,
+               std::move(model));
+}
+
+}  // namespace drift

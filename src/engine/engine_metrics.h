@@ -1,0 +1,74 @@
+// What the engine reports about itself: gauges (queue lengths, KV pages), counters (steps,
+// tokens, finishes by reason) and per-request latency histograms with fixed buckets, kept raw
+// so that the server can export them as Prometheus histograms.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "scheduler/sequence_state.h"
+
+namespace drift {
+
+// Fixed upper bounds, ascending; an implicit last bucket takes everything above (+Inf).
+// counts[i] holds the observations in (upper_bounds[i-1], upper_bounds[i]] — per bucket, not
+// cumulative (Prometheus' le-buckets are the running sums).
+struct Histogram {
+  std::vector<double> upper_bounds;
+  std::vector<uint64_t> counts;  // [upper_bounds.size() + 1]
+  uint64_t count = 0;
+  double sum = 0;
+
+  static Histogram with_bounds(std::span<const double> upper_bounds);
+  void observe(double value);  // no allocation
+};
+
+// Bucket bounds in seconds.
+inline constexpr double kQueueTimeBuckets[] = {0.001, 0.005, 0.01,  0.025, 0.05, 0.1,
+                                               0.25,  0.5,   1.0,   2.5,   5.0,  10.0,
+                                               30.0,  60.0,  120.0, 300.0, 600.0};
+inline constexpr double kTimeToFirstTokenBuckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
+                                                      0.1,   0.25,  0.5,  0.75, 1.0,  2.5,  5.0,
+                                                      7.5,   10.0,  20.0, 40.0, 80.0, 160.0};
+inline constexpr double kInterTokenLatencyBuckets[] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+    0.3,   0.4,    0.5,   0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0};
+inline constexpr double kEndToEndBuckets[] = {0.1,  0.3,  0.5,   0.8,   1.0,   1.5,   2.0,
+                                              2.5,  5.0,  10.0,  15.0,  20.0,  30.0,  40.0,
+                                              50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
+
+struct EngineMetrics {
+  bool healthy = true;
+
+  // Gauges.
+  int32_t num_waiting = 0;  // submitted, not admitted yet (intake + scheduler queue)
+  int32_t num_running = 0;  // admitted: prefilling or decoding
+  int32_t kv_pages_total = 0;
+  int32_t kv_pages_used = 0;
+  int32_t kv_pages_free = 0;
+  int32_t kv_pages_cached = 0;
+
+  // Counters since the engine started.
+  uint64_t steps = 0;  // non-empty steps
+  int32_t last_step_prefill_tokens = 0;
+  int32_t last_step_decode_tokens = 0;
+  uint64_t prefill_tokens_total = 0;
+  uint64_t decode_tokens_total = 0;
+  uint64_t preemptions = 0;
+  uint64_t prompt_tokens_total = 0;      // of requests that finished (rejected ones excluded)
+  uint64_t generation_tokens_total = 0;  // tokens delivered
+  std::array<uint64_t, 5> finished_by_reason{};  // indexed by FinishReason; kRejected included
+
+  // Per request, in seconds.
+  Histogram queue_time = Histogram::with_bounds(kQueueTimeBuckets);
+  Histogram time_to_first_token = Histogram::with_bounds(kTimeToFirstTokenBuckets);
+  Histogram inter_token_latency = Histogram::with_bounds(kInterTokenLatencyBuckets);
+  Histogram end_to_end = Histogram::with_bounds(kEndToEndBuckets);  // accepted requests
+
+  uint64_t finished(FinishReason reason) const { return finished_by_reason[size_t(reason)]; }
+  uint64_t finished_total() const;
+};
+
+}  // namespace drift

@@ -1,0 +1,292 @@
+#include "engine/engine_worker.h"
+
+#include <exception>
+
+#include "engine/utf8_repair.h"
+
+namespace drift {
+
+namespace {
+
+double seconds_between(EngineClock::time_point from, EngineClock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
+
+EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor,
+                           Gateway& gateway, ProgressLog& log, MetricsBoard& board)
+    : scheduler_(scheduler),
+      kv_(kv),
+      executor_(executor),
+      gateway_(gateway),
+      log_(log),
+      board_(board) {
+  const size_t seqs = size_t(scheduler.config().max_num_seqs);
+  live_.reserve(seqs);
+  deliveries_.reserve(seqs);
+  ids_.reserve(seqs);
+  undecodable_.reserve(seqs);
+  result_.items.reserve(seqs);
+  metrics_.kv_pages_total = kv.num_pages();
+  metrics_.kv_pages_free = kv.num_free_pages();
+  board_.publish(metrics_);
+}
+
+void EngineWorker::run() noexcept {
+  for (;;) {
+    try {
+      loop();
+      return;
+    } catch (const std::exception& e) {
+      fail_everything(fmt::format("the engine worker failed: {}", e.what()));
+    } catch (...) {
+      fail_everything("the engine worker failed with an exception of unknown type");
+    }
+  }
+}
+
+void EngineWorker::loop() {
+  // Rule: intake, one step, events — and sleep only when no step can make progress.
+  bool stepped = false;
+  for (;;) {
+    const bool busy = healthy() && stepped && scheduler_.has_unfinished();
+    gateway_.take(intake_, /*wait=*/!busy);
+    admit(intake_.requests);
+    apply_cancels(intake_.cancels);
+    if (intake_.shutdown == ShutdownMode::kAbort) cancel_all("the engine was shut down");
+
+    StepReport report;
+    if (healthy() && scheduler_.has_unfinished()) {
+      report = run_engine_step(scheduler_, executor_, result_, log_,
+                               [this](const StepPlan& plan) { stamp_scheduled(plan); });
+      collect(report.outcomes);
+      if (!executor_.healthy()) {
+        become_unhealthy(report.status.ok() ? std::string("the executor cannot run further steps")
+                                            : report.status.message());
+      } else if (!report.ran && intake_.shutdown) {
+        // Nothing could be scheduled and nothing new can arrive: end what is left.
+        cancel_all("the engine was shut down with requests it could not schedule");
+      }
+    }
+    stepped = report.ran;
+    gateway_.set_waiting(scheduler_.num_waiting());
+    publish(report);
+    deliver();
+    if (intake_.shutdown && live_.empty()) return;
+  }
+}
+
+void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
+  // Rule: a taken request enters the scheduler, or ends at once with the reason it cannot.
+  const EngineClock::time_point now = EngineClock::now();
+  for (AcceptedRequest& request : requests) {
+    const RequestId id = request.sequence.id;
+    const int32_t prompt_tokens = int32_t(request.sequence.prompt.size());
+    if (!healthy()) {
+      log_.record(ProgressEvent::kReject, id, 0, kv_.num_pages());
+      reject(request, prompt_tokens, unhealthy_reason_);
+      continue;
+    }
+    if (request.stream->cancel_requested()) {  // cancelled before the worker saw it
+      LiveRequest never_admitted;
+      never_admitted.stream = std::move(request.stream);
+      never_admitted.text = std::move(request.text);
+      never_admitted.submitted = request.submitted;
+      never_admitted.prompt_tokens = prompt_tokens;
+      TokenEvent event;
+      finish_live(never_admitted, event, FinishReason::kCancelled, {}, now);
+      continue;
+    }
+    if (live_.contains(id)) {
+      log_.record(ProgressEvent::kReject, id, 0, kv_.num_pages());
+      reject(request, prompt_tokens,
+             fmt::format("request id {} is in use by an unfinished request", id));
+      continue;
+    }
+    if (Status s = scheduler_.add(std::move(request.sequence)); !s.ok()) {
+      reject(request, prompt_tokens, s.message());  // add() logged the rejection
+      continue;
+    }
+    LiveRequest& live = live_[id];
+    live.stream = std::move(request.stream);
+    live.text = std::move(request.text);
+    live.submitted = request.submitted;
+    live.prompt_tokens = prompt_tokens;
+  }
+}
+
+void EngineWorker::apply_cancels(std::span<const std::shared_ptr<RequestStream>> streams) {
+  // Rule: a cancel ends the request in any phase; its pages are free when its event goes out.
+  if (streams.empty()) return;
+  const EngineClock::time_point now = EngineClock::now();
+  for (const std::shared_ptr<RequestStream>& stream : streams) {
+    auto it = live_.find(stream->id());
+    if (it == live_.end() || it->second.stream != stream) continue;  // finished, or never admitted
+    if (std::optional<SequenceOutcome> outcome = scheduler_.cancel(stream->id()))
+      collect_one(*outcome, now);
+  }
+}
+
+void EngineWorker::cancel_all(const std::string& why) {
+  // Rule: every live request ends "cancelled" with the cause; nothing is left in the scheduler.
+  if (live_.empty()) return;
+  ids_.clear();
+  for (const auto& [id, live] : live_) ids_.push_back(id);
+  const EngineClock::time_point now = EngineClock::now();
+  for (RequestId id : ids_) {
+    std::optional<SequenceOutcome> outcome = scheduler_.cancel(id);
+    if (!outcome) outcome = SequenceOutcome{id, std::nullopt, FinishReason::kCancelled, {}};
+    outcome->message = why;
+    collect_one(*outcome, now);
+  }
+}
+
+void EngineWorker::stamp_scheduled(const StepPlan& plan) {
+  // Rule: a request's queue time ends with the first step that carries it; the gateway counts
+  // only what is still waiting against max_queued_requests.
+  gateway_.set_waiting(scheduler_.num_waiting());
+  const EngineClock::time_point now = EngineClock::now();
+  for (const StepItem& item : plan.items) {
+    auto it = live_.find(item.seq_id);
+    if (it == live_.end() || it->second.first_scheduled) continue;
+    it->second.first_scheduled = now;
+    metrics_.queue_time.observe(seconds_between(it->second.submitted, now));
+  }
+}
+
+void EngineWorker::collect(std::span<const SequenceOutcome> outcomes) {
+  const EngineClock::time_point now = EngineClock::now();
+  undecodable_.clear();
+  for (const SequenceOutcome& outcome : outcomes) collect_one(outcome, now);
+  // After the span is done with: cancelling changes the scheduler's outcome list.
+  for (RequestId id : undecodable_) (void)scheduler_.cancel(id);
+}
+
+void EngineWorker::collect_one(const SequenceOutcome& outcome, EngineClock::time_point now) {
+  // Rule: one outcome makes one event: its token with the text that became final, and the finish
+  // with usage and timings when the request ended.
+  auto it = live_.find(outcome.id);
+  if (it == live_.end()) return;  // every sequence the scheduler reports is live
+  LiveRequest& live = it->second;
+  TokenEvent event;
+  std::optional<FinishReason> finish = outcome.finish;
+  std::string message = outcome.message;
+  if (outcome.token) {
+    const TokenId token = *outcome.token;
+    event.token = token;
+    ++live.generated;
+    ++metrics_.generation_tokens_total;
+    if (!live.first_token) {
+      live.first_token = now;
+      metrics_.time_to_first_token.observe(seconds_between(live.submitted, now));
+    } else {
+      metrics_.inter_token_latency.observe(seconds_between(live.last_token, now));
+    }
+    live.last_token = now;
+    if (finish != FinishReason::kStop) {  // a stop token shows no text
+      Expected<std::string> text = live.text->push(token);
+      if (text.ok()) {
+        event.text = repair_utf8(*text);
+      } else {
+        if (!finish) undecodable_.push_back(outcome.id);
+        finish = FinishReason::kError;
+        message =
+            fmt::format("generated token {} cannot be decoded: {}", token, text.error().message);
+      }
+    }
+  }
+  if (finish) {
+    finish_live(live, event, *finish, std::move(message), now);
+    live_.erase(it);
+    return;
+  }
+  deliveries_.emplace_back(live.stream, std::move(event));
+}
+
+void EngineWorker::finish_live(LiveRequest& live, TokenEvent& event, FinishReason reason,
+                               std::string message, EngineClock::time_point now) {
+  event.text += repair_utf8(live.text->finish());
+  Finish finish;
+  finish.reason = reason;
+  finish.message = std::move(message);
+  finish.usage = TokenUsage{live.prompt_tokens, live.generated};
+  if (live.first_scheduled)
+    finish.timings.queue_seconds = seconds_between(live.submitted, *live.first_scheduled);
+  if (live.first_token)
+    finish.timings.time_to_first_token_seconds = seconds_between(live.submitted, *live.first_token);
+  finish.timings.end_to_end_seconds = seconds_between(live.submitted, now);
+  ++metrics_.finished_by_reason[size_t(reason)];
+  metrics_.prompt_tokens_total += uint64_t(live.prompt_tokens);
+  metrics_.end_to_end.observe(finish.timings.end_to_end_seconds);
+  event.finish = std::move(finish);
+  deliveries_.emplace_back(std::move(live.stream), std::move(event));
+}
+
+void EngineWorker::reject(AcceptedRequest& request, int32_t prompt_tokens, std::string message) {
+  TokenEvent event;
+  Finish finish;
+  finish.reason = FinishReason::kRejected;
+  finish.message = std::move(message);
+  finish.usage.prompt_tokens = prompt_tokens;
+  finish.timings.end_to_end_seconds = seconds_between(request.submitted, EngineClock::now());
+  event.finish = std::move(finish);
+  ++metrics_.finished_by_reason[size_t(FinishReason::kRejected)];
+  deliveries_.emplace_back(std::move(request.stream), std::move(event));
+}
+
+void EngineWorker::become_unhealthy(const std::string& why) {
+  // Rule: an executor that cannot go on ends every request with the error and takes no more.
+  unhealthy_reason_ = fmt::format("the engine is unhealthy: {}", why);
+  healthy_.store(false, std::memory_order_release);
+  log_.record(ProgressEvent::kError, 0, int64_t(scheduler_.current_step()), -1);
+  gateway_.close(unhealthy_reason_);
+  collect(scheduler_.abort_all(Error{unhealthy_reason_}));
+}
+
+void EngineWorker::fail_everything(const std::string& why) noexcept {
+  // Rule: whatever broke, no caller waits forever: every live request gets its finish event.
+  // The scheduler is not trusted any more; the worker only answers (and rejects) from now on.
+  unhealthy_reason_ = fmt::format("the engine is unhealthy: {}", why);
+  healthy_.store(false, std::memory_order_release);
+  log_.record(ProgressEvent::kError, 0, int64_t(scheduler_.current_step()), -1);
+  gateway_.close(unhealthy_reason_);
+  const EngineClock::time_point now = EngineClock::now();
+  for (auto& [id, live] : live_) {
+    TokenEvent event;
+    finish_live(live, event, FinishReason::kError, why, now);
+  }
+  live_.clear();
+  metrics_.healthy = false;
+  board_.publish(metrics_);
+  deliver();
+}
+
+void EngineWorker::publish(const StepReport& report) {
+  metrics_.healthy = healthy();
+  metrics_.num_waiting = scheduler_.num_waiting();
+  metrics_.num_running = scheduler_.num_running();
+  metrics_.kv_pages_total = kv_.num_pages();
+  metrics_.kv_pages_used = kv_.num_used_pages();
+  metrics_.kv_pages_free = kv_.num_free_pages();
+  metrics_.kv_pages_cached = kv_.num_cached_pages();
+  if (report.ran) {
+    ++metrics_.steps;
+    metrics_.last_step_prefill_tokens = report.prefill_tokens;
+    metrics_.last_step_decode_tokens = report.decode_tokens;
+    metrics_.prefill_tokens_total += uint64_t(report.prefill_tokens);
+    metrics_.decode_tokens_total += uint64_t(report.decode_tokens);
+  }
+  metrics_.preemptions = scheduler_.capacity_stats().preempted;
+  board_.publish(metrics_);
+}
+
+void EngineWorker::deliver() {
+  // Rule: events go out after the metrics that include them, in outcome order.
+  for (auto& [stream, event] : deliveries_) {
+    if (!stream->deliver(std::move(event))) gateway_.cancel(stream);
+  }
+  deliveries_.clear();
+}
+
+}  // namespace drift

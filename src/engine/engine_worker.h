@@ -1,0 +1,94 @@
+// The engine's worker thread: exactly the loop of scheduler/engine_scheduler.h, with the gateway
+// as its intake and request streams as its output.
+//
+//   take intake (sleep on the gateway's condition variable when there is nothing to run)
+//   → admit new requests, apply cancels (and, on shutdown(abort), cancel everything)
+//   → run_engine_step: schedule_step, executor.run, on_step_executed      [allocation-free]
+//   → turn outcomes into events (detokenize, usage, timings), publish metrics, deliver events
+//   → if the executor reports itself unhealthy: end every request with an error, refuse new ones
+//
+// It is the only thread that touches the scheduler, the KV cache manager and the executor. The
+// compute pool lives inside the executor, with this thread as its worker 0.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/engine_metrics.h"
+#include "engine/engine_step.h"
+#include "engine/gateway.h"
+#include "engine/metrics_board.h"
+#include "kv/kv_cache_manager.h"
+#include "scheduler/engine_scheduler.h"
+#include "scheduler/executor.h"
+#include "util/progress_log.h"
+
+namespace drift {
+
+class EngineWorker {
+ public:
+  // Everything must outlive the worker.
+  EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor, Gateway& gateway,
+               ProgressLog& log, MetricsBoard& board);
+
+  // The loop; returns once a shutdown has been requested and no request is left. An unexpected
+  // exception in the loop ends every request with an error and leaves the engine unhealthy (it
+  // still answers every later request, with a rejection, until shut down).
+  void run() noexcept;
+
+  bool healthy() const { return healthy_.load(std::memory_order_acquire); }
+
+ private:
+  // One request between its admission and its finish event.
+  struct LiveRequest {
+    std::shared_ptr<RequestStream> stream;
+    std::unique_ptr<TokenTextStream> text;
+    EngineClock::time_point submitted;
+    std::optional<EngineClock::time_point> first_scheduled;
+    std::optional<EngineClock::time_point> first_token;
+    EngineClock::time_point last_token;
+    int32_t prompt_tokens = 0;
+    int32_t generated = 0;
+  };
+
+  // Returns on shutdown; throws only on a bug or exhausted memory.
+  void loop();
+  void admit(std::vector<AcceptedRequest>& requests);
+  void apply_cancels(std::span<const std::shared_ptr<RequestStream>> streams);
+  void cancel_all(const std::string& why);
+  void stamp_scheduled(const StepPlan& plan);
+  void collect(std::span<const SequenceOutcome> outcomes);
+  void collect_one(const SequenceOutcome& outcome, EngineClock::time_point now);
+  void finish_live(LiveRequest& request, TokenEvent& event, FinishReason reason,
+                   std::string message, EngineClock::time_point now);
+  void reject(AcceptedRequest& request, int32_t prompt_tokens, std::string message);
+  void become_unhealthy(const std::string& why);
+  void fail_everything(const std::string& why) noexcept;
+  void publish(const StepReport& report);
+  void deliver();
+
+  EngineScheduler& scheduler_;
+  KVCacheManager& kv_;
+  Executor& executor_;
+  Gateway& gateway_;
+  ProgressLog& log_;
+  MetricsBoard& board_;
+  std::atomic<bool> healthy_{true};
+  std::string unhealthy_reason_;  // set before healthy_ turns false
+
+  std::unordered_map<RequestId, LiveRequest> live_;  // every request the scheduler holds
+  Gateway::Intake intake_;
+  ExecutionResult result_;
+  EngineMetrics metrics_;  // this thread's copy, published after each step
+  std::vector<std::pair<std::shared_ptr<RequestStream>, TokenEvent>> deliveries_;
+  std::vector<RequestId> ids_;          // scratch
+  std::vector<RequestId> undecodable_;  // ended by a token the codec cannot decode
+};
+
+}  // namespace drift

@@ -1,0 +1,87 @@
+// The engine's intake: a bounded, thread-safe queue of accepted requests and cancels, filled by
+// any thread and drained by the worker at step boundaries. Submitting never blocks: when
+// max_queued_requests requests are waiting to be admitted, or the engine is closed, push fails
+// at once with the reason.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request_stream.h"
+#include "engine/text_codec.h"
+#include "scheduler/sequence_state.h"
+#include "util/error.h"
+
+namespace drift {
+
+using EngineClock = std::chrono::steady_clock;
+
+// A request that submit accepted: tokenized, validated and sized. The worker hands `sequence` to
+// the scheduler and keeps the rest to deliver its events.
+struct AcceptedRequest {
+  SequenceRequest sequence;
+  std::shared_ptr<RequestStream> stream;
+  std::unique_ptr<TokenTextStream> text;
+  EngineClock::time_point submitted;
+};
+
+enum class ShutdownMode : uint8_t {
+  kDrain,  // every request accepted so far runs to its end
+  kAbort,  // every unfinished request ends with finish reason "cancelled"
+};
+
+class Gateway {
+ public:
+  explicit Gateway(int32_t max_queued_requests) : max_queued_(max_queued_requests) {}
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Queues the request, or returns why not (nothing is taken from `request` then): "overloaded"
+  // when max_queued_requests requests wait to be admitted, or the reason the gateway is closed.
+  Status push(AcceptedRequest& request);
+  // Queues a cancel of the request behind `stream` for the worker (ignored there if it has
+  // finished). The stream, not the id, names the request: ids given by callers may repeat.
+  // Ignored once the worker has stopped.
+  void cancel(std::shared_ptr<RequestStream> stream);
+  // Refuses later pushes with `reason` (the first reason given sticks).
+  void close(std::string reason);
+  // The worker has exited: nothing will take cancels any more.
+  void mark_stopped();
+  // Closes (reason "the engine is shutting down") and tells the worker to stop; a later
+  // kAbort escalates an earlier kDrain.
+  void request_shutdown(ShutdownMode mode);
+
+  // What the worker takes at a step boundary.
+  struct Intake {
+    std::vector<AcceptedRequest> requests;
+    std::vector<std::shared_ptr<RequestStream>> cancels;
+    std::optional<ShutdownMode> shutdown;  // sticky once requested
+  };
+  // Worker: replaces `intake` with everything queued since the last take. With `wait`, first
+  // sleeps until something is queued or a shutdown is requested.
+  void take(Intake& intake, bool wait);
+  // Worker: how many taken requests are still not admitted (the scheduler's waiting queue); they
+  // count against max_queued_requests with those not taken yet.
+  void set_waiting(int32_t num_waiting);
+
+  int32_t num_queued() const;  // not taken yet
+
+ private:
+  const int32_t max_queued_;
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  std::vector<AcceptedRequest> requests_;
+  std::vector<std::shared_ptr<RequestStream>> cancels_;
+  bool stopped_ = false;
+  int32_t waiting_in_worker_ = 0;
+  std::optional<std::string> closed_reason_;
+  std::optional<ShutdownMode> shutdown_;
+};
+
+}  // namespace drift

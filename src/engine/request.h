@@ -1,0 +1,80 @@
+// What a caller submits to the engine (Request) and what it gets back, event by event
+// (TokenEvent), ending with exactly one event that carries the Finish.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "scheduler/sequence_state.h"
+#include "util/sampling_params.h"
+
+namespace drift {
+
+// Identifies a request in the engine, its events and the progress log. Ids from 2^63 up are
+// assigned by the engine to requests that give none.
+using RequestId = SeqId;
+inline constexpr RequestId kFirstEngineAssignedId = RequestId{1} << 63;
+
+// A prompt as text, tokenized by the engine's tokenizer on the submitting thread.
+struct TextPrompt {
+  std::string text;
+  // Add the BOS/EOS tokens the model asks for.
+  bool add_special = true;
+  // Text of control tokens ("<|im_start|>") becomes those tokens. Leave off for text a user
+  // typed; turn on for a prompt rendered from a chat template.
+  bool parse_special = false;
+};
+
+struct Request {
+  // Absent: the engine assigns one (>= kFirstEngineAssignedId). A given id must be below that and
+  // not in use by an unfinished request. The sampler's random stream is seeded from it unless
+  // sampling.seed is set.
+  std::optional<RequestId> id;
+  std::variant<std::vector<TokenId>, TextPrompt> prompt;
+  // Tokens to generate at most. Absent: the engine's default_max_tokens, capped by what is left
+  // of max_model_len and of the KV cache after the prompt. Given: prompt + max_tokens must fit in
+  // max_model_len, or the request is rejected.
+  std::optional<int32_t> max_tokens;
+  // Temperature, top-k/p, penalties, seed, stop_token_ids, ignore_eos.
+  SamplingParams sampling;
+  // Larger is admitted first under the priority policy, and preempted last.
+  int32_t priority = 0;
+};
+
+struct TokenUsage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;  // generated tokens, a final stop token included
+};
+
+// Seconds since submit. Absent when the request never got that far.
+struct RequestTimings {
+  std::optional<double> queue_seconds;  // until its first step was scheduled
+  std::optional<double> time_to_first_token_seconds;
+  double end_to_end_seconds = 0;  // until the finish event
+};
+
+struct Finish {
+  FinishReason reason = FinishReason::kStop;
+  // Why, for kError and kRejected (a message a user can act on); empty otherwise, or for
+  // kCancelled the cause when the engine cancelled it (shutdown).
+  std::string message;
+  TokenUsage usage;
+  RequestTimings timings;
+};
+
+struct TokenEvent {
+  // A newly generated token. A stop token (EOS/EOG or one of stop_token_ids) is reported here
+  // with the finish, but contributes no text.
+  std::optional<TokenId> token;
+  // Text that became final with this event: always valid UTF-8, never half a character (bytes
+  // of an incomplete character are held back; at the end, ones that never completed become
+  // U+FFFD). The deltas of a request concatenate to the decode of its generated tokens.
+  std::string text;
+  // Set on the request's last event, exactly once.
+  std::optional<Finish> finish;
+};
+
+}  // namespace drift

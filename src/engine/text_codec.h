@@ -1,0 +1,36 @@
+// What the engine needs of a tokenizer: a text prompt to token ids, and generated ids to text,
+// incrementally. The real one wraps Tokenizer and StreamingDecoder (tokenizer_codec.h); tests
+// use small fakes, so that the engine is tested without a model file.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/request.h"
+#include "util/error.h"
+
+namespace drift {
+
+// Decodes one request's generated tokens, one at a time.
+class TokenTextStream {
+ public:
+  virtual ~TokenTextStream() = default;
+  // Adds the next token; returns the text that no later token can change (often empty). Bytes
+  // that may still become a character are held back. An id it cannot decode is an error.
+  virtual Expected<std::string> push(TokenId token) = 0;
+  // Ends the stream: everything still held back, incomplete characters included (the engine
+  // replaces those by U+FFFD).
+  virtual std::string finish() = 0;
+};
+
+// Immutable and shared by every thread that submits: encode runs on the submitting thread.
+class TextCodec {
+ public:
+  virtual ~TextCodec() = default;
+  virtual std::vector<TokenId> encode(const TextPrompt& prompt) const = 0;
+  virtual std::unique_ptr<TokenTextStream> start_stream() const = 0;
+};
+
+}  // namespace drift

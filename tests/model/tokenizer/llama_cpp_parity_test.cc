@@ -18,6 +18,7 @@
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer_fixtures.h"
 
 namespace drift {
 namespace {
@@ -25,23 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kTokenizerData = fs::path(DRIFT_TEST_DATA_DIR) / "tokenizer";
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A fixture text: a JSON string, or {"hex": ...} for bytes that are not UTF-8.
-std::string text_of(const json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  const std::string hex = value.at("hex").get<std::string>();
-  std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return bytes;
-}
+using test::kTokenizerData;
+using test::read_file;
+using test::text_of;
 
 std::string describe(const std::vector<int32_t>& ids) {
   std::string out = "[";

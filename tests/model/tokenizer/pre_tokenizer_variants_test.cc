@@ -16,6 +16,7 @@
 #include "gguf/gguf_file.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer_fixtures.h"
 #include "util/mapped_file.h"
 
 namespace drift {
@@ -24,22 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kTokenizerData = fs::path(DRIFT_TEST_DATA_DIR) / "tokenizer";
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string text_of(const json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  const std::string hex = value.at("hex").get<std::string>();
-  std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return bytes;
-}
+using test::kTokenizerData;
+using test::read_file;
+using test::text_of;
 
 template <typename T>
 void put(std::vector<uint8_t>& out, T value) {

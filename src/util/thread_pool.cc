@@ -5,12 +5,38 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
 namespace drift {
 namespace {
 
-// About 50-100 µs of polling before a worker sleeps: long enough to bridge the gap between two
-// kernels of one forward pass, short enough not to burn a core while the engine is idle.
-constexpr int kSpinIterations = 20000;
+// How long a thread polls before it sleeps: long enough to bridge the gap between two kernels of
+// one forward pass (a few microseconds), short enough that a spinning thread does not hold a core
+// that the thread it waits for needs — on a 2-core machine shared with HTTP I/O or another
+// process, a long spin turns every parallel region into a wait for a time slice. Measured in
+// time, not iterations, because a pause instruction costs 10 cycles on some CPUs and 140 on
+// others.
+// DRIFT_POOL_SPIN_US overrides it (for measuring the trade-off on a given machine).
+const std::chrono::nanoseconds kSpinTime = [] {
+  const char* text = std::getenv("DRIFT_POOL_SPIN_US");
+  const long micros = text ? std::strtol(text, nullptr, 10) : 20;
+  return std::chrono::microseconds(std::clamp(micros, 0L, 1000000L));
+}();
+
+// Polls `done` until it returns true or the spin time is over; returns its last answer.
+template <typename Done>
+bool spin_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (done()) return true;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
 
 // Raw futex calls on 32-bit atomics: exactly one syscall per wait/wake, with none of the
 // waiter-table bookkeeping that std::atomic::wait adds.
@@ -35,7 +61,7 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads < 1 ? 1 : num
 
 ThreadPool::~ThreadPool() {
   stopping_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.fetch_add(1, std::memory_order_seq_cst);
   futex_wake_all(generation_);
   for (std::thread& t : threads_) t.join();
 }
@@ -47,16 +73,15 @@ void ThreadPool::run(FunctionRef<void(int, int)> job) {
   }
   job_ = &job;
   pending_.store(static_cast<uint32_t>(num_threads_ - 1), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  futex_wake_all(generation_);
+  // seq_cst pairs with the sleepers_ increment in worker_loop: either the worker sees the new
+  // generation before it sleeps, or this sees it asleep and wakes it. The syscall is skipped
+  // while every worker is still spinning, which is the common case inside a forward pass.
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) != 0) futex_wake_all(generation_);
   job(0, num_threads_);
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kSpinIterations) {
-      _mm_pause();
-    } else {
-      uint32_t left = pending_.load(std::memory_order_acquire);
-      if (left != 0) futex_wait(pending_, left);
-    }
+  auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done)) {
+    while (uint32_t left = pending_.load(std::memory_order_acquire)) futex_wait(pending_, left);
   }
   job_ = nullptr;
 }
@@ -66,17 +91,13 @@ void ThreadPool::worker_loop(int index) {
   // this thread gets scheduled, and that job must not be missed.
   uint32_t seen = 0;
   for (;;) {
-    uint32_t current = seen;
-    for (int spins = 0; spins < kSpinIterations; ++spins) {
-      current = generation_.load(std::memory_order_acquire);
-      if (current != seen) break;
-      _mm_pause();
+    auto new_job = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(new_job)) {
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      while (generation_.load(std::memory_order_seq_cst) == seen) futex_wait(generation_, seen);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
-    while (current == seen) {
-      futex_wait(generation_, seen);
-      current = generation_.load(std::memory_order_acquire);
-    }
-    seen = current;
+    seen = generation_.load(std::memory_order_acquire);
     if (stopping_.load(std::memory_order_acquire)) return;
     (*job_)(index, num_threads_);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake_all(pending_);

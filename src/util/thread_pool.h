@@ -1,7 +1,7 @@
 // A persistent pool of compute threads for data-parallel kernels. The calling thread is worker 0,
-// so a pool of size N starts N-1 threads. Between jobs, workers spin briefly (a decode step runs
-// hundreds of short parallel regions back to back) and then sleep on a futex, so an idle engine
-// leaves both cores to the I/O threads.
+// so a pool of size N starts N-1 threads. Between jobs, workers spin for a few tens of microseconds
+// (a decode step runs hundreds of short parallel regions back to back) and then sleep on a futex,
+// so an idle engine leaves both cores to the I/O threads.
 #pragma once
 
 #include <atomic>
@@ -34,6 +34,7 @@ class ThreadPool {
   std::vector<std::thread> threads_;
   std::atomic<uint32_t> generation_{0};  // bumped once per job (wraps; only equality matters)
   std::atomic<uint32_t> pending_{0};     // workers (excluding the caller) still running the job
+  std::atomic<uint32_t> sleepers_{0};    // workers asleep (or about to be) on generation_
   std::atomic<bool> stopping_{false};
   const FunctionRef<void(int, int)>* job_ = nullptr;  // valid while a generation runs
 };

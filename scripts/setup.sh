@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libpcre2-dev libcli11-dev
-          nlohmann-json3-dev libgtest-dev clang libclang-rt-14-dev python3 python3-pip)
+          nlohmann-json3-dev libgtest-dev clang libclang-rt-14-dev python3 python3-pip
+          python3-pytest)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

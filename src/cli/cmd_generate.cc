@@ -1,159 +1,233 @@
-// `drift generate -m MODEL -p TEXT -n N [sampling options]`: streams a continuation of the prompt
-// to stdout (logs go to stderr) and stops at any end-of-generation token of the model.
+// `drift generate`: continuations of prompts through the engine.
+//   -p TEXT                 one prompt; the continuation streams to stdout as it is generated.
+//   --prompts FILE          one prompt per line, run --parallel at a time with continuous
+//                           batching; each completion is printed when all are done, in order.
+// Logs and a timing summary (tokens/s, TTFT and inter-token latency percentiles) go to stderr;
+// --stats-json FILE writes the summary for benchmark scripts.
 #include <fmt/format.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.h"
-#include "model/forward_pass.h"
+#include "engine/engine.h"
+#include "engine_options.h"
+#include "latency_summary.h"
 #include "model_locator.h"
-#include "sampling/sampler.h"
-#include "tokenizer/streaming_decoder.h"
-#include "tokenizer/tokenizer.h"
+#include "sampling_options.h"
 
 namespace drift::cli {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct GenerateOptions {
   std::optional<std::string> model;
-  std::string prompt;
-  int64_t max_tokens = 128;
-  int64_t context = 4096;
-  int threads = 2;
-  bool ignore_eos = false;
-  SamplingParams sampling;
-  std::optional<int32_t> top_k;
-  std::optional<uint64_t> seed;
+  std::optional<std::string> prompt;
+  std::optional<std::string> prompts_file;
+  std::optional<std::string> stats_json;
+  int32_t max_tokens = 128;
+  SamplingOptions sampling;
+  EngineOptions engine;
 };
 
-int run_generate(GenerateOptions o) {
-  auto fail = [](const Error& e) {
-    fmt::print(stderr, "error: {}\n", e.message);
-    return 1;
+// What one request's events showed, as its caller saw them.
+struct RequestRecord {
+  Clock::time_point submitted;
+  std::vector<Clock::time_point> token_times;
+  std::string text;
+  std::optional<Finish> finish;
+};
+
+int fail(const Error& e) {
+  fmt::print(stderr, "error: {}\n", e.message);
+  return 1;
+}
+
+Expected<std::vector<std::string>> read_prompts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error("cannot open --prompts file {}", path);
+  std::vector<std::string> prompts;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) prompts.push_back(line);
+  }
+  if (prompts.empty()) return make_error("--prompts file {} has no non-empty line", path);
+  return prompts;
+}
+
+Request make_request(const std::string& prompt, const GenerateOptions& o,
+                     const SamplingParams& sampling) {
+  Request r;
+  r.prompt = TextPrompt{prompt, /*add_special=*/true, /*parse_special=*/true};
+  r.max_tokens = o.max_tokens;
+  r.sampling = sampling;
+  return r;
+}
+
+// Prints the summary of finished requests to stderr and, if asked, as JSON.
+void report(const std::vector<RequestRecord>& records, Clock::time_point start,
+            Clock::time_point end, const GenerateOptions& o) {
+  std::vector<double> ttft, itl;
+  int64_t prompt_tokens = 0, generated = 0, failed = 0;
+  for (const RequestRecord& r : records) {
+    if (!r.finish) continue;
+    prompt_tokens += r.finish->usage.prompt_tokens;
+    generated += r.finish->usage.completion_tokens;
+    if (r.finish->reason == FinishReason::kError || r.finish->reason == FinishReason::kRejected)
+      ++failed;
+    if (!r.token_times.empty())
+      ttft.push_back(std::chrono::duration<double>(r.token_times.front() - r.submitted).count());
+    for (size_t i = 1; i < r.token_times.size(); ++i)
+      itl.push_back(std::chrono::duration<double>(r.token_times[i] - r.token_times[i - 1]).count());
+  }
+  const double seconds = std::chrono::duration<double>(end - start).count();
+  nlohmann::json j = {
+      {"requests", records.size()},
+      {"failed", failed},
+      {"parallel", o.engine.parallel},
+      {"prompt_tokens", prompt_tokens},
+      {"generated_tokens", generated},
+      {"seconds", seconds},
+      {"total_tokens_per_second", (prompt_tokens + generated) / seconds},
+      {"generated_tokens_per_second", generated / seconds},
+      {"ttft_p50_ms", 1e3 * percentile(ttft, 50)},
+      {"ttft_p99_ms", 1e3 * percentile(ttft, 99)},
+      {"itl_p50_ms", 1e3 * percentile(itl, 50)},
+      {"itl_p99_ms", 1e3 * percentile(itl, 99)},
   };
-  o.sampling.top_k = o.top_k;
-  o.sampling.seed = o.seed.value_or(
-      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
-  o.sampling.ignore_eos = o.ignore_eos;
-  if (Status s = o.sampling.validate(); !s.ok()) return fail(s.error());
+  fmt::print(stderr,
+             "{} requests ({} failed), parallel {}: {} prompt + {} generated tokens in {:.3f} s "
+             "({:.1f} generated t/s, {:.1f} total t/s); TTFT p50 {:.1f} ms p99 {:.1f} ms; "
+             "inter-token p50 {:.1f} ms p99 {:.1f} ms\n",
+             records.size(), failed, o.engine.parallel, prompt_tokens, generated, seconds,
+             j["generated_tokens_per_second"].get<double>(),
+             j["total_tokens_per_second"].get<double>(), j["ttft_p50_ms"].get<double>(),
+             j["ttft_p99_ms"].get<double>(), j["itl_p50_ms"].get<double>(),
+             j["itl_p99_ms"].get<double>());
+  if (o.stats_json) {
+    std::ofstream out(*o.stats_json);
+    out << j.dump(2) << "\n";
+  }
+}
+
+// One prompt, streamed to stdout as its tokens arrive.
+int stream_one(Engine& engine, const GenerateOptions& o, const SamplingParams& sampling) {
+  std::vector<RequestRecord> records(1);
+  RequestRecord& record = records[0];
+  const Clock::time_point start = Clock::now();
+  record.submitted = start;
+  RequestHandle handle = engine.submit(make_request(*o.prompt, o, sampling));
+  while (std::optional<TokenEvent> event = handle.next()) {
+    if (event->token) record.token_times.push_back(Clock::now());
+    fmt::print("{}", event->text);
+    std::fflush(stdout);
+    if (event->finish) record.finish = event->finish;
+  }
+  fmt::print("\n");
+  std::fflush(stdout);
+  report(records, start, Clock::now(), o);
+  if (record.finish->reason == FinishReason::kError ||
+      record.finish->reason == FinishReason::kRejected)
+    return fail(make_error("{}", record.finish->message));
+  return 0;
+}
+
+// Every prompt of the file at once; the engine runs --parallel of them at a time.
+int run_batch(Engine& engine, const std::vector<std::string>& prompts, const GenerateOptions& o,
+              const SamplingParams& sampling) {
+  std::vector<RequestRecord> records(prompts.size());
+  std::mutex mutex;
+  std::condition_variable all_done;
+  size_t finished = 0;
+  std::vector<RequestHandle> handles;
+  handles.reserve(prompts.size());
+  const Clock::time_point start = Clock::now();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    records[i].submitted = Clock::now();
+    // Runs on the engine's worker thread: record and return, no I/O.
+    handles.push_back(
+        engine.submit(make_request(prompts[i], o, sampling), [&, i](TokenEvent event) {
+          RequestRecord& r = records[i];
+          if (event.token) r.token_times.push_back(Clock::now());
+          r.text += event.text;
+          if (event.finish) {
+            r.finish = std::move(event.finish);
+            std::lock_guard lock(mutex);
+            ++finished;
+            all_done.notify_one();
+          }
+        }));
+  }
+  {
+    std::unique_lock lock(mutex);
+    all_done.wait(lock, [&] { return finished == prompts.size(); });
+  }
+  const Clock::time_point end = Clock::now();
+  int failures = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Finish& f = *records[i].finish;
+    fmt::print("=== {} ({}: {} prompt + {} generated tokens)\n{}{}\n", i,
+               finish_reason_name(f.reason), f.usage.prompt_tokens, f.usage.completion_tokens,
+               prompts[i], records[i].text);
+    if (f.reason == FinishReason::kError || f.reason == FinishReason::kRejected) {
+      fmt::print(stderr, "error: prompt {}: {}\n", i, f.message);
+      ++failures;
+    }
+  }
+  report(records, start, end, o);
+  return failures == 0 ? 0 : 1;
+}
+
+int run_generate(GenerateOptions o) {
+  if (o.prompt.has_value() == o.prompts_file.has_value())
+    return fail(make_error("give exactly one of -p/--prompt and --prompts"));
+  auto sampling = to_sampling_params(o.sampling);
+  if (!sampling.ok()) return fail(sampling.error());
+  std::vector<std::string> prompts;
+  if (o.prompts_file) {
+    auto read = read_prompts(*o.prompts_file);
+    if (!read.ok()) return fail(read.error());
+    prompts = std::move(*read);
+  }
   auto path = resolve_model_path(o.model);
   if (!path.ok()) return fail(path.error());
-  auto isa = select_isa(detect_cpu_features());
-  if (!isa.ok()) return fail(isa.error());
-  auto model = Model::load(*path, *isa);
-  if (!model.ok()) return fail(model.error());
-  auto tokenizer = Tokenizer::from_gguf((*model)->file());
-  if (!tokenizer.ok()) return fail(tokenizer.error());
-  const ModelConfig& c = (*model)->config();
-
-  std::vector<int32_t> tokens = tokenizer->encode(o.prompt);
-  if (tokens.empty()) return fail(make_error("the prompt is empty"));
-  const int64_t context = std::min<int64_t>(o.context, c.n_ctx_train);
-  const int64_t prompt_len = static_cast<int64_t>(tokens.size());
-  if (prompt_len + o.max_tokens > context)
-    return fail(make_error("prompt ({} tokens) + -n {} exceeds the context of {} tokens",
-                           prompt_len, o.max_tokens, context));
-
-  constexpr int64_t kPageSize = 16;
-  const int64_t n_pages = (context + kPageSize - 1) / kPageSize;
-  auto kv = KvPages::create(c, n_pages, kPageSize);
-  if (!kv.ok()) return fail(kv.error());
-  const int64_t batch = std::min<int64_t>(prompt_len, 512);
-  auto forward = ForwardPass::create(**model, ForwardLimits{batch, 1, context, o.threads});
-  if (!forward.ok()) return fail(forward.error());
-  ThreadPool pool(o.threads);
-  std::vector<int32_t> pages(n_pages);
-  for (int64_t i = 0; i < n_pages; ++i) pages[i] = static_cast<int32_t>(i);
-  std::vector<float> logits(c.n_vocab);
-  SamplerScratch scratch(c.n_vocab);
-  StreamingDecoder decoder(*tokenizer);
-  tokens.reserve(prompt_len + o.max_tokens);
-
-  // Runs tokens[start, end) and leaves the last one's logits in `logits`.
-  auto forward_range = [&](int64_t start, int64_t end) -> Status {
-    ForwardSequence s;
-    s.n_tokens = end - start;
-    s.start_pos = start;
-    s.page_table = pages;
-    s.want_logits = true;
-    std::span<const int32_t> span(tokens.data() + start, end - start);
-    return (*forward)->run(ForwardBatch{span, std::span<const ForwardSequence>(&s, 1)}, *kv, pool,
-                           logits);
-  };
-
-  auto start = std::chrono::steady_clock::now();
-  for (int64_t done = 0; done < prompt_len; done += batch) {
-    Status s = forward_range(done, std::min(prompt_len, done + batch));
-    if (!s.ok()) return fail(s.error());
-  }
-  auto first_token = std::chrono::steady_clock::now();
-  int64_t generated = 0;
-  std::string finish = "length";
-  while (generated < o.max_tokens) {
-    int32_t token = sample_token(logits, o.sampling, tokens, prompt_len, *o.sampling.seed, scratch);
-    tokens.push_back(token);
-    ++generated;
-    bool stop = (!o.ignore_eos && tokenizer->is_eog(token));
-    for (int32_t id : o.sampling.stop_token_ids) stop |= id == token;
-    if (stop) {
-      finish = "stop";
-      break;
-    }
-    auto text = decoder.push(token);
-    if (!text.ok()) return fail(text.error());
-    fmt::print("{}", *text);
-    std::fflush(stdout);
-    if (generated == o.max_tokens) break;
-    Status s = forward_range(static_cast<int64_t>(tokens.size()) - 1, tokens.size());
-    if (!s.ok()) return fail(s.error());
-  }
-  fmt::print("{}\n", decoder.finish());
-  auto end = std::chrono::steady_clock::now();
-  double prefill = std::chrono::duration<double>(first_token - start).count();
-  double decode = std::chrono::duration<double>(end - first_token).count();
-  fmt::print(stderr,
-             "finish: {}; prompt {} tokens in {:.3f} s ({:.1f} t/s); {} generated in {:.3f} s "
-             "({:.1f} t/s)\n",
-             finish, prompt_len, prefill, prompt_len / prefill, generated, decode,
-             generated / decode);
-  return 0;
+  auto config = to_engine_config(o.engine);
+  if (!config.ok()) return fail(config.error());
+  // Every prompt of the file is submitted at once: the queue must take them all.
+  config->max_queued_requests =
+      std::max<int32_t>(config->max_queued_requests, static_cast<int32_t>(prompts.size()));
+  auto engine = Engine::load(*path, *config);
+  if (!engine.ok()) return fail(engine.error());
+  int code =
+      o.prompt ? stream_one(**engine, o, *sampling) : run_batch(**engine, prompts, o, *sampling);
+  (*engine)->shutdown(ShutdownMode::kDrain);
+  return code;
 }
 
 }  // namespace
 
 void register_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand("generate", "Stream a continuation of a prompt");
+  o->engine.parallel = 1;
+  CLI::App* cmd = app.add_subcommand("generate", "Continue prompts through the engine");
   cmd->add_option("-m,--model", o->model, "GGUF file (default: the cached default model)");
-  cmd->add_option("-p,--prompt", o->prompt, "prompt text (special-token text is parsed)")
-      ->required();
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text, streamed (special-token text is parsed)");
+  cmd->add_option("--prompts", o->prompts_file, "file with one prompt per line, run in parallel");
+  cmd->add_option("--stats-json", o->stats_json, "write the timing summary here as JSON");
   cmd->add_option("-n,--n-predict", o->max_tokens, "tokens to generate at most")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--temp", o->sampling.temperature, "temperature (0: greedy)")
-      ->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens");
-  cmd->add_option("--top-p", o->sampling.top_p, "nucleus sampling mass")->capture_default_str();
-  cmd->add_option("--min-p", o->sampling.min_p, "drop tokens below min-p x the best")
-      ->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty, "repetition penalty")
-      ->capture_default_str();
-  cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty")
-      ->capture_default_str();
-  cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty")
-      ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed (default: from the clock)");
-  cmd->add_option("-t,--threads", o->threads, "compute threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  cmd->add_option("-c,--ctx-size", o->context, "context length (capped by the model's)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{16}, int64_t{1} << 24));
-  cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");
+      ->check(CLI::Range(1, 1 << 24));
+  register_sampling_options(*cmd, o->sampling);
+  register_engine_options(*cmd, o->engine);
   cmd->callback([o] {
     int code = run_generate(*o);
     if (code != 0) throw CLI::RuntimeError(code);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   drift::cli::register_inspect(app);
   drift::cli::register_tokenize(app);
   drift::cli::register_generate(app);
+  drift::cli::register_chat(app);
   drift::cli::register_perplexity(app);
   drift::cli::register_bench(app);
 

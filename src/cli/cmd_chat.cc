@@ -1,0 +1,151 @@
+// `drift chat -m MODEL`: a conversation in the terminal. Each line read from stdin is a user
+// turn; the whole conversation is rendered with the model's chat template (--chat-template FILE
+// overrides it; ChatML when the model has none) and the reply streams to stdout. Commands:
+// /reset starts over, /exit (or end of input) quits.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "commands.h"
+#include "engine/engine.h"
+#include "engine_options.h"
+#include "gguf/gguf_file.h"
+#include "model_locator.h"
+#include "sampling_options.h"
+#include "tokenizer/chat_prompt.h"
+#include "tokenizer/tokenizer.h"
+
+namespace drift::cli {
+namespace {
+
+struct ChatOptions {
+  std::optional<std::string> model;
+  std::optional<std::string> chat_template_file;
+  std::optional<std::string> system;
+  std::optional<int32_t> max_tokens;
+  SamplingOptions sampling;
+  EngineOptions engine;
+};
+
+int fail(const Error& e) {
+  fmt::print(stderr, "error: {}\n", e.message);
+  return 1;
+}
+
+Expected<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("cannot open --chat-template file {}", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+jinja::Json message(std::string_view role, const std::string& content) {
+  jinja::Json m = jinja::Json::object();
+  m["role"] = role;
+  m["content"] = content;
+  return m;
+}
+
+int run_chat(ChatOptions o) {
+  auto sampling = to_sampling_params(o.sampling);
+  if (!sampling.ok()) return fail(sampling.error());
+  auto path = resolve_model_path(o.model);
+  if (!path.ok()) return fail(path.error());
+  std::optional<std::string> override_source;
+  if (o.chat_template_file) {
+    auto text = read_file(*o.chat_template_file);
+    if (!text.ok()) return fail(text.error());
+    override_source = std::move(*text);
+  }
+  auto file = GgufFile::open(*path);
+  if (!file.ok()) return fail(file.error());
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  if (!tokenizer.ok()) return fail(tokenizer.error());
+  auto builder = ChatPromptBuilder::create(*file, *tokenizer, std::move(override_source));
+  if (!builder.ok()) return fail(builder.error());
+  if (builder->source() == ChatTemplateSource::kChatmlFallback)
+    fmt::print(stderr, "warning: {} has no chat template; using ChatML (see --chat-template)\n",
+               *path);
+  auto config = to_engine_config(o.engine);
+  if (!config.ok()) return fail(config.error());
+  auto engine = Engine::load(*path, *config);
+  if (!engine.ok()) return fail(engine.error());
+
+  jinja::Json conversation = jinja::Json::array();
+  if (o.system) conversation.push_back(message("system", *o.system));
+  const size_t preamble = conversation.size();
+  std::string line;
+  while (true) {
+    fmt::print("> ");
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      conversation.erase(conversation.begin() + static_cast<std::ptrdiff_t>(preamble),
+                         conversation.end());
+      continue;
+    }
+    if (line.empty()) continue;
+    conversation.push_back(message("user", line));
+    ChatTemplateInputs inputs;
+    inputs.messages = conversation;
+    auto prompt = builder->render(std::move(inputs));
+    if (!prompt.ok()) {
+      fmt::print(stderr, "error: {}\n", prompt.error().message);
+      conversation.erase(conversation.end() - 1);
+      continue;
+    }
+    Request request;
+    request.prompt = TextPrompt{prompt->text, prompt->add_special, /*parse_special=*/true};
+    request.max_tokens = o.max_tokens;
+    request.sampling = *sampling;
+    RequestHandle handle = (*engine)->submit(std::move(request));
+    std::string reply;
+    std::optional<Finish> finish;
+    while (std::optional<TokenEvent> event = handle.next()) {
+      fmt::print("{}", event->text);
+      std::fflush(stdout);
+      reply += event->text;
+      if (event->finish) finish = event->finish;
+    }
+    fmt::print("\n");
+    if (finish->reason == FinishReason::kError || finish->reason == FinishReason::kRejected) {
+      // The turn is dropped so that the conversation stays one the model can continue.
+      fmt::print(stderr, "error: {}\n", finish->message);
+      conversation.erase(conversation.end() - 1);
+      continue;
+    }
+    conversation.push_back(message("assistant", reply));
+  }
+  (*engine)->shutdown(ShutdownMode::kDrain);
+  return 0;
+}
+
+}  // namespace
+
+void register_chat(CLI::App& app) {
+  auto o = std::make_shared<ChatOptions>();
+  o->engine.parallel = 1;
+  CLI::App* cmd = app.add_subcommand("chat", "Talk with a chat model in the terminal");
+  cmd->add_option("-m,--model", o->model, "GGUF file (default: the cached default model)");
+  cmd->add_option("--chat-template", o->chat_template_file,
+                  "Jinja template file replacing the model's");
+  cmd->add_option("--system", o->system, "system message that starts the conversation");
+  cmd->add_option("-n,--n-predict", o->max_tokens,
+                  "tokens per reply at most (default: the engine's, capped by the context)")
+      ->check(CLI::Range(1, 1 << 24));
+  register_sampling_options(*cmd, o->sampling);
+  register_engine_options(*cmd, o->engine);
+  cmd->callback([o] {
+    int code = run_chat(*o);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace drift::cli

@@ -1,0 +1,65 @@
+#include "engine_options.h"
+
+#include <cmath>
+
+namespace drift::cli {
+
+void register_engine_options(CLI::App& cmd, EngineOptions& o) {
+  cmd.add_option("-t,--threads", o.threads, "compute threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd.add_option("--parallel", o.parallel, "sequences run at once (continuous batching)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd.add_option("-c,--ctx-size", o.ctx_size,
+                 "longest sequence, prompt + output (default: the model's, at most 4096)")
+      ->check(CLI::Range(16, 1 << 24));
+  cmd.add_option("--batch-tokens", o.batch_tokens, "tokens one step may process")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--kv-mib", o.kv_mib, "KV cache size in MiB (default: --kv-ram-fraction)")
+      ->check(CLI::Range(1.0, 1e9));
+  cmd.add_option("--kv-ram-fraction", o.kv_ram_fraction, "KV cache size as a share of RAM")
+      ->capture_default_str();
+  cmd.add_option("--page-size", o.page_size, "tokens per KV page")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd.add_option("--admission", o.admission,
+                 "guaranteed (reserve prompt + max tokens) or optimistic (preempt by recompute)")
+      ->capture_default_str();
+  cmd.add_option("--policy", o.policy, "waiting order: fcfs, small_first or priority")
+      ->capture_default_str();
+  cmd.add_option("--max-queued", o.max_queued, "queued requests beyond which submits are refused")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_flag("--no-chunked-prefill", o.no_chunked_prefill,
+               "prefill each prompt in one step (needs --batch-tokens >= --ctx-size)");
+}
+
+Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
+  EngineConfig config;
+  config.threads = o.threads;
+  config.scheduler.max_num_seqs = o.parallel;
+  config.scheduler.max_num_batched_tokens = std::max(o.batch_tokens, o.parallel);
+  config.scheduler.enable_chunked_prefill = !o.no_chunked_prefill;
+  auto admission = parse_admission_mode(o.admission);
+  if (!admission) return make_error("--admission: expected guaranteed or optimistic");
+  config.scheduler.admission = *admission;
+  auto policy = parse_scheduler_policy(o.policy);
+  if (!policy) return make_error("--policy: expected fcfs, small_first or priority");
+  config.scheduler.policy = *policy;
+  if (o.ctx_size) {
+    config.max_model_len = *o.ctx_size;
+    // Also lift the cap, so that an explicit size up to the trained context is honoured.
+    config.max_model_len_limit = std::max(config.max_model_len_limit, *o.ctx_size);
+  }
+  config.kv.page_size = o.page_size;
+  config.kv.budget = o.kv_mib ? KVMemoryBudget::of_bytes(static_cast<uint64_t>(
+                                    std::llround(*o.kv_mib * 1024.0 * 1024.0)))
+                              : KVMemoryBudget::of_ram_fraction(o.kv_ram_fraction);
+  config.max_queued_requests = o.max_queued;
+  config.default_max_tokens = o.default_max_tokens;
+  return config;
+}
+
+}  // namespace drift::cli

@@ -1,0 +1,116 @@
+"""The `drift` commands a user runs in a terminal, on the default model (SmolLM2):
+generate through the engine (one streamed prompt, or a file of prompts in parallel) and chat.
+
+Run by ctest (label "model") with DRIFT_BIN pointing at the built binary; the expected chat
+prompt comes from the jinja2 fixtures (tests/data/templates/fixtures.json), not from drift.
+"""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DRIFT = os.environ.get("DRIFT_BIN", str(ROOT / "build" / "bin" / "drift"))
+CACHE = pathlib.Path(os.environ.get("DRIFT_CACHE", pathlib.Path.home() / ".cache" / "drift"))
+SMOLLM2 = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA3 = CACHE / "gemma-3-270m-q4_k_m.gguf"
+
+PROMPTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village by the sea, there lived an old fisherman who",
+    "def fibonacci(n):",
+    "List three colours:",
+    "The quick brown fox jumps over the lazy dog. " * 12,
+    "Question: what is 2 + 2? Answer:",
+    "In 1492,",
+    "Water boils at",
+]
+
+
+def drift(*args, stdin=None, check=True):
+    result = subprocess.run([DRIFT, *map(str, args)], input=stdin, capture_output=True,
+                            text=True, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"drift {' '.join(map(str, args))} failed:\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("prompts") / "prompts.txt"
+    path.write_text("\n".join(PROMPTS) + "\n")
+    return path
+
+
+def test_parallel_prompts_give_the_same_text_as_one_at_a_time(prompts_file, tmp_path):
+    common = ["generate", "-m", SMOLLM2, "--prompts", prompts_file, "-n", 24, "--temp", 0, "--ignore-eos"]
+    alone = drift(*common, "--parallel", 1)
+    stats = tmp_path / "stats.json"
+    batched = drift(*common, "--parallel", 4, "--batch-tokens", 64, "--stats-json", stats)
+    assert batched.stdout == alone.stdout
+    for i, prompt in enumerate(PROMPTS):
+        assert f"=== {i} (length: " in alone.stdout
+    summary = json.loads(stats.read_text())
+    assert summary["requests"] == len(PROMPTS)
+    assert summary["failed"] == 0
+    assert summary["generated_tokens"] == 24 * len(PROMPTS)
+    assert summary["ttft_p50_ms"] > 0 and summary["itl_p50_ms"] > 0
+
+
+def test_one_streamed_prompt_equals_its_batch_run(tmp_path):
+    prompt = PROMPTS[1]
+    streamed = drift("generate", "-m", SMOLLM2, "-p", prompt, "-n", 32, "--temp", 0)
+    one = tmp_path / "one.txt"
+    one.write_text(prompt + "\n")
+    batch = drift("generate", "-m", SMOLLM2, "--prompts", one, "-n", 32, "--temp", 0)
+    block = batch.stdout.split("\n", 1)[1]  # after the "=== 0 (...)" header
+    assert block == prompt + streamed.stdout
+    assert "requests (0 failed)" in streamed.stderr
+
+
+def test_seeded_sampling_repeats():
+    args = ["generate", "-m", SMOLLM2, "-p", PROMPTS[0], "-n", 24, "--temp", 0.9, "--top-p", 0.95]
+    first = drift(*args, "--seed", 7).stdout
+    assert drift(*args, "--seed", 7).stdout == first
+    assert drift(*args, "--seed", 8).stdout != first
+
+
+def test_chat_reply_equals_generate_on_the_jinja2_rendered_prompt():
+    fixtures = json.loads((ROOT / "tests/data/templates/fixtures.json").read_text())
+    case = next(c for c in fixtures["chat_cases"]
+                if c["template"] == "smollm2" and c["conversation"] == "user_only"
+                and c["add_generation_prompt"] and not c["extra_context"])
+    question = fixtures["conversations"]["user_only"]["messages"][0]["content"]
+    chat = drift("chat", "-m", SMOLLM2, "-n", 24, "--temp", 0, stdin=question + "\n/exit\n")
+    expected = drift("generate", "-m", SMOLLM2, "-p", case["expected"], "-n", 24, "--temp", 0).stdout
+    reply = chat.stdout.split("> ", 2)[1]
+    assert reply.strip() and reply == expected
+
+
+def test_chat_keeps_the_conversation_and_reset_forgets_it():
+    turns = "What is your name?\nSay it again.\n/reset\nWhat is your name?\n"
+    out = drift("chat", "-m", SMOLLM2, "-n", 16, "--temp", 0, stdin=turns).stdout
+    replies = [r for r in out.split("> ") if r]  # /reset and the end of input print "> " alone
+    assert len(replies) == 3
+    assert replies[2] == replies[0]  # after /reset the first turn again
+    assert replies[1] != replies[0]
+
+
+def test_chat_on_a_model_without_template_falls_back_to_chatml():
+    result = drift("chat", "-m", GEMMA3, "-n", 4, "--temp", 0, stdin="Hi\n")
+    assert "has no chat template; using ChatML" in result.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-p", "x", "--prompts", "/dev/null"], "exactly one of -p/--prompt and --prompts"),
+    (["--prompts", "/nonexistent/prompts.txt"], "cannot open --prompts file"),
+    (["-p", "x", "--temp", "-1"], "temperature must be"),
+    (["-p", "x", "-n", 100000, "-c", 64], "exceed"),
+    (["-p", "x", "--admission", "sometimes"], "--admission"),
+])
+def test_bad_generate_options_fail_with_a_clear_message(args, message):
+    result = drift("generate", "-m", SMOLLM2, *args, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr

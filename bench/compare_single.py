@@ -10,17 +10,11 @@ prompt and generation lengths, alternating A B A B ... for --rounds rounds, and 
 import argparse
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def default_model():
-    cache = os.environ.get("DRIFT_CACHE", os.path.expanduser("~/.cache/drift"))
-    return os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import DRIFT, cpu_model, default_model, drift_commit, summary  # noqa: E402
 
 
 def run_drift(args):
@@ -45,26 +39,11 @@ def run_llama(args):
     return rates, build
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def summary(values):
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-bin", default=os.environ.get("LLAMA_CPP_BIN"),
                         help="directory of an existing llama.cpp build (or LLAMA_CPP_BIN)")
-    parser.add_argument("--drift", default=os.path.join(ROOT, "build", "bin", "drift"))
+    parser.add_argument("--drift", default=DRIFT)
     parser.add_argument("-m", "--model", default=default_model())
     parser.add_argument("-p", type=int, default=512)
     parser.add_argument("-n", type=int, default=128)
@@ -87,8 +66,7 @@ def main():
         print(f"round {r + 1}: drift pp {drift['pp'][-1]:.1f} tg {drift['tg'][-1]:.1f} | "
               f"llama.cpp pp {llama['pp'][-1]:.1f} tg {llama['tg'][-1]:.1f}", file=sys.stderr)
 
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = drift_commit()
     result = {
         "workload": "single", "model": os.path.basename(args.model), "threads": args.threads,
         "drift_commit": commit, "llama_cpp": build, "cpu": cpu_model(),

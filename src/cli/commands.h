@@ -6,6 +6,7 @@
 
 namespace drift::cli {
 
+void register_batched_bench(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_generate(CLI::App& app);

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   drift::cli::register_chat(app);
   drift::cli::register_perplexity(app);
   drift::cli::register_bench(app);
+  drift::cli::register_batched_bench(app);
 
   try {
     app.parse(argc, argv);

@@ -86,6 +86,7 @@ class Engine {
   void shutdown(ShutdownMode mode);
 
   const EngineSetup& setup() const { return setup_; }
+  int32_t vocab_size() const { return vocab_size_; }  // token ids of a prompt are below it
   const TextCodec& codec() const { return *codec_; }
   const ProgressLog& progress_log() const { return log_; }
 

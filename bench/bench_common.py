@@ -1,0 +1,38 @@
+"""What every comparison script in bench/ shares: where the model and drift are, what machine
+and commit a result came from, and the median (min-max) summary of repeated rounds."""
+import os
+import platform
+import statistics
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DRIFT = os.path.join(ROOT, "build", "bin", "drift")
+
+
+def default_model():
+    cache = os.environ.get("DRIFT_CACHE", os.path.expanduser("~/.cache/drift"))
+    return os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def drift_commit():
+    return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def summary(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def fmt_summary(s, digits=1):
+    return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"

@@ -31,9 +31,11 @@ Expected<std::unique_ptr<Engine>> Engine::build(const EngineConfig& config, cons
   std::unique_ptr<Engine> engine(new Engine(setup, model.vocab_size, std::move(codec),
                                             std::move(owned_model), std::move(executor),
                                             std::move(kv)));
-  DRIFT_ASSIGN_OR_RETURN(
-      engine->scheduler_,
-      EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_, engine->log_));
+  if (setup.enable_prefix_caching)
+    engine->prefix_cache_ = std::make_unique<PrefixCache>(engine->kv_);
+  DRIFT_ASSIGN_OR_RETURN(engine->scheduler_,
+                         EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_,
+                                                 engine->log_, engine->prefix_cache_.get()));
   engine->worker_ =
       std::make_unique<EngineWorker>(*engine->scheduler_, engine->kv_, *engine->executor_,
                                      *engine->gateway_, engine->log_, engine->board_);

@@ -36,6 +36,7 @@
 #include "engine/request_handle.h"
 #include "engine/text_codec.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/prefix_cache.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
 #include "util/error.h"
@@ -108,6 +109,7 @@ class Engine {
   const std::unique_ptr<Executor> executor_;
   ProgressLog log_;
   KVCacheManager kv_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // over kv_; null when prefix caching is off
   std::unique_ptr<EngineScheduler> scheduler_;
   const std::shared_ptr<Gateway> gateway_;  // shared with handles, which may outlive the engine
   MetricsBoard board_;

@@ -21,6 +21,10 @@ struct KVConfig {
   KVMemoryBudget budget = KVMemoryBudget::of_ram_fraction(0.1);
   // Element type of stored K/V. Only f16 is implemented by the CPU executor; others are rejected.
   KVDtype dtype = KVDtype::kF16;
+  // Keep the full pages of finished (and preempted, cancelled) requests, and let a new request
+  // that starts with the same tokens share them instead of computing them again (prefix_cache.h).
+  // Outputs are identical with it on or off; only the time to first token changes.
+  bool enable_prefix_caching = true;
 };
 
 struct EngineConfig {
@@ -60,6 +64,7 @@ struct EngineSetup {
   SchedulerConfig scheduler;  // with max_model_len resolved
   KVLayout kv_layout;
   int32_t num_kv_pages = 0;
+  bool enable_prefix_caching = false;
   int32_t max_model_len = 0;
   int32_t default_max_tokens = 0;
   int32_t max_queued_requests = 0;

@@ -278,6 +278,10 @@ void EngineWorker::publish(const StepReport& report) {
     metrics_.decode_tokens_total += uint64_t(report.decode_tokens);
   }
   metrics_.preemptions = scheduler_.capacity_stats().preempted;
+  if (const PrefixCache* cache = scheduler_.prefix_cache()) {
+    metrics_.prefix_cache_enabled = true;
+    metrics_.prefix_cache = cache->stats();
+  }
   board_.publish(metrics_);
 }
 

@@ -84,6 +84,8 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   if (config.threads < 1 || config.threads > 1024)
     return make_error("threads must be in [1, 1024], got {}", config.threads);
   setup.threads = config.threads;
+  DRIFT_RETURN_IF_ERROR(config.sessions.validate());
+  setup.sessions = config.sessions;
   return setup;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/session_store.h"
 #include "kv/kv_capacity.h"
 #include "kv/kv_layout.h"
 #include "scheduler/scheduler_config.h"
@@ -44,6 +45,8 @@ struct EngineConfig {
   int32_t max_queued_requests = 256;
   // Compute threads of the executor, the engine worker included (Engine::load).
   int32_t threads = 1;
+  // Conversation sessions (Request::session_id): caps and idle time-to-live.
+  SessionConfig sessions;
 };
 
 // What the engine must know about the model, whichever executor runs it.
@@ -69,6 +72,7 @@ struct EngineSetup {
   int32_t default_max_tokens = 0;
   int32_t max_queued_requests = 0;
   int32_t threads = 0;
+  SessionConfig sessions;
 };
 
 // Validates every field (the error names it, e.g. "kv.dtype: ...", "scheduler.max_num_seqs ...")

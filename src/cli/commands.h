@@ -7,6 +7,7 @@
 namespace drift::cli {
 
 void register_bench(CLI::App& app);
+void register_bench_prefix(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_perplexity(CLI::App& app);

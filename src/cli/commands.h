@@ -9,6 +9,7 @@ namespace drift::cli {
 void register_batched_bench(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_chat(CLI::App& app);
+void register_bench_prefix(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_perplexity(CLI::App& app);

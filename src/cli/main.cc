@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   drift::cli::register_perplexity(app);
   drift::cli::register_bench(app);
   drift::cli::register_batched_bench(app);
+  drift::cli::register_bench_prefix(app);
 
   try {
     app.parse(argc, argv);

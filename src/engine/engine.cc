@@ -31,12 +31,14 @@ Expected<std::unique_ptr<Engine>> Engine::build(const EngineConfig& config, cons
   std::unique_ptr<Engine> engine(new Engine(setup, model.vocab_size, std::move(codec),
                                             std::move(owned_model), std::move(executor),
                                             std::move(kv)));
-  DRIFT_ASSIGN_OR_RETURN(
-      engine->scheduler_,
-      EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_, engine->log_));
-  engine->worker_ =
-      std::make_unique<EngineWorker>(*engine->scheduler_, engine->kv_, *engine->executor_,
-                                     *engine->gateway_, engine->log_, engine->board_);
+  if (setup.enable_prefix_caching)
+    engine->prefix_cache_ = std::make_unique<PrefixCache>(engine->kv_);
+  DRIFT_ASSIGN_OR_RETURN(engine->scheduler_,
+                         EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_,
+                                                 engine->log_, engine->prefix_cache_.get()));
+  engine->worker_ = std::make_unique<EngineWorker>(*engine->scheduler_, engine->kv_,
+                                                   *engine->executor_, *engine->gateway_,
+                                                   engine->log_, engine->board_, engine->sessions_);
   // The last engine created in a process is the one whose events a crash prints.
   install_progress_crash_handler(engine->log_);
   engine->crash_handler_installed_ = true;
@@ -52,7 +54,8 @@ Engine::Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<con
       model_(std::move(model)),
       executor_(std::move(executor)),
       kv_(std::move(kv)),
-      gateway_(std::make_shared<Gateway>(setup.max_queued_requests)) {}
+      gateway_(std::make_shared<Gateway>(setup.max_queued_requests)),
+      sessions_(setup.sessions) {}
 
 Engine::~Engine() {
   shutdown(ShutdownMode::kAbort);
@@ -74,7 +77,23 @@ EngineMetrics Engine::metrics() const {
   // neither).
   EngineMetrics m = board_.read();
   m.num_waiting += gateway_->num_queued();
+  m.sessions = sessions_.stats(EngineClock::now());
   return m;
+}
+
+Status Engine::end_session(const std::string& id) {
+  Expected<std::shared_ptr<RequestStream>> ended = sessions_.end(id);
+  return ended.ok() ? Status::Ok() : Status(ended.error());
+}
+
+Status Engine::kill_session(const std::string& id) {
+  // Rule: the session goes at once; its running turn ends "cancelled" at the next step boundary.
+  Expected<std::shared_ptr<RequestStream>> ended = sessions_.end(id);
+  if (!ended.ok()) return ended.error();
+  if (const std::shared_ptr<RequestStream>& running = *ended;
+      running && !running->finished() && running->request_cancel())
+    gateway_->cancel(running);
+  return Status::Ok();
 }
 
 RequestHandle Engine::submit(Request request, EventCallback on_event) {
@@ -84,12 +103,14 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
   RequestHandle handle(stream, gateway_);
 
   int32_t prompt_tokens = 0;
-  Expected<AcceptedRequest> accepted = accept(request, id, prompt_tokens);
+  Expected<AcceptedRequest> accepted = accept(request, id, stream, prompt_tokens);
   Status queued = accepted.ok() ? Status::Ok() : Status(accepted.error());
   if (accepted.ok()) {
     accepted->stream = stream;
     accepted->submitted = submitted;
+    std::optional<std::string> session = accepted->session_id;
     queued = gateway_->push(*accepted);
+    if (!queued.ok() && session) sessions_.end_turn(*session, id, {}, false, EngineClock::now());
   }
   if (!queued.ok()) {
     const int64_t max_new = accepted.ok() ? accepted->sequence.max_new_tokens : 0;
@@ -111,7 +132,8 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
 }
 
 Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
-                                         int32_t& prompt_tokens) const {
+                                         const std::shared_ptr<RequestStream>& stream,
+                                         int32_t& prompt_tokens) {
   // Rule: everything decidable from the request and the configuration is decided here, at once,
   // with a message that gives the sizes; the worker only admits.
   if (request.id && *request.id >= kFirstEngineAssignedId)
@@ -119,19 +141,46 @@ Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
   AcceptedRequest accepted;
   SequenceRequest& seq = accepted.sequence;
   seq.id = id;
+  const EngineClock::time_point now = EngineClock::now();
   if (auto* tokens = std::get_if<std::vector<TokenId>>(&request.prompt)) {
     seq.prompt = std::move(*tokens);
   } else {
-    seq.prompt = codec_->encode(std::get<TextPrompt>(request.prompt));
+    TextPrompt& text = std::get<TextPrompt>(request.prompt);
+    // A turn that continues a conversation gets no second BOS in the middle of it.
+    if (request.session_id && sessions_.has_history(*request.session_id, now))
+      text.add_special = false;
+    seq.prompt = codec_->encode(text);
   }
-  const int64_t prompt_len = int64_t(seq.prompt.size());
-  prompt_tokens = int32_t(std::min<int64_t>(prompt_len, INT32_MAX));
+  prompt_tokens = int32_t(std::min<size_t>(seq.prompt.size(), INT32_MAX));
+  if (request.session_id) {
+    // The session's history goes before the input; the whole prompt is sized under its lock.
+    auto size_turn = [&](std::span<const TokenId> prompt) -> Expected<int32_t> {
+      prompt_tokens = int32_t(std::min<size_t>(prompt.size(), INT32_MAX));
+      Expected<int32_t> max_new = size_request(request, id, prompt);
+      if (max_new.ok()) seq.max_new_tokens = *max_new;
+      return max_new;
+    };
+    DRIFT_ASSIGN_OR_RETURN(seq.prompt, sessions_.begin_turn(*request.session_id, id, stream,
+                                                            seq.prompt, size_turn, now));
+    accepted.session_id = request.session_id;
+  } else {
+    DRIFT_ASSIGN_OR_RETURN(seq.max_new_tokens, size_request(request, id, seq.prompt));
+  }
+  seq.sampling = std::move(request.sampling);
+  seq.priority = request.priority;
+  accepted.text = codec_->start_stream();
+  return accepted;
+}
+
+Expected<int32_t> Engine::size_request(const Request& request, RequestId id,
+                                       std::span<const TokenId> prompt) const {
+  const int64_t prompt_len = int64_t(prompt.size());
   if (prompt_len == 0) return make_error("request {}: the prompt is empty", id);
-  for (size_t i = 0; i < seq.prompt.size(); ++i) {
-    if (seq.prompt[i] < 0 || seq.prompt[i] >= vocab_size_)
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab_size_)
       return make_error(
           "request {}: prompt token {} at position {} is outside the vocabulary of {}", id,
-          seq.prompt[i], i, vocab_size_);
+          prompt[i], i, vocab_size_);
   }
   const int64_t max_len = setup_.max_model_len;
   const int64_t kv_tokens = int64_t(setup_.num_kv_pages) * setup_.kv_layout.page_size;
@@ -139,6 +188,7 @@ Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
     return make_error(
         "request {}: the prompt has {} tokens, but max_model_len is {}: no room to generate", id,
         prompt_len, max_len);
+  int32_t max_new_tokens = 0;
   if (request.max_tokens) {
     if (*request.max_tokens < 1)
       return make_error("request {}: max_tokens must be >= 1, got {}", id, *request.max_tokens);
@@ -146,25 +196,22 @@ Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
       return make_error("request {}: {} prompt tokens + {} max_tokens = {} exceed max_model_len {}",
                         id, prompt_len, *request.max_tokens, prompt_len + *request.max_tokens,
                         max_len);
-    seq.max_new_tokens = *request.max_tokens;
+    max_new_tokens = *request.max_tokens;
   } else {
     // The default never makes a request too long: it shrinks to what is left.
     const int64_t room = std::min(max_len, kv_tokens) - prompt_len;
-    seq.max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, setup_.default_max_tokens));
+    max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, setup_.default_max_tokens));
   }
-  const int64_t pages = setup_.kv_layout.pages_for_tokens(prompt_len + seq.max_new_tokens);
+  const int64_t pages = setup_.kv_layout.pages_for_tokens(prompt_len + max_new_tokens);
   if (pages > setup_.num_kv_pages)
     return make_error(
         "request {} can never fit in the KV cache: {} prompt + {} max new tokens need {} pages of "
         "{} tokens, but the cache has {} pages ({} tokens)",
-        id, prompt_len, seq.max_new_tokens, pages, setup_.kv_layout.page_size, setup_.num_kv_pages,
+        id, prompt_len, max_new_tokens, pages, setup_.kv_layout.page_size, setup_.num_kv_pages,
         kv_tokens);
   if (Status s = request.sampling.validate(); !s.ok())
     return make_error("request {}: sampling: {}", id, s.message());
-  seq.sampling = std::move(request.sampling);
-  seq.priority = request.priority;
-  accepted.text = codec_->start_stream();
-  return accepted;
+  return max_new_tokens;
 }
 
 }  // namespace drift

@@ -34,8 +34,10 @@
 #include "engine/metrics_board.h"
 #include "engine/request.h"
 #include "engine/request_handle.h"
+#include "engine/session_store.h"
 #include "engine/text_codec.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/prefix_cache.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
 #include "util/error.h"
@@ -76,6 +78,18 @@ class Engine {
   // The worker's snapshot as of its last step boundary, plus the requests it has not taken yet
   // (counted as waiting; one being taken while this runs may be missing from the counts).
   EngineMetrics metrics() const;
+  // Ends conversation session `id`: its history is dropped (its cached KV pages stay cached
+  // until the pool needs them). A turn still running goes on to its end but is not recorded.
+  // Error if there is no such session (over HTTP: DELETE /v1/sessions/{id} → 404).
+  Status end_session(const std::string& id);
+  // end_session, and cancels the session's running turn, if any (DELETE ...?kill=true).
+  Status kill_session(const std::string& id);
+  // The session's history (prompt and generated tokens of its completed turns); nullopt if
+  // there is no such session.
+  std::optional<std::vector<TokenId>> session_history(const std::string& id) const {
+    return sessions_.history(id);
+  }
+
   // False once the executor failed for good (or the worker hit a bug): every request then ended
   // with an error, and every later one is rejected.
   bool healthy() const;
@@ -98,9 +112,14 @@ class Engine {
                                                  std::shared_ptr<const TextCodec> codec,
                                                  ExecutorFactory make_executor,
                                                  std::unique_ptr<Model> owned_model);
-  // Tokenizes, validates and sizes a request on the submitting thread; `prompt_tokens` is set as
-  // soon as the prompt is known (for the usage of a rejection).
-  Expected<AcceptedRequest> accept(Request& request, RequestId id, int32_t& prompt_tokens) const;
+  // Tokenizes, validates and sizes a request on the submitting thread (and begins its session
+  // turn); `prompt_tokens` is set as soon as the prompt is known (for the usage of a rejection).
+  Expected<AcceptedRequest> accept(Request& request, RequestId id,
+                                   const std::shared_ptr<RequestStream>& stream,
+                                   int32_t& prompt_tokens);
+  // The max_new_tokens of a request with this prompt, or why it cannot run.
+  Expected<int32_t> size_request(const Request& request, RequestId id,
+                                 std::span<const TokenId> prompt) const;
 
   const EngineSetup setup_;
   const int32_t vocab_size_;
@@ -109,8 +128,10 @@ class Engine {
   const std::unique_ptr<Executor> executor_;
   ProgressLog log_;
   KVCacheManager kv_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // over kv_; null when prefix caching is off
   std::unique_ptr<EngineScheduler> scheduler_;
   const std::shared_ptr<Gateway> gateway_;  // shared with handles, which may outlive the engine
+  mutable SessionStore sessions_;
   MetricsBoard board_;
   std::unique_ptr<EngineWorker> worker_;
   std::thread thread_;

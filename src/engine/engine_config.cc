@@ -73,6 +73,7 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
     return make_error("kv.budget: {}", why);
   }
   setup.num_kv_pages = *pages;
+  setup.enable_prefix_caching = config.kv.enable_prefix_caching;
 
   if (config.default_max_tokens < 1)
     return make_error("default_max_tokens must be >= 1, got {}", config.default_max_tokens);
@@ -83,6 +84,8 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   if (config.threads < 1 || config.threads > 1024)
     return make_error("threads must be in [1, 1024], got {}", config.threads);
   setup.threads = config.threads;
+  DRIFT_RETURN_IF_ERROR(config.sessions.validate());
+  setup.sessions = config.sessions;
   return setup;
 }
 

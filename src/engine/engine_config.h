@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/session_store.h"
 #include "kv/kv_capacity.h"
 #include "kv/kv_layout.h"
 #include "scheduler/scheduler_config.h"
@@ -21,6 +22,10 @@ struct KVConfig {
   KVMemoryBudget budget = KVMemoryBudget::of_ram_fraction(0.1);
   // Element type of stored K/V. Only f16 is implemented by the CPU executor; others are rejected.
   KVDtype dtype = KVDtype::kF16;
+  // Keep the full pages of finished (and preempted, cancelled) requests, and let a new request
+  // that starts with the same tokens share them instead of computing them again (prefix_cache.h).
+  // Outputs are identical with it on or off; only the time to first token changes.
+  bool enable_prefix_caching = true;
 };
 
 struct EngineConfig {
@@ -40,6 +45,8 @@ struct EngineConfig {
   int32_t max_queued_requests = 256;
   // Compute threads of the executor, the engine worker included (Engine::load).
   int32_t threads = 1;
+  // Conversation sessions (Request::session_id): caps and idle time-to-live.
+  SessionConfig sessions;
 };
 
 // What the engine must know about the model, whichever executor runs it.
@@ -60,10 +67,12 @@ struct EngineSetup {
   SchedulerConfig scheduler;  // with max_model_len resolved
   KVLayout kv_layout;
   int32_t num_kv_pages = 0;
+  bool enable_prefix_caching = false;
   int32_t max_model_len = 0;
   int32_t default_max_tokens = 0;
   int32_t max_queued_requests = 0;
   int32_t threads = 0;
+  SessionConfig sessions;
 };
 
 // Validates every field (the error names it, e.g. "kv.dtype: ...", "scheduler.max_num_seqs ...")

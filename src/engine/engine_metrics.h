@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "engine/session_store.h"
+#include "kv/prefix_cache.h"
 #include "scheduler/sequence_state.h"
 
 namespace drift {
@@ -57,6 +59,12 @@ struct EngineMetrics {
   uint64_t prefill_tokens_total = 0;
   uint64_t decode_tokens_total = 0;
   uint64_t preemptions = 0;
+  // Prefix cache counters, in tokens like vLLM's (queried, hit) and in pages (evictions); all
+  // zero when prefix caching is off.
+  bool prefix_cache_enabled = false;
+  PrefixCacheStats prefix_cache;
+  // Conversation sessions: open now, tokens held, expired and refused turns (read at the call).
+  SessionStats sessions;
   uint64_t prompt_tokens_total = 0;      // of requests that finished (rejected ones excluded)
   uint64_t generation_tokens_total = 0;  // tokens delivered
   std::array<uint64_t, 5> finished_by_reason{};  // indexed by FinishReason; kRejected included

@@ -15,13 +15,15 @@ double seconds_between(EngineClock::time_point from, EngineClock::time_point to)
 }  // namespace
 
 EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor,
-                           Gateway& gateway, ProgressLog& log, MetricsBoard& board)
+                           Gateway& gateway, ProgressLog& log, MetricsBoard& board,
+                           SessionStore& sessions)
     : scheduler_(scheduler),
       kv_(kv),
       executor_(executor),
       gateway_(gateway),
       log_(log),
-      board_(board) {
+      board_(board),
+      sessions_(sessions) {
   const size_t seqs = size_t(scheduler.config().max_num_seqs);
   live_.reserve(seqs);
   deliveries_.reserve(seqs);
@@ -94,6 +96,7 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
       never_admitted.text = std::move(request.text);
       never_admitted.submitted = request.submitted;
       never_admitted.prompt_tokens = prompt_tokens;
+      never_admitted.session_id = std::move(request.session_id);
       TokenEvent event;
       finish_live(never_admitted, event, FinishReason::kCancelled, {}, now);
       continue;
@@ -104,6 +107,7 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
              fmt::format("request id {} is in use by an unfinished request", id));
       continue;
     }
+    const int32_t max_new_tokens = request.sequence.max_new_tokens;
     if (Status s = scheduler_.add(std::move(request.sequence)); !s.ok()) {
       reject(request, prompt_tokens, s.message());  // add() logged the rejection
       continue;
@@ -113,6 +117,10 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
     live.text = std::move(request.text);
     live.submitted = request.submitted;
     live.prompt_tokens = prompt_tokens;
+    if (request.session_id) {
+      live.session_id = std::move(request.session_id);
+      live.turn_tokens.reserve(size_t(max_new_tokens));
+    }
   }
 }
 
@@ -184,7 +192,8 @@ void EngineWorker::collect_one(const SequenceOutcome& outcome, EngineClock::time
       metrics_.inter_token_latency.observe(seconds_between(live.last_token, now));
     }
     live.last_token = now;
-    if (finish != FinishReason::kStop) {  // a stop token shows no text
+    if (live.session_id) live.turn_tokens.push_back(token);  // reserved: max_new_tokens
+    if (finish != FinishReason::kStop) {                     // a stop token shows no text
       Expected<std::string> text = live.text->push(token);
       if (text.ok()) {
         event.text = repair_utf8(*text);
@@ -216,6 +225,8 @@ void EngineWorker::finish_live(LiveRequest& live, TokenEvent& event, FinishReaso
   if (live.first_token)
     finish.timings.time_to_first_token_seconds = seconds_between(live.submitted, *live.first_token);
   finish.timings.end_to_end_seconds = seconds_between(live.submitted, now);
+  end_session_turn(live.session_id, live.stream->id(), live.turn_tokens,
+                   reason == FinishReason::kStop || reason == FinishReason::kLength);
   ++metrics_.finished_by_reason[size_t(reason)];
   metrics_.prompt_tokens_total += uint64_t(live.prompt_tokens);
   metrics_.end_to_end.observe(finish.timings.end_to_end_seconds);
@@ -223,7 +234,15 @@ void EngineWorker::finish_live(LiveRequest& live, TokenEvent& event, FinishReaso
   deliveries_.emplace_back(std::move(live.stream), std::move(event));
 }
 
+void EngineWorker::end_session_turn(const std::optional<std::string>& session, RequestId id,
+                                    std::span<const TokenId> generated, bool completed) {
+  // Rule: a turn's end reaches its session before its finish event reaches the caller, so the
+  // next turn, submitted after that event, sees the updated history.
+  if (session) sessions_.end_turn(*session, id, generated, completed, EngineClock::now());
+}
+
 void EngineWorker::reject(AcceptedRequest& request, int32_t prompt_tokens, std::string message) {
+  end_session_turn(request.session_id, request.sequence.id, {}, false);
   TokenEvent event;
   Finish finish;
   finish.reason = FinishReason::kRejected;
@@ -278,6 +297,10 @@ void EngineWorker::publish(const StepReport& report) {
     metrics_.decode_tokens_total += uint64_t(report.decode_tokens);
   }
   metrics_.preemptions = scheduler_.capacity_stats().preempted;
+  if (const PrefixCache* cache = scheduler_.prefix_cache()) {
+    metrics_.prefix_cache_enabled = true;
+    metrics_.prefix_cache = cache->stats();
+  }
   board_.publish(metrics_);
 }
 

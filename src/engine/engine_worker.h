@@ -24,6 +24,7 @@
 #include "engine/engine_step.h"
 #include "engine/gateway.h"
 #include "engine/metrics_board.h"
+#include "engine/session_store.h"
 #include "kv/kv_cache_manager.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
@@ -35,7 +36,7 @@ class EngineWorker {
  public:
   // Everything must outlive the worker.
   EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor, Gateway& gateway,
-               ProgressLog& log, MetricsBoard& board);
+               ProgressLog& log, MetricsBoard& board, SessionStore& sessions);
 
   // The loop; returns once a shutdown has been requested and no request is left. An unexpected
   // exception in the loop ends every request with an error and leaves the engine unhealthy (it
@@ -55,6 +56,9 @@ class EngineWorker {
     EngineClock::time_point last_token;
     int32_t prompt_tokens = 0;
     int32_t generated = 0;
+    // A session turn: the session, and the tokens generated so far (for its history).
+    std::optional<std::string> session_id;
+    std::vector<TokenId> turn_tokens;
   };
 
   // Returns on shutdown; throws only on a bug or exhausted memory.
@@ -68,6 +72,8 @@ class EngineWorker {
   void finish_live(LiveRequest& request, TokenEvent& event, FinishReason reason,
                    std::string message, EngineClock::time_point now);
   void reject(AcceptedRequest& request, int32_t prompt_tokens, std::string message);
+  void end_session_turn(const std::optional<std::string>& session, RequestId id,
+                        std::span<const TokenId> generated, bool completed);
   void become_unhealthy(const std::string& why);
   void fail_everything(const std::string& why) noexcept;
   void publish(const StepReport& report);
@@ -79,6 +85,7 @@ class EngineWorker {
   Gateway& gateway_;
   ProgressLog& log_;
   MetricsBoard& board_;
+  SessionStore& sessions_;
   std::atomic<bool> healthy_{true};
   std::string unhealthy_reason_;  // set before healthy_ turns false
 

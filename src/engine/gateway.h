@@ -29,6 +29,8 @@ struct AcceptedRequest {
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<TokenTextStream> text;
   EngineClock::time_point submitted;
+  // The session this request is a turn of (its turn was begun in the session store).
+  std::optional<std::string> session_id;
 };
 
 enum class ShutdownMode : uint8_t {

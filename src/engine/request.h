@@ -42,6 +42,14 @@ struct Request {
   SamplingParams sampling;
   // Larger is admitted first under the priority policy, and preempted last.
   int32_t priority = 0;
+  // Continue (or open) this conversation session (session_store.h): the prompt becomes the
+  // session's history — every earlier completed turn's prompt and generated tokens, a final
+  // stop token included — followed by this request's prompt, and the history's KV is reused
+  // through the prefix cache. A text prompt that continues a session is tokenized without BOS/EOS
+  // (add_special is ignored). One turn at a time per session; a turn that does not complete
+  // (cancelled, error, rejected) leaves the history unchanged. Over HTTP, the body field
+  // "session_id".
+  std::optional<std::string> session_id;
 };
 
 struct TokenUsage {

@@ -206,6 +206,17 @@ Status KVCacheManager::share_page(SeqId seq, PageId page) {
   return Status::Ok();
 }
 
+int32_t KVCacheManager::evict_all_cached() {
+  int32_t moved = 0;
+  while (std::optional<PageId> page = lists_.pop_front(kCachedList)) {
+    cacheable_[*page] = 0;
+    if (eviction_listener_) eviction_listener_->on_page_evicted(*page);
+    lists_.push_back(kFreeList, *page);
+    ++moved;
+  }
+  return moved;
+}
+
 Status KVCacheManager::check_invariants() const {
   if (!lists_.consistent()) return make_error("kv cache: free/cached lists are corrupt");
   int32_t free = 0, cached = 0, used = 0;

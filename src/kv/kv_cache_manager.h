@@ -133,6 +133,10 @@ class KVCacheManager {
   // page must be used or cached and `seq` must end at a page boundary. A cached page leaves the
   // cached list and becomes used.
   Status share_page(SeqId seq, PageId page);
+  bool cacheable(PageId page) const { return cacheable_[page] != 0; }
+  // Moves every cached page to the free list, least recently released first, telling the
+  // eviction listener about each (a prefix cache flush). Returns how many pages moved.
+  int32_t evict_all_cached();
 
   // ---- Checks (tests, debugging) ----
 

@@ -15,19 +15,29 @@ Status CapacityScheduler::check_fits(SeqId id, int32_t prompt_len, int32_t max_n
       id, prompt_len, max_new_tokens, e.num_pages, e.num_bytes, kv_.page_size(), kv_.num_pages());
 }
 
-int64_t CapacityScheduler::admissible_tokens(const SequenceState& seq, int64_t held_back) const {
+int64_t CapacityScheduler::admissible_tokens(const SequenceState& seq, const CachedPrefix& prefix,
+                                             int64_t held_back) const {
+  const int64_t shared = int64_t(prefix.pages.size());
   if (mode_ == AdmissionMode::kGuaranteed) {
-    return kv_.can_reserve(kv_.estimate(seq.prompt_len, seq.max_new_tokens))
-               ? seq.num_pending_tokens()
-               : 0;
+    // Shared pages are part of the worst case; the ones that leave the cached list cost pool.
+    const int64_t worst = kv_.estimate(seq.prompt_len, seq.max_new_tokens).num_pages;
+    const int64_t needed = std::max<int64_t>(0, worst - shared) + prefix.num_from_pool;
+    return needed <= kv_.num_available_pages() ? int64_t(seq.total_len()) - shared * kv_.page_size()
+                                               : 0;
   }
-  return std::max<int64_t>(0, kv_.num_available_pages() - held_back) * kv_.page_size();
+  return std::max<int64_t>(0, kv_.num_available_pages() - prefix.num_from_pool - held_back) *
+         kv_.page_size();
 }
 
-int32_t CapacityScheduler::admit(const SequenceState& seq) {
+int32_t CapacityScheduler::admit(const SequenceState& seq, const CachedPrefix& prefix) {
   Status opened = kv_.open(seq.id, int64_t(seq.prompt_len) + seq.max_new_tokens);
   assert(opened.ok());
   (void)opened;
+  for (PageId page : prefix.pages) {
+    Status shared = kv_.share_page(seq.id, page);
+    assert(shared.ok());
+    (void)shared;
+  }
   ++stats_.admitted;
   if (mode_ != AdmissionMode::kGuaranteed) return 0;
   Status reserved = kv_.reserve(seq.id, kv_.estimate(seq.prompt_len, seq.max_new_tokens));

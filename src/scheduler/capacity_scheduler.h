@@ -25,6 +25,13 @@ struct CapacityStats {
   uint64_t preempted = 0;  // preemptions by recompute
 };
 
+// The leading full pages of a sequence found in the prefix cache at admission.
+struct CachedPrefix {
+  std::span<const PageId> pages;  // shared by the sequence instead of computed again
+  int32_t num_from_pool = 0;      // of them, pages now cached (no holder): they leave the pool
+  PrefixCursor cursor;            // the sequence's place in the cache after them
+};
+
 // Protection order of running sequences: higher priority first, then earlier arrival. The
 // scheduler serves running sequences in this order and preempts from its end.
 inline bool runs_before(const SequenceState& a, const SequenceState& b) {
@@ -41,14 +48,18 @@ class CapacityScheduler {
   // An error, giving the sizes, if a request could never complete even alone in the cache.
   Status check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens);
 
-  // How many of the sequence's pending tokens its KV could take now if it were admitted:
-  // guaranteed mode, all of them if its worst case can be reserved, else 0; optimistic mode,
-  // what the available pages hold, less `held_back` pages kept for running sequences.
-  int64_t admissible_tokens(const SequenceState& seq, int64_t held_back) const;
+  // How many of the sequence's pending tokens (those after `prefix`) its KV could take now if it
+  // were admitted sharing `prefix`: guaranteed mode, all of them if the pages of its worst case
+  // beyond the prefix, plus the prefix's pages taken from the pool, can be reserved, else 0;
+  // optimistic mode, what the available pages hold after the prefix's pages taken from the pool,
+  // less `held_back` pages kept for running sequences. Cached pages count as available.
+  int64_t admissible_tokens(const SequenceState& seq, const CachedPrefix& prefix,
+                            int64_t held_back) const;
 
-  // Opens the sequence's KV (guaranteed mode: and reserves its worst case). Returns the pages
-  // reserved. Precondition: admissible_tokens(seq) > 0.
-  int32_t admit(const SequenceState& seq);
+  // Opens the sequence's KV with the prefix's pages shared (refcounts up), then (guaranteed
+  // mode) reserves the rest of its worst case. Returns the pages reserved. Precondition:
+  // admissible_tokens(seq, prefix, ...) > 0.
+  int32_t admit(const SequenceState& seq, const CachedPrefix& prefix);
   void count_blocked() { ++stats_.blocked; }
 
   // The sequence to preempt so that `requester` can grow: among `running` (in protection

@@ -7,20 +7,21 @@ namespace drift {
 
 Expected<std::unique_ptr<EngineScheduler>> EngineScheduler::create(
     const SchedulerConfig& config, std::vector<TokenId> eos_token_ids, KVCacheManager& kv,
-    ProgressLog& log) {
+    ProgressLog& log, PrefixCache* prefix_cache) {
   DRIFT_RETURN_IF_ERROR(config.validate());
   for (TokenId id : eos_token_ids)
     if (id < 0) return make_error("eos_token_ids must be >= 0, got {}", id);
   return std::unique_ptr<EngineScheduler>(
-      new EngineScheduler(config, std::move(eos_token_ids), kv, log));
+      new EngineScheduler(config, std::move(eos_token_ids), kv, log, prefix_cache));
 }
 
 EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
-                                 KVCacheManager& kv, ProgressLog& log)
+                                 KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache)
     : config_(config),
       eos_token_ids_(std::move(eos_token_ids)),
       kv_(kv),
       log_(log),
+      prefix_(prefix_cache),
       capacity_(config.admission, kv),
       waiting_order_(make_waiting_order(config)) {
   // Size everything a step touches once, so that steps do not allocate.
@@ -38,6 +39,7 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
   plan_.slot_mapping.reserve(tokens);
   plan_.block_table.reserve(size_t(pages));
   plan_.page_size = kv.page_size();
+  prefix_pages_.reserve(size_t(kv.layout().pages_for_tokens(config.max_model_len)));
 }
 
 // ---- Requests ----
@@ -76,6 +78,7 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.max_new_tokens = request.max_new_tokens;
   seq.priority = request.priority;
   seq.sampling = std::move(request.sampling);
+  seq.cache_namespace = request.cache_namespace;
   seq.arrival_step = step_;
   seq.arrival_order = next_arrival_order_++;
   seq.waiting_rank = waiting_order_->rank(seq);
@@ -151,7 +154,7 @@ void EngineScheduler::schedule_running_prefills() {
   for (size_t i = 0; i < running_.size() && token_budget_ > 0; ++i) {
     SequenceState& seq = *running_[i];
     if (seq.phase != SequencePhase::kPrefill || seq.last_scheduled_step == step_) continue;
-    int32_t want = prefill_chunk_limit(seq);
+    int32_t want = prefill_chunk_limit(seq.num_pending_tokens());
     if (want == 0) continue;
     int32_t at_least = config_.enable_chunked_prefill ? std::min(want, kv_.page_size()) : want;
     make_room(seq, at_least);
@@ -164,20 +167,23 @@ void EngineScheduler::schedule_running_prefills() {
 
 void EngineScheduler::schedule_admissions() {
   // Rule: admit waiting requests in policy order while seats, budget, partial-prefill slots and
-  // KV allow; stop at the first that does not fit, so that no request is overtaken forever.
+  // KV allow; stop at the first that does not fit, so that no request is overtaken forever. A
+  // request's prefill starts after its cached prefix.
   while (!waiting_.empty() && token_budget_ > 0 &&
          int32_t(running_.size()) < config_.max_num_seqs) {
     SequenceState& seq = *waiting_.front();
-    int32_t want = prefill_chunk_limit(seq);
+    const CachedPrefix prefix = find_cached_prefix(seq);
+    const int32_t pending = seq.total_len() - int32_t(prefix.pages.size()) * kv_.page_size();
+    int32_t want = prefill_chunk_limit(pending);
     if (want == 0) break;
-    bool whole = want == seq.num_pending_tokens();
+    bool whole = want == pending;
     if (!whole && partial_prefills_ >= config_.max_num_partial_prefills) break;
-    if (capacity_.admissible_tokens(seq, decode_pages_held_back_) < want) {
+    if (capacity_.admissible_tokens(seq, prefix, decode_pages_held_back_) < want) {
       capacity_.count_blocked();
       break;
     }
     waiting_.erase(waiting_.begin());
-    admit(seq);
+    admit(seq, prefix);
     if (!whole) ++partial_prefills_;
     add_item(seq, want);
   }
@@ -195,12 +201,37 @@ void EngineScheduler::end_step() {
   ++step_;
 }
 
-int32_t EngineScheduler::prefill_chunk_limit(const SequenceState& seq) const {
-  int32_t pending = seq.num_pending_tokens();
+int32_t EngineScheduler::prefill_chunk_limit(int32_t pending) const {
   if (!config_.enable_chunked_prefill) return pending <= token_budget_ ? pending : 0;
   int32_t n = std::min(pending, token_budget_);
   if (config_.long_prefill_token_threshold) n = std::min(n, *config_.long_prefill_token_threshold);
   return n;
+}
+
+CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
+  // Rule: the longest cached run of the sequence's full pages, short of its last token.
+  CachedPrefix found;
+  if (!prefix_) return found;
+  prefix_pages_.clear();
+  const int32_t max_pages = (seq.total_len() - 1) / kv_.page_size();
+  found.cursor =
+      prefix_->match(prefix_->root(seq.cache_namespace), seq.tokens, max_pages, prefix_pages_);
+  found.pages = prefix_pages_;
+  for (PageId p : prefix_pages_) found.num_from_pool += kv_.page_state(p) == PageState::kCached;
+  return found;
+}
+
+void EngineScheduler::cache_full_pages(SequenceState& seq) {
+  // Rule: a page is registered as soon as the executor reported all its tokens written.
+  if (!prefix_) return;
+  std::span<const PageId> pages = kv_.pages(seq.id);
+  const int32_t page_size = kv_.page_size();
+  const int32_t full = seq.num_computed_tokens / page_size;
+  while (seq.prefix.num_pages < full && !seq.prefix.broken) {
+    const size_t i = size_t(seq.prefix.num_pages);
+    std::span<const TokenId> tokens(seq.tokens.data() + i * size_t(page_size), size_t(page_size));
+    seq.prefix = prefix_->insert(seq.prefix, tokens, pages[i]);
+  }
 }
 
 bool EngineScheduler::make_room(SequenceState& seq, int64_t tokens) {
@@ -225,13 +256,18 @@ void EngineScheduler::preempt(size_t running_index) {
               released->reservation_returned);
   if (seq.phase == SequencePhase::kPrefill) --partial_prefills_;
   seq.num_computed_tokens = 0;
+  seq.prefix = PrefixCursor{};
   ++seq.num_preemptions;
   running_.erase(running_.begin() + std::ptrdiff_t(running_index));
   enqueue_waiting(seq);
 }
 
-void EngineScheduler::admit(SequenceState& seq) {
-  int32_t reserved = capacity_.admit(seq);
+void EngineScheduler::admit(SequenceState& seq, const CachedPrefix& prefix) {
+  int32_t reserved = capacity_.admit(seq, prefix);
+  const int32_t hit_tokens = int32_t(prefix.pages.size()) * kv_.page_size();
+  seq.num_computed_tokens = hit_tokens;
+  seq.prefix = prefix.cursor;
+  if (prefix_) prefix_->record_query(seq.total_len(), hit_tokens);
   seq.phase = SequencePhase::kPrefill;
   if (!seq.first_admitted_step) seq.first_admitted_step = step_;
   auto at = std::upper_bound(
@@ -322,6 +358,7 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
       continue;
     }
     seq.num_computed_tokens += item.num_tokens;
+    cache_full_pages(seq);
     if (!item.sample) continue;  // an earlier chunk of a prefill
     seq.phase = SequencePhase::kDecode;
     seq.tokens.push_back(*r.token);
@@ -366,6 +403,7 @@ std::span<const SequenceOutcome> EngineScheduler::abort_all(const Error& error) 
     }
   }
   while (!waiting_.empty()) finish(*waiting_.back(), FinishReason::kError, error.message);
+  if (prefix_) prefix_->flush();
   plan_outstanding_ = false;
   return outcomes_;
 }
@@ -416,6 +454,7 @@ const SequenceState* EngineScheduler::find(SeqId id) const {
 
 Status EngineScheduler::check_invariants() const {
   DRIFT_RETURN_IF_ERROR(kv_.check_invariants());
+  if (prefix_) DRIFT_RETURN_IF_ERROR(prefix_->check_invariants());
   if (waiting_.size() + running_.size() != seqs_.size())
     return make_error("scheduler: {} waiting + {} running != {} sequences", waiting_.size(),
                       running_.size(), seqs_.size());

@@ -20,6 +20,11 @@
 // reports. Each sequence's pages are released exactly once, when it finishes, is cancelled,
 // fails, or is preempted (then re-acquired on re-admission).
 //
+// With a prefix cache, an admitted sequence starts prefill after its longest cached page-aligned
+// prefix — never its last token, so that there are logits to sample from — sharing those pages,
+// and every full page a step completes is registered at once (so that requests running at the
+// same time share it too). Released pages stay cached until the pool needs them.
+//
 // After warm-up, schedule_step and on_step_executed perform no heap allocation in steady decode:
 // the plan, the outcome list and every page list reuse memory sized at construction or admission.
 #pragma once
@@ -33,6 +38,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/prefix_cache.h"
 #include "scheduler/capacity_scheduler.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
@@ -62,11 +68,13 @@ struct SchedulerStats {
 
 class EngineScheduler {
  public:
-  // `kv` and `log` must outlive the scheduler. `eos_token_ids` are the model's end-of-sequence
-  // tokens (a request may ignore them, see SamplingParams::ignore_eos).
+  // `kv`, `log` and `prefix_cache` (over `kv`; nullptr: no prefix caching) must outlive the
+  // scheduler. `eos_token_ids` are the model's end-of-sequence tokens (a request may ignore
+  // them, see SamplingParams::ignore_eos).
   static Expected<std::unique_ptr<EngineScheduler>> create(const SchedulerConfig& config,
                                                            std::vector<TokenId> eos_token_ids,
-                                                           KVCacheManager& kv, ProgressLog& log);
+                                                           KVCacheManager& kv, ProgressLog& log,
+                                                           PrefixCache* prefix_cache = nullptr);
 
   // Queues a request. An error rejects it at once, with a reason: a duplicate id, an empty
   // prompt, max_new_tokens < 1, prompt + max_new_tokens beyond max_model_len, invalid sampling
@@ -92,7 +100,8 @@ class EngineScheduler {
   std::span<const SequenceOutcome> on_step_executed(const ExecutionResult& result);
   // The whole step failed: every sequence in the plan ends with `error`.
   std::span<const SequenceOutcome> on_step_failed(const Error& error);
-  // Ends every sequence, waiting or running, with `error` (executor lost, engine aborting).
+  // Ends every sequence, waiting or running, with `error` (executor lost, engine aborting), and
+  // flushes the prefix cache: K/V written by a failing executor is not trusted.
   std::span<const SequenceOutcome> abort_all(const Error& error);
 
   // ---- Introspection ----
@@ -105,14 +114,15 @@ class EngineScheduler {
   std::span<const PageId> pages(SeqId id) const { return kv_.pages(id); }
   const SchedulerStats& stats() const { return stats_; }
   const CapacityStats& capacity_stats() const { return capacity_.stats(); }
-  // The KV invariants plus the scheduler's own: every sequence in exactly the queue its phase
-  // says, queues sorted, budgets of the running set respected, KV held exactly by running
-  // sequences and matching their computed tokens when no plan is outstanding.
+  const PrefixCache* prefix_cache() const { return prefix_; }
+  // The KV (and prefix cache) invariants plus the scheduler's own: every sequence in exactly the
+  // queue its phase says, queues sorted, budgets of the running set respected, KV held exactly by
+  // running sequences and matching their computed tokens when no plan is outstanding.
   Status check_invariants() const;
 
  private:
   EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
-                  KVCacheManager& kv, ProgressLog& log);
+                  KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache);
 
   // Step composition, one phase each.
   void begin_step();
@@ -122,11 +132,13 @@ class EngineScheduler {
   void end_step();
 
   // Helpers.
-  int32_t prefill_chunk_limit(const SequenceState& seq) const;
+  int32_t prefill_chunk_limit(int32_t pending) const;
+  CachedPrefix find_cached_prefix(const SequenceState& seq);
+  void cache_full_pages(SequenceState& seq);
   bool make_room(SequenceState& seq, int64_t tokens);
   void preempt(size_t running_index);
   void add_item(SequenceState& seq, int32_t num_tokens);
-  void admit(SequenceState& seq);
+  void admit(SequenceState& seq, const CachedPrefix& prefix);
   void enqueue_waiting(SequenceState& seq);
   void finish(SequenceState& seq, FinishReason reason, std::string message);
   void retire(SequenceState& seq, FinishReason reason);
@@ -136,6 +148,7 @@ class EngineScheduler {
   std::vector<TokenId> eos_token_ids_;
   KVCacheManager& kv_;
   ProgressLog& log_;
+  PrefixCache* prefix_;  // nullptr: no prefix caching
   CapacityScheduler capacity_;
   std::unique_ptr<WaitingOrder> waiting_order_;
 
@@ -149,6 +162,7 @@ class EngineScheduler {
   StepPlan plan_;
   std::vector<SequenceOutcome> outcomes_;
   SchedulerStats stats_;
+  std::vector<PageId> prefix_pages_;  // scratch of find_cached_prefix, sized at construction
 
   // The step being composed.
   int32_t token_budget_ = 0;      // tokens still free in this step

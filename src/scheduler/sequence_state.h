@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv/kv_types.h"
+#include "kv/prefix_cache.h"
 #include "util/sampling_params.h"
 
 namespace drift {
@@ -39,6 +40,8 @@ struct SequenceRequest {
   // freed the lowest priority (then the latest arrival) is preempted first.
   int32_t priority = 0;
   SamplingParams sampling;
+  // Requests share cached KV pages only within one namespace (e.g. a model adapter).
+  uint64_t cache_namespace = 0;
 };
 
 struct SequenceState {
@@ -53,6 +56,10 @@ struct SequenceState {
   int32_t max_new_tokens = 0;
   int32_t priority = 0;
   SamplingParams sampling;
+  uint64_t cache_namespace = 0;
+  // The sequence's leading full pages that the prefix cache knows (hit at admission or registered
+  // since); reset at each admission.
+  PrefixCursor prefix;
   uint64_t arrival_step = 0;   // the scheduler's step count when added
   uint64_t arrival_order = 0;  // unique, increasing with each add()
   double waiting_rank = 0;     // virtual arrival step (policy with aging); lower is admitted first

@@ -313,8 +313,10 @@ EngineMetrics metrics_when(const Engine& engine, Pred done,
   return m;
 }
 
+// Nothing queued or running and no page held (pages may stay cached for the prefix cache).
 inline bool idle(const EngineMetrics& m) {
-  return m.num_running == 0 && m.num_waiting == 0 && m.kv_pages_free == m.kv_pages_total;
+  return m.num_running == 0 && m.num_waiting == 0 && m.kv_pages_used == 0 &&
+         m.kv_pages_free + m.kv_pages_cached == m.kv_pages_total;
 }
 
 inline std::string describe(const EngineMetrics& m) {

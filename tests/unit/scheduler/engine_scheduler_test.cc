@@ -4,9 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
-
 #include "fake_executor.h"
+#include "plan_views.h"
 
 namespace drift {
 namespace {
@@ -15,45 +14,13 @@ using testing::Driver;
 using testing::FakeModel;
 using testing::make_request;
 using Pages = std::vector<PageId>;
-
-// (seq, kind, start, tokens, sample) of one item.
-struct ItemView {
-  SeqId seq;
-  StepItemKind kind;
-  int32_t start;
-  int32_t tokens;
-  bool sample;
-  bool operator==(const ItemView&) const = default;
-};
-std::ostream& operator<<(std::ostream& os, const ItemView& v) {
-  return os << "{seq " << v.seq << (v.kind == StepItemKind::kDecode ? " decode " : " prefill ")
-            << v.start << "+" << v.tokens << (v.sample ? " sample}" : "}");
-}
-constexpr StepItemKind P = StepItemKind::kPrefill;
-constexpr StepItemKind D = StepItemKind::kDecode;
-
-std::vector<ItemView> items_of(const StepPlan& plan) {
-  std::vector<ItemView> v;
-  for (const StepItem& i : plan.items)
-    v.push_back({i.seq_id, i.kind, i.start_position, i.num_tokens, i.sample});
-  return v;
-}
-
-Pages pages_of(const StepPlan& plan, size_t item) {
-  auto s = plan.pages(plan.items[item]);
-  return Pages(s.begin(), s.end());
-}
-
-Pages range(PageId from, PageId to) {
-  Pages p(size_t(to - from));
-  std::iota(p.begin(), p.end(), from);
-  return p;
-}
-
-Pages concat(Pages a, const Pages& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using testing::concat;
+using testing::D;
+using testing::items_of;
+using testing::ItemView;
+using testing::P;
+using testing::pages_of;
+using testing::range;
 
 SchedulerConfig small_config() {
   SchedulerConfig c;

@@ -6,14 +6,19 @@
 //
 // The fake executor also checks what a real one relies on: token ids and positions match the
 // sequence's history, slot mapping matches the block table, and the K/V that an item attends over
-// (positions before its chunk) are in the pages the block table names — it keeps a shadow of every
-// slot (which sequence wrote which token at which position) and verifies each read against it.
+// (positions before its chunk) are in the pages the block table names. It keeps a shadow of every
+// slot — the position and token written there and a hash of the whole prefix up to it, which is
+// what K/V depends on — and verifies each read against the reader's own history, so a page that
+// was evicted, reused or rewritten under a live sequence (or a wrong prefix cache hit) fails the
+// read. Every page of a plan must be in use, and no step may write into a page that another
+// sequence holds (shared pages are read-only).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -59,7 +64,10 @@ struct FakeModel {
 class FakeExecutor : public Executor {
  public:
   FakeExecutor(const KVCacheManager& kv, FakeModel model)
-      : model_(model), page_size_(kv.page_size()), slots_(size_t(kv.num_pages()) * page_size_) {}
+      : kv_(kv),
+        model_(model),
+        page_size_(kv.page_size()),
+        slots_(size_t(kv.num_pages()) * page_size_) {}
 
   Status run(const StepPlan& plan, ExecutionResult& result) override {
     ++steps_run_;
@@ -77,19 +85,33 @@ class FakeExecutor : public Executor {
         continue;
       }
       std::span<const PageId> pages = plan.pages(item);
+      for (PageId page : pages) {
+        if (kv_.page_state(page) != PageState::kUsed)
+          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " attends over page "
+                        << page << ", which no sequence holds";
+      }
       // Attention reads every earlier position through the block table.
+      uint64_t prefix = kPrefixSeed;
       for (int32_t p = 0; p < item.start_position; ++p) {
+        prefix = extend(prefix, item.history[size_t(p)]);
         const Slot& s = slot(pages, p);
-        if (s.seq != item.seq_id || s.position != p || s.token != item.history[size_t(p)]) {
+        if (s.prefix != prefix || s.position != p || s.token != item.history[size_t(p)]) {
           ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " reads position " << p
-                        << " from a slot holding seq " << s.seq << " position " << s.position;
+                        << " from a slot holding position " << s.position << " of seq " << s.seq
+                        << (s.prefix != prefix ? " with another prefix" : "");
           break;
         }
       }
-      // Writes K/V of the scheduled tokens.
+      // Writes K/V of the scheduled tokens, into pages no other sequence holds.
       for (int32_t k = 0; k < item.num_tokens; ++k) {
         int32_t p = item.start_position + k;
-        slot(pages, p) = Slot{item.seq_id, p, plan.token_ids[size_t(item.token_offset + k)]};
+        PageId page = pages[size_t(p / page_size_)];
+        if (kv_.refcount(page) != 1)
+          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes position "
+                        << p << " into page " << page << " with refcount " << kv_.refcount(page);
+        prefix = extend(prefix, item.history[size_t(p)]);
+        slot(pages, p) =
+            Slot{item.seq_id, p, plan.token_ids[size_t(item.token_offset + k)], prefix};
       }
       if (item.sample) {
         result.items[i].token =
@@ -108,10 +130,16 @@ class FakeExecutor : public Executor {
 
  private:
   struct Slot {
-    SeqId seq = ~SeqId{0};
+    SeqId seq = ~SeqId{0};  // the writer, for messages only: shared pages are read by others
     int32_t position = -1;
     TokenId token = -1;
+    uint64_t prefix = 0;  // hash of the writer's tokens at positions 0..position
   };
+
+  static constexpr uint64_t kPrefixSeed = 0x243F6A8885A308D3ull;
+  static uint64_t extend(uint64_t prefix, TokenId t) {
+    return (prefix ^ uint64_t(uint32_t(t))) * 0x100000001B3ull + 0x9E3779B97F4A7C15ull;
+  }
 
   Slot& slot(std::span<const PageId> pages, int32_t position) {
     return slots_[size_t(pages[size_t(position / page_size_)]) * page_size_ +
@@ -157,6 +185,7 @@ class FakeExecutor : public Executor {
     ASSERT_EQ(decode, plan.num_decode_tokens);
   }
 
+  const KVCacheManager& kv_;
   FakeModel model_;
   int32_t page_size_;
   std::vector<Slot> slots_;
@@ -181,10 +210,12 @@ struct RequestRecord {
 // and the invariants after every step.
 class Driver {
  public:
+  // `prefix_cache`: the hash of a prefix cache over the KV pages, or none for no prefix caching.
   Driver(const SchedulerConfig& config, int32_t num_pages, int32_t page_size, FakeModel model = {},
-         std::vector<TokenId> eos = {0})
+         std::vector<TokenId> eos = {0}, std::optional<PrefixHashFn> prefix_cache = std::nullopt)
       : kv_(make_kv(num_pages, page_size)),
         model_(model),
+        prefix_(prefix_cache ? std::make_unique<PrefixCache>(kv_, *prefix_cache) : nullptr),
         scheduler_(make_scheduler(config, std::move(eos))),
         executor_(kv_, model) {}
 
@@ -250,8 +281,14 @@ class Driver {
     }
   }
 
-  // Every page free, every refcount zero, nothing reserved.
-  void expect_all_released() const {
+  // Every page free (after flushing the prefix cache), every refcount zero, nothing reserved.
+  void expect_all_released() {
+    if (prefix_) {
+      prefix_->flush();
+      EXPECT_EQ(prefix_->num_registered(), 0);
+      Status s = prefix_->check_invariants();
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
     EXPECT_EQ(kv_.num_free_pages(), kv_.num_pages());
     EXPECT_EQ(kv_.num_used_pages(), 0);
     EXPECT_EQ(kv_.num_cached_pages(), 0);
@@ -268,6 +305,7 @@ class Driver {
   }
 
   KVCacheManager& kv() { return kv_; }
+  PrefixCache* prefix_cache() { return prefix_.get(); }
   EngineScheduler& scheduler() { return *scheduler_; }
   FakeExecutor& executor() { return executor_; }
   ProgressLog& log() { return log_; }
@@ -283,7 +321,7 @@ class Driver {
   }
   std::unique_ptr<EngineScheduler> make_scheduler(const SchedulerConfig& config,
                                                   std::vector<TokenId> eos) {
-    auto s = EngineScheduler::create(config, std::move(eos), kv_, log_);
+    auto s = EngineScheduler::create(config, std::move(eos), kv_, log_, prefix_.get());
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
     return std::move(s).value();
   }
@@ -291,6 +329,7 @@ class Driver {
   KVCacheManager kv_;
   ProgressLog log_;
   FakeModel model_;
+  std::unique_ptr<PrefixCache> prefix_;
   std::unique_ptr<EngineScheduler> scheduler_;
   FakeExecutor executor_;
   ExecutionResult result_;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <new>
 
 #include "counting_allocator.h"
@@ -35,8 +36,10 @@ TEST(NoAllocation, CountingAllocatorSeesAllocations) {
   EXPECT_EQ(n, 2u);
 }
 
-void steady_decode_allocates_nothing(AdmissionMode mode) {
-  SCOPED_TRACE(std::string(admission_mode_name(mode)));
+// With the prefix cache, decode steps that fill a page register it, and finishing sequences
+// leave their pages cached: neither may allocate.
+void steady_decode_allocates_nothing(AdmissionMode mode, bool prefix_caching) {
+  SCOPED_TRACE(std::string(admission_mode_name(mode)) + (prefix_caching ? " + prefix cache" : ""));
   SchedulerConfig c;
   c.admission = mode;
   c.max_num_seqs = 16;
@@ -45,7 +48,9 @@ void steady_decode_allocates_nothing(AdmissionMode mode) {
   auto kv = KVCacheManager::create(KVLayout{2, 2, 8, 4}, 1024);
   ASSERT_TRUE(kv.ok());
   ProgressLog log;
-  auto scheduler = EngineScheduler::create(c, {0}, *kv, log);
+  std::unique_ptr<PrefixCache> cache =
+      prefix_caching ? std::make_unique<PrefixCache>(*kv) : nullptr;
+  auto scheduler = EngineScheduler::create(c, {0}, *kv, log, cache.get());
   ASSERT_TRUE(scheduler.ok());
   EngineScheduler& s = **scheduler;
   FakeModel model;  // never samples EOS
@@ -82,16 +87,23 @@ void steady_decode_allocates_nothing(AdmissionMode mode) {
   }
   EXPECT_EQ(steady, 0u) << "allocations in " << steps << " steady decode steps";
   EXPECT_GT(steps, 60);
+  if (cache) {
+    EXPECT_GT(cache->stats().pages_inserted, 16u * 10) << "decode steps must register pages";
+    EXPECT_GT(kv->num_cached_pages(), 0);
+    cache->flush();
+  }
   EXPECT_EQ(kv->num_free_pages(), kv->num_pages());
   EXPECT_TRUE(s.check_invariants().ok());
 }
 
 TEST(NoAllocation, SteadyDecodeStepsAllocateNothingInGuaranteedMode) {
-  steady_decode_allocates_nothing(AdmissionMode::kGuaranteed);
+  steady_decode_allocates_nothing(AdmissionMode::kGuaranteed, false);
+  steady_decode_allocates_nothing(AdmissionMode::kGuaranteed, true);
 }
 
 TEST(NoAllocation, SteadyDecodeStepsAllocateNothingInOptimisticMode) {
-  steady_decode_allocates_nothing(AdmissionMode::kOptimistic);
+  steady_decode_allocates_nothing(AdmissionMode::kOptimistic, false);
+  steady_decode_allocates_nothing(AdmissionMode::kOptimistic, true);
 }
 
 }  // namespace

@@ -20,19 +20,33 @@ struct StressCase {
   SchedulerPolicy policy;
   bool chunked;
   bool prefer_decode;
+  bool prefix_cache = false;
 };
 
 std::string name_of(const StressCase& c) {
   return std::string(admission_mode_name(c.admission)) + "/" +
          std::string(scheduler_policy_name(c.policy)) + (c.chunked ? "/chunked" : "/whole") +
-         (c.prefer_decode ? "/decode-first" : "/prefill-first");
+         (c.prefer_decode ? "/decode-first" : "/prefill-first") +
+         (c.prefix_cache ? "/prefix-cache" : "");
+}
+
+// With the prefix cache, prompts share prefixes: one of 3 "system prompts" of 0 to 21 tokens
+// (so some end inside a page), then the request's own tokens.
+SequenceRequest shared_prefix_request(SeqId id, int32_t prompt_len, int32_t max_new_tokens,
+                                      int32_t priority, uint32_t system) {
+  SequenceRequest r = make_request(id, prompt_len, max_new_tokens, priority);
+  const int32_t system_len = std::min<int32_t>(prompt_len - 1, int32_t(system * 7));
+  for (int32_t i = 0; i < system_len; ++i) r.prompt[size_t(i)] = TokenId(500 + system * 50 + i);
+  return r;
 }
 
 // Thousands of random submits (some too large), cancels and completions. Checked after every
-// step: budgets (by the driver), KV and scheduler invariants, the plan's structure and the K/V
-// each item reads (by the fake executor), and that admissions follow the policy order. At the
-// end: every request finished with the right tokens or was rejected with a reason, and every
-// page is free with refcount zero.
+// step: budgets (by the driver), KV, prefix cache and scheduler invariants, the plan's structure
+// and the K/V each item reads (by the fake executor: every slot it reads must hold the reader's
+// own prefix, so a page evicted or rewritten under a live sequence, or a wrong cache hit, fails),
+// and that admissions follow the policy order. At the end: every request finished with the
+// right tokens or was rejected with a reason, and (after a prefix cache flush) every page is
+// free with refcount zero.
 void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* requests) {
   SCOPED_TRACE(name_of(sc) + " seed " + std::to_string(seed));
   SchedulerConfig c;
@@ -50,7 +64,8 @@ void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* r
   FakeModel model;
   model.eos_one_in = 23;
   // 112 token slots: room for a few requests at once; some requests can never fit.
-  Driver d(c, /*num_pages=*/28, /*page_size=*/4, model, {model.eos});
+  Driver d(c, /*num_pages=*/28, /*page_size=*/4, model, {model.eos},
+           sc.prefix_cache ? std::optional<PrefixHashFn>(default_prefix_hash) : std::nullopt);
 
   std::mt19937 rng(seed);
   SeqId next_id = 1;
@@ -67,7 +82,11 @@ void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* r
   };
   auto check_admission_order = [&](const StepPlan& plan) {
     for (const StepItem& item : plan.items) {
-      if (item.start_position != 0) continue;  // only a sequence's first chunk is an admission
+      // An admission: the first chunk of a sequence that was waiting (it may start after a
+      // cached prefix).
+      if (std::find(waiting_at_start.begin(), waiting_at_start.end(), item.seq_id) ==
+          waiting_at_start.end())
+        continue;
       const SequenceState* admitted = d.scheduler().find(item.seq_id);
       for (SeqId id : waiting_at_start) {
         const SequenceState* w = d.scheduler().find(id);
@@ -92,7 +111,10 @@ void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* r
         int32_t prompt = 1 + int32_t(rng() % 40);
         int32_t max_new = 1 + int32_t(rng() % 24);
         if (rng() % 8 == 0) prompt = 40 + int32_t(rng() % 100);  // long, or too long
-        SequenceRequest r = make_request(next_id++, prompt, max_new, int32_t(rng() % 5) - 2);
+        const int32_t priority = int32_t(rng() % 5) - 2;
+        SequenceRequest r =
+            sc.prefix_cache ? shared_prefix_request(next_id++, prompt, max_new, priority, rng() % 4)
+                            : make_request(next_id++, prompt, max_new, priority);
         d.submit(r);
         submitted.push_back(r.id);
       }
@@ -153,6 +175,11 @@ void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* r
   } else {
     EXPECT_EQ(d.scheduler().capacity_stats().preempted, 0u);
   }
+  if (sc.prefix_cache) {
+    const PrefixCacheStats& ps = d.prefix_cache()->stats();
+    EXPECT_GT(ps.hit_tokens, ps.queried_tokens / 20) << "the test should hit the cache";
+    EXPECT_GT(ps.evictions, 0u) << "the test should evict";
+  }
   d.expect_all_released();
   *requests += submitted.size();
 }
@@ -172,9 +199,27 @@ TEST(SchedulerStress, RandomSubmitsCancelsAndCompletionsInEveryMode) {
   EXPECT_GT(requests, 4000u);
 }
 
+// The same, with the prefix cache on and prompts that share prefixes: hits, evictions under KV
+// pressure, cancels and (optimistic) preemptions, with every read verified.
+TEST(SchedulerStress, PrefixCacheUnderRandomSubmitsCancelsAndKvPressure) {
+  int cases = 0;
+  size_t requests = 0;
+  for (AdmissionMode m : {AdmissionMode::kGuaranteed, AdmissionMode::kOptimistic})
+    for (SchedulerPolicy p :
+         {SchedulerPolicy::kFcfs, SchedulerPolicy::kSmallFirst, SchedulerPolicy::kPriority})
+      for (bool chunked : {true, false})
+        for (bool prefer_decode : {true, false}) {
+          run_random({m, p, chunked, prefer_decode, /*prefix_cache=*/true}, 500 + uint32_t(cases),
+                     400, &requests);
+          ++cases;
+        }
+  EXPECT_GT(requests, 4000u);
+}
+
 // 64 requests with KV room for about 8 at a time.
 std::map<SeqId, std::vector<TokenId>> run_pressure(AdmissionMode mode, uint64_t* preempted,
-                                                   int32_t* max_running) {
+                                                   int32_t* max_running,
+                                                   bool prefix_cache = false) {
   SchedulerConfig c;
   c.admission = mode;
   c.max_num_seqs = 32;
@@ -182,10 +227,16 @@ std::map<SeqId, std::vector<TokenId>> run_pressure(AdmissionMode mode, uint64_t*
   c.max_model_len = 128;
   c.max_num_partial_prefills = 4;
   // Each request needs up to 48 + 32 = 80 tokens = 20 pages: 160 pages hold about 8.
-  Driver d(c, 160, 4, FakeModel{}, {});
+  Driver d(c, 160, 4, FakeModel{}, {},
+           prefix_cache ? std::optional<PrefixHashFn>(default_prefix_hash) : std::nullopt);
   std::mt19937 rng(7);
-  for (SeqId id = 1; id <= 64; ++id)
-    EXPECT_TRUE(d.submit(make_request(id, 16 + int32_t(rng() % 33), 32)));
+  for (SeqId id = 1; id <= 64; ++id) {
+    SequenceRequest r = make_request(id, 16 + int32_t(rng() % 33), 32);
+    // Half the requests open with the same 14 tokens: 3 full pages to share when cached.
+    if (id % 2 == 0)
+      for (size_t i = 0; i < 14; ++i) r.prompt[i] = TokenId(900 + i);
+    EXPECT_TRUE(d.submit(std::move(r)));
+  }
   *max_running = 0;
   for (int i = 0; i < 5000 && d.scheduler().has_unfinished(); ++i) {
     d.step();
@@ -217,6 +268,18 @@ TEST(SchedulerStress, GuaranteedAndOptimisticBothCompleteUnderKvPressureWithTheS
   EXPECT_GT(preempted_optimistic, 0u) << "optimistic mode admits more and must preempt";
   EXPECT_GT(running_optimistic, running_guaranteed);
   EXPECT_EQ(guaranteed, optimistic) << "preemption by recompute changes no output";
+}
+
+TEST(SchedulerStress, ThePrefixCacheChangesNoOutputUnderKvPressure) {
+  uint64_t preempted = 0;
+  int32_t running = 0;
+  auto plain = run_pressure(AdmissionMode::kGuaranteed, &preempted, &running);
+  for (AdmissionMode mode : {AdmissionMode::kGuaranteed, AdmissionMode::kOptimistic}) {
+    SCOPED_TRACE(admission_mode_name(mode));
+    auto cached = run_pressure(mode, &preempted, &running, /*prefix_cache=*/true);
+    EXPECT_EQ(cached, plain);
+    if (mode == AdmissionMode::kOptimistic) EXPECT_GT(preempted, 0u);
+  }
 }
 
 // Aging bounds the wait of a request that the policy ranks last. An overload of short,

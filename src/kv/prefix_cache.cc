@@ -1,0 +1,200 @@
+#include "kv/prefix_cache.h"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+
+namespace drift {
+
+uint64_t default_prefix_hash(uint64_t parent_hash, std::span<const TokenId> tokens) {
+  // splitmix64 finalizer over (state + token): well mixed, cheap; collisions are verified anyway.
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  uint64_t h = mix(parent_hash + 0x9E3779B97F4A7C15ull);
+  for (TokenId t : tokens) h = mix(h + uint64_t(uint32_t(t)) + 0x9E3779B97F4A7C15ull);
+  return mix(h ^ uint64_t(tokens.size()));
+}
+
+PrefixCache::PrefixCache(KVCacheManager& kv, PrefixHashFn hash)
+    : kv_(kv),
+      hash_fn_(hash),
+      page_size_(kv.page_size()),
+      registered_(size_t(kv.num_pages()), 0),
+      hash_(size_t(kv.num_pages()), 0),
+      namespace_(size_t(kv.num_pages()), 0),
+      parent_(size_t(kv.num_pages()), kNoPage),
+      parent_epoch_(size_t(kv.num_pages()), 0),
+      epoch_(size_t(kv.num_pages()), 0),
+      tokens_(size_t(kv.num_pages()) * size_t(kv.page_size()), 0),
+      table_(std::bit_ceil(size_t(kv.num_pages()) * 2), kNoPage),
+      mask_(table_.size() - 1) {
+  kv_.set_eviction_listener(this);
+}
+
+PrefixCache::~PrefixCache() { kv_.set_eviction_listener(nullptr); }
+
+PrefixCursor PrefixCache::root(uint64_t cache_namespace) const {
+  PrefixCursor c;
+  c.cache_namespace = cache_namespace;
+  c.hash = hash_fn_(cache_namespace, {});
+  return c;
+}
+
+int64_t PrefixCache::find(uint64_t hash, const PrefixCursor& parent,
+                          std::span<const TokenId> tokens) const {
+  // Linear probing: every page with this hash sits between its home slot and the next empty one.
+  for (size_t i = home(hash);; i = (i + 1) & mask_) {
+    const PageId p = table_[i];
+    if (p == kNoPage) return -1;
+    const size_t u = size_t(p);
+    if (hash_[u] == hash && namespace_[u] == parent.cache_namespace && parent_[u] == parent.page &&
+        parent_epoch_[u] == parent.epoch && std::ranges::equal(tokens_of(p), tokens))
+      return int64_t(i);
+  }
+}
+
+PrefixCursor PrefixCache::match(const PrefixCursor& from, std::span<const TokenId> tokens,
+                                int32_t max_pages, std::vector<PageId>& pages) const {
+  // Rule: follow the chain page by page while a verified page holds the next page_size tokens.
+  PrefixCursor at = from;
+  if (at.broken) return at;
+  for (int32_t i = 0; i < max_pages; ++i) {
+    const size_t begin = size_t(i) * size_t(page_size_);
+    if (begin + size_t(page_size_) > tokens.size()) break;
+    std::span<const TokenId> page_tokens = tokens.subspan(begin, size_t(page_size_));
+    const uint64_t h = hash_fn_(at.hash, page_tokens);
+    const int64_t slot = find(h, at, page_tokens);
+    if (slot < 0) break;
+    const PageId p = table_[size_t(slot)];
+    pages.push_back(p);
+    at.num_pages += 1;
+    at.hash = h;
+    at.page = p;
+    at.epoch = epoch_[size_t(p)];
+  }
+  return at;
+}
+
+PrefixCursor PrefixCache::insert(const PrefixCursor& cursor, std::span<const TokenId> tokens,
+                                 PageId page) {
+  // Rule: one registered page per content; a duplicate moves the cursor onto the registered one.
+  PrefixCursor next = cursor;
+  next.num_pages += 1;
+  if (cursor.broken || int64_t(tokens.size()) != page_size_ || page < 0 ||
+      page >= kv_.num_pages()) {
+    next.broken = true;
+    return next;
+  }
+  const uint64_t h = hash_fn_(cursor.hash, tokens);
+  next.hash = h;
+  if (int64_t slot = find(h, cursor, tokens); slot >= 0) {
+    next.page = table_[size_t(slot)];
+    next.epoch = epoch_[size_t(next.page)];
+    return next;
+  }
+  const size_t u = size_t(page);
+  if (registered_[u] || !kv_.mark_cacheable(page).ok()) {
+    // Registered with another parent or content (a sequence's page list never does that), or
+    // not in use: refuse rather than make a wrong chain.
+    next.broken = true;
+    return next;
+  }
+  registered_[u] = 1;
+  hash_[u] = h;
+  namespace_[u] = cursor.cache_namespace;
+  parent_[u] = cursor.page;
+  parent_epoch_[u] = cursor.epoch;
+  epoch_[u] += 1;
+  std::ranges::copy(tokens, tokens_.begin() + std::ptrdiff_t(u * size_t(page_size_)));
+  table_insert(page);
+  ++num_registered_;
+  ++stats_.pages_inserted;
+  next.page = page;
+  next.epoch = epoch_[u];
+  return next;
+}
+
+void PrefixCache::record_query(int64_t queried, int64_t hit) {
+  ++stats_.queries;
+  stats_.queried_tokens += uint64_t(std::max<int64_t>(0, queried));
+  stats_.hit_tokens += uint64_t(std::max<int64_t>(0, hit));
+  if (hit > 0) {
+    ++stats_.hits;
+  } else {
+    ++stats_.misses;
+  }
+}
+
+int32_t PrefixCache::flush() { return kv_.evict_all_cached(); }
+
+void PrefixCache::on_page_evicted(PageId page) {
+  if (page < 0 || page >= kv_.num_pages() || !registered_[size_t(page)]) return;
+  table_remove(page);
+  registered_[size_t(page)] = 0;
+  --num_registered_;
+  ++stats_.evictions;
+  stats_.evicted_bytes += kv_.layout().bytes_per_page();
+}
+
+void PrefixCache::table_insert(PageId page) {
+  size_t i = home(hash_[size_t(page)]);
+  while (table_[i] != kNoPage) i = (i + 1) & mask_;
+  table_[i] = page;
+}
+
+void PrefixCache::table_remove(PageId page) {
+  // Backward-shift deletion: entries after the hole that may not skip it move into it, so every
+  // entry stays reachable from its home slot without tombstones.
+  size_t i = home(hash_[size_t(page)]);
+  while (table_[i] != page) {
+    assert(table_[i] != kNoPage);
+    i = (i + 1) & mask_;
+  }
+  size_t j = i;
+  for (;;) {
+    j = (j + 1) & mask_;
+    if (table_[j] == kNoPage) break;
+    const size_t k = home(hash_[size_t(table_[j])]);
+    const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+    if (stays) continue;
+    table_[i] = table_[j];
+    i = j;
+  }
+  table_[i] = kNoPage;
+}
+
+Status PrefixCache::check_invariants() const {
+  int32_t in_table = 0;
+  for (size_t i = 0; i < table_.size(); ++i) {
+    const PageId p = table_[i];
+    if (p == kNoPage) continue;
+    ++in_table;
+    if (p < 0 || p >= kv_.num_pages() || !registered_[size_t(p)])
+      return make_error("prefix cache: table slot {} holds unregistered page {}", i, p);
+    for (size_t k = home(hash_[size_t(p)]); k != i; k = (k + 1) & mask_) {
+      if (table_[k] == kNoPage)
+        return make_error("prefix cache: page {} in slot {} is unreachable from its home", p, i);
+    }
+  }
+  int32_t registered = 0;
+  for (PageId p = 0; p < kv_.num_pages(); ++p) {
+    const PageState state = kv_.page_state(p);
+    if (registered_[size_t(p)]) {
+      ++registered;
+      if (state == PageState::kFree || !kv_.cacheable(p))
+        return make_error("prefix cache: registered page {} is {} in the kv cache", p,
+                          state == PageState::kFree ? "free" : "not cacheable");
+    } else if (state == PageState::kCached) {
+      return make_error("prefix cache: cached page {} is not registered", p);
+    }
+  }
+  if (registered != num_registered_ || in_table != num_registered_)
+    return make_error("prefix cache: {} registered pages, {} in the table, {} counted", registered,
+                      in_table, num_registered_);
+  return Status::Ok();
+}
+
+}  // namespace drift

@@ -1,0 +1,138 @@
+// The prefix cache: finds full KV pages whose content a new sequence would compute again, so that
+// it starts prefill after them and shares them (refcount up) instead.
+//
+// A full page is identified by a chained hash of (namespace, parent page's hash, the page's
+// page_size token ids): equal hashes mean equal prefixes up to collisions, and collisions are
+// harmless because every hit is verified exactly — the page's stored token ids must equal the
+// sequence's, and its recorded parent must be the page matched just before (same page id and
+// same registration epoch, so a parent evicted and reused for other content breaks the chain).
+// By induction a matched run of pages holds exactly the K/V of the sequence's prefix.
+//
+// Pages stay owned by the KVCacheManager. A registered page is marked cacheable there: when its
+// last holder releases it, it moves to the cached list instead of the free list, and it is
+// reclaimed (least recently released first) only when no free page is left — the manager then
+// tells this cache (KVEvictionListener), which forgets the page. A page some sequence holds is
+// never on the cached list, so it is never evicted.
+//
+// No allocation after construction: the hash table (open addressing, linear probing, at most
+// num_pages entries in at least 2 * num_pages slots) and the per-page records are sized once,
+// so registering a page in a decode step allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_types.h"
+#include "util/error.h"
+
+namespace drift {
+
+using TokenId = int32_t;
+
+// Hash of one page in the chain: of its parent's hash (or the namespace's root hash) and its
+// tokens. Injectable so that tests can force collisions.
+using PrefixHashFn = uint64_t (*)(uint64_t parent_hash, std::span<const TokenId> tokens);
+uint64_t default_prefix_hash(uint64_t parent_hash, std::span<const TokenId> tokens);
+
+inline constexpr PageId kNoPage = -1;
+
+// Where a sequence stands in the chain: the registered page that holds the content of its last
+// covered full page (possibly another sequence's identical page).
+struct PrefixCursor {
+  uint64_t cache_namespace = 0;  // e.g. model or adapter: pages are shared only within one
+  int32_t num_pages = 0;         // leading full pages of the sequence covered
+  uint64_t hash = 0;             // chained hash after them (the namespace's root hash at 0)
+  PageId page = kNoPage;         // registered page holding page num_pages - 1; kNoPage at 0
+  uint32_t epoch = 0;            // that page's registration epoch
+  // A page could not be registered in its place (see PrefixCache::insert): later pages of the
+  // sequence stay unregistered, since nothing could reach them.
+  bool broken = false;
+};
+
+// Counted like vLLM's: queried and hit tokens, per admission.
+struct PrefixCacheStats {
+  uint64_t queries = 0;         // lookups at admission (re-admissions after preemption included)
+  uint64_t hits = 0;            // lookups that matched at least one page
+  uint64_t misses = 0;          // lookups that matched none
+  uint64_t queried_tokens = 0;  // tokens of the looked-up sequences
+  uint64_t hit_tokens = 0;      // of those, tokens found cached (not computed again)
+  uint64_t pages_inserted = 0;  // pages registered
+  uint64_t evictions = 0;       // registered pages reclaimed for reuse (or flushed)
+  uint64_t evicted_bytes = 0;   // evictions * bytes per page
+};
+
+class PrefixCache final : public KVEvictionListener {
+ public:
+  // Becomes `kv`'s eviction listener; `kv` must outlive the cache and stay at its address.
+  explicit PrefixCache(KVCacheManager& kv, PrefixHashFn hash = default_prefix_hash);
+  ~PrefixCache() override;
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // The cursor of an empty sequence in `cache_namespace`.
+  PrefixCursor root(uint64_t cache_namespace) const;
+
+  // The longest run of registered pages that hold the next full pages of `tokens` (token 0 of
+  // `tokens` is the first token after `from`), at most `max_pages`; their ids are appended to
+  // `pages` (no allocation within its capacity). Returns the cursor after them. Changes nothing.
+  PrefixCursor match(const PrefixCursor& from, std::span<const TokenId> tokens, int32_t max_pages,
+                     std::vector<PageId>& pages) const;
+
+  // Page `page` — used by the sequence at `cursor`, full, its K/V written — holds the page_size
+  // `tokens` after the cursor. Registers it (and marks it cacheable in the KV manager) unless a
+  // page with the same content and parent is registered already, in which case the cursor moves
+  // to that one. Returns the advanced cursor. A broken cursor, or a page that is registered
+  // under another identity, leaves the page unregistered and returns a broken cursor.
+  PrefixCursor insert(const PrefixCursor& cursor, std::span<const TokenId> tokens, PageId page);
+
+  // Counts one admission's lookup: `queried` tokens of which `hit` were found cached.
+  void record_query(int64_t queried, int64_t hit);
+
+  // Evicts every cached page to the free list (pages in use stay registered). Returns how many.
+  int32_t flush();
+
+  // KVEvictionListener: the manager reclaims `page`; forget its content.
+  void on_page_evicted(PageId page) override;
+
+  bool registered(PageId page) const { return registered_[size_t(page)] != 0; }
+  int32_t num_registered() const { return num_registered_; }
+  const PrefixCacheStats& stats() const { return stats_; }
+
+  // O(pages + table slots): every table entry is a registered page reachable by probing from its
+  // home slot, the count matches, each registered page is cacheable and not free in the manager,
+  // and every cached page of the manager is registered.
+  Status check_invariants() const;
+
+ private:
+  // The table slot holding a registered page whose hash, namespace, parent and tokens are these;
+  // -1 if none.
+  int64_t find(uint64_t hash, const PrefixCursor& parent, std::span<const TokenId> tokens) const;
+  void table_insert(PageId page);
+  void table_remove(PageId page);
+  size_t home(uint64_t hash) const { return size_t(hash) & mask_; }
+  std::span<const TokenId> tokens_of(PageId page) const {
+    return {tokens_.data() + size_t(page) * size_t(page_size_), size_t(page_size_)};
+  }
+
+  KVCacheManager& kv_;
+  PrefixHashFn hash_fn_;
+  int32_t page_size_;
+
+  // Per page, [num_pages]; meaningful while registered_.
+  std::vector<uint8_t> registered_;
+  std::vector<uint64_t> hash_;
+  std::vector<uint64_t> namespace_;
+  std::vector<PageId> parent_;
+  std::vector<uint32_t> parent_epoch_;
+  std::vector<uint32_t> epoch_;  // bumped at every registration of the page
+  std::vector<TokenId> tokens_;  // [num_pages * page_size]
+
+  std::vector<PageId> table_;  // [power of two >= 2 * num_pages]: page ids, kNoPage when empty
+  size_t mask_ = 0;
+  int32_t num_registered_ = 0;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace drift

@@ -104,6 +104,10 @@ class EngineScheduler {
   // flushes the prefix cache: K/V written by a failing executor is not trusted.
   std::span<const SequenceOutcome> abort_all(const Error& error);
 
+  // Evicts every cached page (pages that sequences hold stay registered). Returns how many; 0
+  // without a prefix cache.
+  int32_t flush_prefix_cache() { return prefix_ ? prefix_->flush() : 0; }
+
   // ---- Introspection ----
   const SchedulerConfig& config() const { return config_; }
   uint64_t current_step() const { return step_; }  // the number the next plan will carry

@@ -92,7 +92,7 @@ class Engine {
   // The session's history (prompt and generated tokens of its completed turns); nullopt if
   // there is no such session.
   std::optional<std::vector<TokenId>> session_history(const std::string& id) const {
-    return sessions_.history(id);
+    return sessions_.history(id, EngineClock::now());
   }
 
   // False once the executor failed for good (or the worker hit a bug): every request then ended

@@ -78,6 +78,11 @@ class Engine {
   // The worker's snapshot as of its last step boundary, plus the requests it has not taken yet
   // (counted as waiting; one being taken while this runs may be missing from the counts).
   EngineMetrics metrics() const;
+  // Evicts every cached KV page that no request holds, at the worker's next step boundary (so
+  // it returns before that; metrics show kv_pages_cached 0 once done). Session histories stay:
+  // their next turns prefill again. For operators and tests (vLLM's /reset_prefix_cache).
+  void reset_prefix_cache() { gateway_->request_prefix_cache_flush(); }
+
   // Ends conversation session `id`: its history is dropped (its cached KV pages stay cached
   // until the pool needs them). A turn still running goes on to its end but is not recorded.
   // Error if there is no such session (over HTTP: DELETE /v1/sessions/{id} → 404).
@@ -87,7 +92,7 @@ class Engine {
   // The session's history (prompt and generated tokens of its completed turns); nullopt if
   // there is no such session.
   std::optional<std::vector<TokenId>> session_history(const std::string& id) const {
-    return sessions_.history(id);
+    return sessions_.history(id, EngineClock::now());
   }
 
   // False once the executor failed for good (or the worker hit a bug): every request then ended

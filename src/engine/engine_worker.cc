@@ -57,6 +57,7 @@ void EngineWorker::loop() {
     admit(intake_.requests);
     apply_cancels(intake_.cancels);
     if (intake_.shutdown == ShutdownMode::kAbort) cancel_all("the engine was shut down");
+    if (intake_.flush_prefix_cache) scheduler_.flush_prefix_cache();
 
     StepReport report;
     if (healthy() && scheduler_.has_unfinished()) {

@@ -1,5 +1,7 @@
 #include "engine/gateway.h"
 
+#include <utility>
+
 namespace drift {
 
 Status Gateway::push(AcceptedRequest& request) {
@@ -47,17 +49,28 @@ void Gateway::request_shutdown(ShutdownMode mode) {
   work_.notify_one();
 }
 
+void Gateway::request_prefix_cache_flush() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    flush_prefix_cache_ = true;
+  }
+  work_.notify_one();
+}
+
 void Gateway::take(Intake& intake, bool wait) {
   // Swapping keeps the capacity of both sides' vectors, so a quiet step allocates nothing here.
   intake.requests.clear();
   intake.cancels.clear();
   std::unique_lock<std::mutex> lock(mutex_);
   if (wait) {
-    work_.wait(lock, [&] { return !requests_.empty() || !cancels_.empty() || shutdown_; });
+    work_.wait(lock, [&] {
+      return !requests_.empty() || !cancels_.empty() || shutdown_ || flush_prefix_cache_;
+    });
   }
   intake.requests.swap(requests_);
   intake.cancels.swap(cancels_);
   intake.shutdown = shutdown_;
+  intake.flush_prefix_cache = std::exchange(flush_prefix_cache_, false);
   waiting_in_worker_ += int32_t(intake.requests.size());
 }
 

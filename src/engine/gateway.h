@@ -58,12 +58,15 @@ class Gateway {
   // Closes (reason "the engine is shutting down") and tells the worker to stop; a later
   // kAbort escalates an earlier kDrain.
   void request_shutdown(ShutdownMode mode);
+  // Asks the worker to evict every cached KV page at its next step boundary.
+  void request_prefix_cache_flush();
 
   // What the worker takes at a step boundary.
   struct Intake {
     std::vector<AcceptedRequest> requests;
     std::vector<std::shared_ptr<RequestStream>> cancels;
     std::optional<ShutdownMode> shutdown;  // sticky once requested
+    bool flush_prefix_cache = false;       // requested since the last take
   };
   // Worker: replaces `intake` with everything queued since the last take. With `wait`, first
   // sleeps until something is queued or a shutdown is requested.
@@ -84,6 +87,7 @@ class Gateway {
   int32_t waiting_in_worker_ = 0;
   std::optional<std::string> closed_reason_;
   std::optional<ShutdownMode> shutdown_;
+  bool flush_prefix_cache_ = false;
 };
 
 }  // namespace drift

@@ -1,5 +1,6 @@
 #include "engine/session_store.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace drift {
@@ -15,12 +16,28 @@ Status SessionConfig::validate() const {
   return Status::Ok();
 }
 
-void SessionStore::expire_idle(Clock::time_point now) {
+bool SessionStore::expired(const Session& s, Clock::time_point now) const {
   // Rule: a session without a running turn, unused for longer than the TTL, is dropped.
-  const auto ttl = std::chrono::duration<double>(config_.idle_ttl_seconds);
+  return !s.running && now - s.last_used > std::chrono::duration<double>(config_.idle_ttl_seconds);
+}
+
+SessionStore::Session* SessionStore::find_live(const std::string& id, Clock::time_point now) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return nullptr;
+  if (!expired(it->second, now)) return &it->second;
+  total_tokens_ -= held(it->second);
+  ++expired_;
+  sessions_.erase(it);
+  return nullptr;
+}
+
+void SessionStore::expire_idle(Clock::time_point now, bool force) {
+  if (!force && now < next_sweep_) return;
+  next_sweep_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                          std::min(1.0, config_.idle_ttl_seconds / 4)));
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     const Session& s = it->second;
-    if (!s.running && now - s.last_used > ttl) {
+    if (expired(s, now)) {
       total_tokens_ -= held(s);
       ++expired_;
       it = sessions_.erase(it);
@@ -39,15 +56,17 @@ Expected<std::vector<TokenId>> SessionStore::begin_turn(const std::string& id, R
   if (id.empty() || id.size() > kMaxSessionIdBytes)
     return make_error("session_id must have 1 to {} bytes, got {}", kMaxSessionIdBytes, id.size());
   std::lock_guard<std::mutex> lock(mutex_);
-  expire_idle(now);
-  auto it = sessions_.find(id);
-  const bool is_new = it == sessions_.end();
-  if (!is_new && it->second.running) {
+  expire_idle(now, /*force=*/false);
+  Session* existing = find_live(id, now);
+  const bool is_new = existing == nullptr;
+  if (!is_new && existing->running) {
     ++rejected_turns_;
     return make_error(
         "session {} has a turn running (request {}): wait for it to finish, or kill the session",
-        id, *it->second.running);
+        id, *existing->running);
   }
+  if (is_new && int32_t(sessions_.size()) >= config_.max_sessions)
+    expire_idle(now, /*force=*/true);  // a cap counts only live sessions
   if (is_new && int32_t(sessions_.size()) >= config_.max_sessions) {
     ++rejected_turns_;
     return make_error(
@@ -56,13 +75,15 @@ Expected<std::vector<TokenId>> SessionStore::begin_turn(const std::string& id, R
         config_.max_sessions, config_.idle_ttl_seconds);
   }
   std::vector<TokenId> prompt;
-  if (!is_new) prompt = it->second.tokens;
+  if (!is_new) prompt = existing->tokens;
   prompt.insert(prompt.end(), input.begin(), input.end());
   Expected<int32_t> max_new = size_turn(prompt);
   if (!max_new.ok()) return max_new.error();
 
-  const int64_t before = is_new ? 0 : held(it->second);
+  const int64_t before = is_new ? 0 : held(*existing);
   const int64_t after = int64_t(prompt.size()) + *max_new;
+  if (total_tokens_ - before + after > config_.max_total_tokens)
+    expire_idle(now, /*force=*/true);  // a cap counts only live sessions
   if (total_tokens_ - before + after > config_.max_total_tokens) {
     ++rejected_turns_;
     return make_error(
@@ -70,7 +91,7 @@ Expected<std::vector<TokenId>> SessionStore::begin_turn(const std::string& id, R
         "sessions hold {} of {} (sessions.max_total_tokens); end a session or lower max_tokens",
         after, prompt.size(), *max_new, total_tokens_ - before, config_.max_total_tokens);
   }
-  Session& s = is_new ? sessions_[id] : it->second;
+  Session& s = is_new ? sessions_[id] : *existing;
   s.history_len = s.tokens.size();
   s.tokens.insert(s.tokens.end(), input.begin(), input.end());
   s.running = request;
@@ -83,9 +104,8 @@ Expected<std::vector<TokenId>> SessionStore::begin_turn(const std::string& id, R
 
 bool SessionStore::has_history(const std::string& id, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
-  expire_idle(now);
-  auto it = sessions_.find(id);
-  return it != sessions_.end() && !it->second.tokens.empty();
+  const Session* s = find_live(id, now);
+  return s != nullptr && !s->tokens.empty();
 }
 
 void SessionStore::end_turn(const std::string& id, RequestId request,
@@ -124,17 +144,18 @@ Expected<std::shared_ptr<RequestStream>> SessionStore::end(const std::string& id
   return running;
 }
 
-std::optional<std::vector<TokenId>> SessionStore::history(const std::string& id) const {
+std::optional<std::vector<TokenId>> SessionStore::history(const std::string& id,
+                                                          Clock::time_point now) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return std::nullopt;
+  if (it == sessions_.end() || expired(it->second, now)) return std::nullopt;
   const Session& s = it->second;
   return std::vector<TokenId>(s.tokens.begin(), s.tokens.begin() + std::ptrdiff_t(s.history_len));
 }
 
 SessionStats SessionStore::stats(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
-  expire_idle(now);
+  expire_idle(now, /*force=*/false);
   return SessionStats{int32_t(sessions_.size()), total_tokens_, expired_, rejected_turns_};
 }
 

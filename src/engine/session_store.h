@@ -6,8 +6,10 @@
 // — the caller sees a slower first token, never a different answer.
 //
 // One turn at a time per session. A turn that does not complete (cancelled, error, rejected)
-// leaves the history as it was before it. Sessions idle for longer than idle_ttl_seconds are
-// dropped (checked whenever a turn starts and when sessions are counted). Caps on the number of
+// leaves the history as it was before it. A session idle for longer than idle_ttl_seconds is
+// gone: exactly so for the session a turn names; all of them are swept at most every quarter of
+// the TTL (at most 1 s) when turns start or sessions are counted, and at once before a cap
+// refuses a turn. Caps on the number of
 // sessions and on the tokens they hold reject a new turn with a clear error; they never drop
 // another session's history to make room.
 //
@@ -83,8 +85,9 @@ class SessionStore {
   // cancel it, for a kill). Error if there is no such session.
   Expected<std::shared_ptr<RequestStream>> end(const std::string& id);
 
-  // The history of session `id` (a copy; for tests and tools). nullopt if there is none.
-  std::optional<std::vector<TokenId>> history(const std::string& id) const;
+  // The history of session `id` (a copy; for tests and tools). nullopt if there is none (or it
+  // has expired).
+  std::optional<std::vector<TokenId>> history(const std::string& id, Clock::time_point now) const;
   SessionStats stats(Clock::time_point now);
 
  private:
@@ -98,12 +101,19 @@ class SessionStore {
   };
 
   int64_t held(const Session& s) const { return int64_t(s.tokens.size()) + s.reserved; }
-  void expire_idle(Clock::time_point now);  // mutex_ held
+  bool expired(const Session& s, Clock::time_point now) const;
+  // mutex_ held. Drops every expired session: always with `force`, else at most once per sweep
+  // interval (a quarter of the TTL, at most 1 s), so that frequent calls stay O(1).
+  void expire_idle(Clock::time_point now, bool force);
+  // mutex_ held. The session `id` unless it has expired (then it is dropped): exact TTL for the
+  // session a caller names, whatever the sweep interval.
+  Session* find_live(const std::string& id, Clock::time_point now);
 
   const SessionConfig config_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Session> sessions_;
   int64_t total_tokens_ = 0;  // sum of held() over sessions
+  Clock::time_point next_sweep_{};
   uint64_t expired_ = 0;
   uint64_t rejected_turns_ = 0;
 };

@@ -168,11 +168,16 @@ void EngineScheduler::schedule_running_prefills() {
 void EngineScheduler::schedule_admissions() {
   // Rule: admit waiting requests in policy order while seats, budget, partial-prefill slots and
   // KV allow; stop at the first that does not fit, so that no request is overtaken forever. A
-  // request's prefill starts after its cached prefix.
+  // request's prefill starts after its cached prefix; one whose next page a running prefill is
+  // computing waits for it instead of computing it a second time.
   while (!waiting_.empty() && token_budget_ > 0 &&
          int32_t(running_.size()) < config_.max_num_seqs) {
     SequenceState& seq = *waiting_.front();
     const CachedPrefix prefix = find_cached_prefix(seq);
+    if (next_page_in_flight(seq, int32_t(prefix.pages.size()))) {
+      ++stats_.prefix_waits;
+      break;
+    }
     const int32_t pending = seq.total_len() - int32_t(prefix.pages.size()) * kv_.page_size();
     int32_t want = prefill_chunk_limit(pending);
     if (want == 0) break;
@@ -219,6 +224,24 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
   found.pages = prefix_pages_;
   for (PageId p : prefix_pages_) found.num_from_pool += kv_.page_state(p) == PageState::kCached;
   return found;
+}
+
+bool EngineScheduler::next_page_in_flight(const SequenceState& seq, int32_t cached_pages) const {
+  // Rule: page `cached_pages` of `seq` is in flight if a running prefill with the same tokens up
+  // to its end has not computed it yet; it is registered when that prefill reports it, so `seq`
+  // then shares it. Only a page `seq` could share (short of its last token) is worth the wait.
+  if (!prefix_) return false;
+  const int32_t end = (cached_pages + 1) * kv_.page_size();
+  if (end > seq.total_len() - 1) return false;
+  std::span<const TokenId> wanted(seq.tokens.data(), size_t(end));
+  for (const SequenceState* r : running_) {
+    if (r->phase != SequencePhase::kPrefill || r->cache_namespace != seq.cache_namespace ||
+        r->num_computed_tokens >= end || r->total_len() < end || r->prefix.broken)
+      continue;
+    if (std::ranges::equal(std::span<const TokenId>(r->tokens.data(), size_t(end)), wanted))
+      return true;
+  }
+  return false;
 }
 
 void EngineScheduler::cache_full_pages(SequenceState& seq) {

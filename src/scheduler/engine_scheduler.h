@@ -23,7 +23,9 @@
 // With a prefix cache, an admitted sequence starts prefill after its longest cached page-aligned
 // prefix — never its last token, so that there are logits to sample from — sharing those pages,
 // and every full page a step completes is registered at once (so that requests running at the
-// same time share it too). Released pages stay cached until the pool needs them.
+// same time share it too). A waiting request whose next page a running prefill is computing
+// waits for it rather than compute it twice (a burst of requests with one system prompt computes
+// it once). Released pages stay cached until the pool needs them.
 //
 // After warm-up, schedule_step and on_step_executed perform no heap allocation in steady decode:
 // the plan, the outcome list and every page list reuse memory sized at construction or admission.
@@ -64,6 +66,9 @@ struct SchedulerStats {
   uint64_t finished = 0;  // stop, length, cancelled and error
   uint64_t cancelled = 0;
   uint64_t errors = 0;
+  // Steps in which the head of the waiting queue waited for a page that a running prefill was
+  // computing (to share it rather than compute it twice).
+  uint64_t prefix_waits = 0;
 };
 
 class EngineScheduler {
@@ -104,6 +109,10 @@ class EngineScheduler {
   // flushes the prefix cache: K/V written by a failing executor is not trusted.
   std::span<const SequenceOutcome> abort_all(const Error& error);
 
+  // Evicts every cached page (pages that sequences hold stay registered). Returns how many; 0
+  // without a prefix cache.
+  int32_t flush_prefix_cache() { return prefix_ ? prefix_->flush() : 0; }
+
   // ---- Introspection ----
   const SchedulerConfig& config() const { return config_; }
   uint64_t current_step() const { return step_; }  // the number the next plan will carry
@@ -134,6 +143,7 @@ class EngineScheduler {
   // Helpers.
   int32_t prefill_chunk_limit(int32_t pending) const;
   CachedPrefix find_cached_prefix(const SequenceState& seq);
+  bool next_page_in_flight(const SequenceState& seq, int32_t cached_pages) const;
   void cache_full_pages(SequenceState& seq);
   bool make_room(SequenceState& seq, int64_t tokens);
   void preempt(size_t running_index);

@@ -1,11 +1,13 @@
-// The prefix cache on SmolLM2: greedy outputs are identical with the cache on and off — requests
-// run one after another (each later one starts from the cached system prompt), concurrently with
-// chunked prefill (pages shared while being filled), and under KV pressure with preemption.
+// The prefix cache on SmolLM2 (and Gemma 3): greedy outputs are identical with the cache on and off
+// — requests run one after another (each later one starts from the cached system prompt),
+// concurrently with chunked prefill (pages shared while being filled), and under KV pressure with
+// preemption.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
@@ -54,9 +56,10 @@ EngineConfig base_config(bool prefix_caching) {
   return c;
 }
 
-Outputs run(const EngineConfig& config, bool concurrent, int32_t max_tokens, const char* what) {
+Outputs run(const EngineConfig& config, bool concurrent, int32_t max_tokens, const char* what,
+            std::string_view model_file = test::kSmolLm2File) {
   Outputs result;
-  const auto path = test::model_path(test::kSmolLm2File);
+  const auto path = test::model_path(model_file);
   EXPECT_TRUE(test::model_available(path));
   auto engine = Engine::load(path.string(), config);
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
@@ -135,6 +138,25 @@ TEST(EnginePrefixCache, PreemptedUnderKvPressureTheSameTokensAsWithoutTheCache) 
   EXPECT_GT(cached.metrics.preemptions, 0u) << "the cache is small enough that some must wait";
   EXPECT_GT(cached.metrics.prefix_cache.hit_tokens, 0u);
   EXPECT_GT(cached.metrics.prefix_cache.evictions, 0u);
+}
+
+// Gemma 3 (sliding-window layers, another tokenizer): the same equality, one by one and
+// concurrently with chunked prefill.
+TEST(EnginePrefixCache, Gemma3TheSameTokensAsWithoutTheCache) {
+  Outputs reference =
+      run(base_config(false), /*concurrent=*/false, 12, "gemma3 cache off", test::kGemma3File);
+  ASSERT_EQ(reference.tokens.size(), 10u);
+  Outputs one_by_one =
+      run(base_config(true), /*concurrent=*/false, 12, "gemma3 cache on", test::kGemma3File);
+  EXPECT_EQ(one_by_one.tokens, reference.tokens);
+  EXPECT_GE(one_by_one.metrics.prefix_cache.hits, 9u);
+  EngineConfig c = base_config(true);
+  c.scheduler.max_num_batched_tokens = 48;
+  c.scheduler.max_num_seqs = 10;
+  c.scheduler.max_num_partial_prefills = 4;
+  Outputs concurrent =
+      run(c, /*concurrent=*/true, 12, "gemma3 cache on, chunks of 48", test::kGemma3File);
+  EXPECT_EQ(concurrent.tokens, reference.tokens);
 }
 
 }  // namespace

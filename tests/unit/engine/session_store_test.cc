@@ -37,14 +37,15 @@ TEST(SessionStore, ATurnsPromptIsTheHistoryThenItsInputAndCompletedTurnsGrowTheH
   ASSERT_TRUE(p1.ok());
   EXPECT_EQ(*p1, (Tokens{10, 11}));
   store.end_turn("a", 1, Tokens{20, 21, 22}, /*completed=*/true, t0);
-  EXPECT_EQ(store.history("a"), (Tokens{10, 11, 20, 21, 22}));
+  EXPECT_EQ(store.history("a", t0), (Tokens{10, 11, 20, 21, 22}));
   auto p2 = begin(store, "a", 2, {12});
   ASSERT_TRUE(p2.ok());
   EXPECT_EQ(*p2, (Tokens{10, 11, 20, 21, 22, 12}));
-  EXPECT_EQ(store.history("a"), (Tokens{10, 11, 20, 21, 22})) << "the input joins on completion";
+  EXPECT_EQ(store.history("a", t0), (Tokens{10, 11, 20, 21, 22}))
+      << "the input joins on completion";
   // A turn that does not complete leaves the history as before it.
   store.end_turn("a", 2, Tokens{30}, /*completed=*/false, t0);
-  EXPECT_EQ(store.history("a"), (Tokens{10, 11, 20, 21, 22}));
+  EXPECT_EQ(store.history("a", t0), (Tokens{10, 11, 20, 21, 22}));
   EXPECT_TRUE(store.has_history("a", t0));
   SessionStats s = store.stats(t0);
   EXPECT_EQ(s.open, 1);
@@ -55,7 +56,7 @@ TEST(SessionStore, AFailedFirstTurnLeavesNoSession) {
   SessionStore store(SessionConfig{});
   ASSERT_TRUE(begin(store, "a", 1, {10}).ok());
   store.end_turn("a", 1, {}, /*completed=*/false, t0);
-  EXPECT_FALSE(store.history("a"));
+  EXPECT_FALSE(store.history("a", t0));
   EXPECT_EQ(store.stats(t0).open, 0);
   EXPECT_EQ(store.stats(t0).tokens, 0);
 }
@@ -69,9 +70,9 @@ TEST(SessionStore, OneTurnAtATime) {
       << second.error().message;
   EXPECT_EQ(store.stats(t0).rejected_turns, 1u);
   store.end_turn("a", 2, Tokens{99}, true, t0);  // not its turn: ignored
-  EXPECT_EQ(store.history("a"), (Tokens{})) << "turn 1 is still running";
+  EXPECT_EQ(store.history("a", t0), (Tokens{})) << "turn 1 is still running";
   store.end_turn("a", 1, Tokens{20}, true, t0);
-  EXPECT_EQ(store.history("a"), (Tokens{10, 20}));
+  EXPECT_EQ(store.history("a", t0), (Tokens{10, 20}));
 }
 
 TEST(SessionStore, ASizingErrorChangesNothing) {
@@ -83,7 +84,7 @@ TEST(SessionStore, ASizingErrorChangesNothing) {
   auto r = begin(store, "a", 2, {12}, t0, strict);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message, "too long: 4");
-  EXPECT_EQ(store.history("a"), (Tokens{10, 11, 20}));
+  EXPECT_EQ(store.history("a", t0), (Tokens{10, 11, 20}));
   EXPECT_TRUE(begin(store, "a", 3, {12}).ok()) << "not left running";
 }
 
@@ -98,12 +99,27 @@ TEST(SessionStore, IdleSessionsExpireAfterTheirTtlButRunningOnesDoNot) {
   SessionStats s = store.stats(t0 + seconds(61));
   EXPECT_EQ(s.open, 1);
   EXPECT_EQ(s.expired, 1u);
-  EXPECT_FALSE(store.history("idle"));
-  EXPECT_TRUE(store.history("busy"));
+  EXPECT_FALSE(store.history("idle", t0 + seconds(61)));
+  EXPECT_TRUE(store.history("busy", t0 + seconds(61)));
   // A later turn with the expired id opens a new, empty session.
   auto p = begin(store, "idle", 3, {11}, t0 + seconds(62));
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p, (Tokens{11}));
+}
+
+TEST(SessionStore, TheSessionATurnNamesExpiresExactlyEvenBetweenSweeps) {
+  SessionConfig c;
+  c.idle_ttl_seconds = 60;
+  SessionStore store(c);
+  ASSERT_TRUE(begin(store, "a", 1, {10}).ok());
+  store.end_turn("a", 1, Tokens{20}, true, t0);
+  const auto ms = [](int n) { return std::chrono::milliseconds(n); };
+  EXPECT_EQ(store.stats(t0 + ms(59500)).open, 1);  // a sweep; the next one not before 60.5 s
+  EXPECT_FALSE(store.has_history("a", t0 + ms(60300))) << "expired, though not swept yet";
+  auto p = begin(store, "a", 2, {11}, t0 + ms(60300));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, (Tokens{11}));
+  EXPECT_EQ(store.stats(t0 + ms(60300)).expired, 1u);
 }
 
 TEST(SessionStore, TheSessionCountCapRefusesANewSessionAndKeepsTheOthers) {
@@ -121,8 +137,8 @@ TEST(SessionStore, TheSessionCountCapRefusesANewSessionAndKeepsTheOthers) {
   EXPECT_NE(third.error().message.find("too many sessions: all 2 (sessions.max_sessions)"),
             std::string::npos)
       << third.error().message;
-  EXPECT_EQ(store.history("s1"), (Tokens{1, 10}));
-  EXPECT_EQ(store.history("s2"), (Tokens{2, 20}));
+  EXPECT_EQ(store.history("s1", t0), (Tokens{1, 10}));
+  EXPECT_EQ(store.history("s2", t0), (Tokens{2, 20}));
   EXPECT_TRUE(begin(store, "s1", 4, {5}, t0 + seconds(10)).ok()) << "existing sessions go on";
   // Once s2 has been idle past the TTL, its place is free.
   EXPECT_TRUE(begin(store, "s3", 5, {3}, t0 + seconds(61)).ok());
@@ -146,7 +162,7 @@ TEST(SessionStore, TheTokenCapCountsRunningTurnsAtTheirWorstCase) {
   EXPECT_EQ(store.stats(t0).tokens, 6);
   EXPECT_TRUE(begin(store, "b", 2, {1, 2, 3, 4, 5}, t0).ok());
   EXPECT_EQ(store.stats(t0).tokens, 15);
-  EXPECT_EQ(store.history("a"), (Tokens{1, 2, 3, 4, 9, 9}));
+  EXPECT_EQ(store.history("a", t0), (Tokens{1, 2, 3, 4, 9, 9}));
 }
 
 TEST(SessionStore, EndDropsTheSessionAndHandsBackItsRunningTurn) {
@@ -163,7 +179,7 @@ TEST(SessionStore, EndDropsTheSessionAndHandsBackItsRunningTurn) {
   ASSERT_TRUE(begin(store, "a", 8, {5}).ok());
   store.end_turn("a", 7, Tokens{6}, true, t0);
   store.end_turn("a", 8, Tokens{9}, true, t0);
-  EXPECT_EQ(store.history("a"), (Tokens{5, 9}));
+  EXPECT_EQ(store.history("a", t0), (Tokens{5, 9}));
   auto idle = store.end("a");
   ASSERT_TRUE(idle.ok());
   EXPECT_EQ(*idle, nullptr) << "no turn running";

@@ -95,23 +95,40 @@ TEST(PrefixScheduler, TheLastPromptTokenIsAlwaysComputed) {
   d.expect_all_released();
 }
 
-TEST(PrefixScheduler, RequestsRunningTogetherShareAPageAsSoonAsItIsWritten) {
+TEST(PrefixScheduler, ARequestWaitsForAPageARunningPrefillIsComputingThenSharesIt) {
   SchedulerConfig c = config(12);
   c.long_prefill_token_threshold = 8;
   c.max_num_partial_prefills = 2;
   Driver d(c, 16, 4, FakeModel{}, {}, kCache);
   ASSERT_TRUE(d.submit(request_with(1, tokens(20), 0, 2)));
   EXPECT_EQ(items_of(d.step()), (Items{{1, P, 0, 8, false}}));
+  // Pages 0 and 1 are cached; page 2 is being computed by 1 in the next step: 2 waits for it.
   ASSERT_TRUE(d.submit(request_with(2, tokens(20), 0, 2)));
+  EXPECT_EQ(items_of(d.step()), (Items{{1, P, 8, 8, false}}));
+  EXPECT_EQ(d.scheduler().stats().prefix_waits, 1u);
+  // Pages 0-3 are cached now; page 4 would hold 2's last token, which it computes itself.
   StepPlan s = d.step();
-  EXPECT_EQ(items_of(s), (Items{{1, P, 8, 8, false}, {2, P, 8, 4, false}}));
-  EXPECT_EQ(pages_of(s, 0), (Pages{0, 1, 2, 3}));
-  EXPECT_EQ(pages_of(s, 1), (Pages{0, 1, 4}));
-  EXPECT_EQ(d.kv().refcount(0), 2);
-  EXPECT_EQ(d.kv().refcount(1), 2);
+  EXPECT_EQ(items_of(s), (Items{{1, P, 16, 4, true}, {2, P, 16, 4, true}}));
+  EXPECT_EQ(pages_of(s, 0), (Pages{0, 1, 2, 3, 4}));
+  EXPECT_EQ(pages_of(s, 1), (Pages{0, 1, 2, 3, 5}));
+  for (PageId p : {0, 1, 2, 3}) EXPECT_EQ(d.kv().refcount(p), 2) << "page " << p;
   ASSERT_TRUE(d.run_to_completion());
   EXPECT_EQ(d.records()[1].generated, d.reference(1));
   EXPECT_EQ(d.records()[2].generated, d.reference(2));
+  d.expect_all_released();
+}
+
+TEST(PrefixScheduler, ABurstWithOneSystemPromptComputesItOnce) {
+  Driver d(config(32), 32, 4, FakeModel{}, {}, kCache);
+  for (SeqId id = 1; id <= 4; ++id) ASSERT_TRUE(d.submit(request_with(id, tokens(20), 4, 2)));
+  EXPECT_EQ(items_of(d.step()), (Items{{1, P, 0, 24, true}}))
+      << "the others wait for its pages instead of computing them too";
+  EXPECT_EQ(
+      items_of(d.step()),
+      (Items{{1, D, 24, 1, true}, {2, P, 20, 4, true}, {3, P, 20, 4, true}, {4, P, 20, 4, true}}));
+  ASSERT_TRUE(d.run_to_completion());
+  EXPECT_EQ(d.scheduler().stats().prefill_tokens, 24u + 3 * 4);
+  for (SeqId id = 1; id <= 4; ++id) EXPECT_EQ(d.records()[id].generated, d.reference(id));
   d.expect_all_released();
 }
 

@@ -47,7 +47,8 @@ SequenceRequest shared_prefix_request(SeqId id, int32_t prompt_len, int32_t max_
 // and that admissions follow the policy order. At the end: every request finished with the
 // right tokens or was rejected with a reason, and (after a prefix cache flush) every page is
 // free with refcount zero.
-void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* requests) {
+void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* requests,
+                uint64_t* prefix_waits = nullptr) {
   SCOPED_TRACE(name_of(sc) + " seed " + std::to_string(seed));
   SchedulerConfig c;
   c.admission = sc.admission;
@@ -179,6 +180,7 @@ void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* r
     const PrefixCacheStats& ps = d.prefix_cache()->stats();
     EXPECT_GT(ps.hit_tokens, ps.queried_tokens / 20) << "the test should hit the cache";
     EXPECT_GT(ps.evictions, 0u) << "the test should evict";
+    if (prefix_waits) *prefix_waits += d.scheduler().stats().prefix_waits;
   }
   d.expect_all_released();
   *requests += submitted.size();
@@ -204,16 +206,18 @@ TEST(SchedulerStress, RandomSubmitsCancelsAndCompletionsInEveryMode) {
 TEST(SchedulerStress, PrefixCacheUnderRandomSubmitsCancelsAndKvPressure) {
   int cases = 0;
   size_t requests = 0;
+  uint64_t waits = 0;
   for (AdmissionMode m : {AdmissionMode::kGuaranteed, AdmissionMode::kOptimistic})
     for (SchedulerPolicy p :
          {SchedulerPolicy::kFcfs, SchedulerPolicy::kSmallFirst, SchedulerPolicy::kPriority})
       for (bool chunked : {true, false})
         for (bool prefer_decode : {true, false}) {
           run_random({m, p, chunked, prefer_decode, /*prefix_cache=*/true}, 500 + uint32_t(cases),
-                     400, &requests);
+                     400, &requests, &waits);
           ++cases;
         }
   EXPECT_GT(requests, 4000u);
+  EXPECT_GT(waits, 20u) << "requests should wait for pages in flight";
 }
 
 // 64 requests with KV room for about 8 at a time.

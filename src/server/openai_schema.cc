@@ -37,10 +37,11 @@ MaybeError get_int(const json& body, std::string_view name, int64_t lo, int64_t 
   const json* v = field(body, name);
   if (!v) return std::nullopt;
   if (v->is_number_unsigned()) {
-    if (v->get<uint64_t>() > uint64_t(hi))
-      return bad_request(
-          fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, v->get<uint64_t>()), name);
-    out = int64_t(v->get<uint64_t>());
+    // nlohmann stores every non-negative integer as unsigned.
+    const uint64_t u = v->get<uint64_t>();
+    if (u > uint64_t(hi) || (lo > 0 && u < uint64_t(lo)))
+      return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, u), name);
+    out = int64_t(u);
     return std::nullopt;
   }
   if (!v->is_number_integer()) return wrong_type(name, "an integer", *v);

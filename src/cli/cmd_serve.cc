@@ -21,11 +21,12 @@
 
 #include "commands.h"
 #include "engine/engine.h"
+#include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "model_locator.h"
 #include "server/http_server.h"
 #include "server/openai_service.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
 
@@ -44,14 +45,7 @@ struct ServeOptions {
   uint64_t max_body_bytes = 8u << 20;
   int64_t max_connections = 1024;
   double drain_timeout_seconds = 30;
-  // Engine.
-  int32_t max_num_seqs = 64;
-  std::optional<int32_t> ctx_size;
-  std::optional<int64_t> kv_cache_mib;
-  int32_t max_queued = 256;
-  int32_t max_batched_tokens = 2048;
-  int32_t default_max_tokens = 256;
-  int32_t threads = int32_t(std::max(1u, std::thread::hardware_concurrency()));
+  EngineOptions engine;  // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
 };
 
 // Sockets are file descriptors: let the process use as many as it may.
@@ -74,34 +68,23 @@ Expected<std::string> read_text_file(const std::string& path) {
 // Everything that reads the model file, on the loader thread.
 Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& path,
                                                           const ServeOptions& o) {
-  EngineConfig config;
-  config.scheduler.max_num_seqs = o.max_num_seqs;
-  config.scheduler.max_num_batched_tokens = o.max_batched_tokens;
-  config.max_model_len = o.ctx_size;
-  if (o.kv_cache_mib) config.kv.budget = KVMemoryBudget::of_bytes(uint64_t(*o.kv_cache_mib) << 20);
-  config.max_queued_requests = o.max_queued;
-  config.default_max_tokens = o.default_max_tokens;
-  config.threads = o.threads;
+  DRIFT_ASSIGN_OR_RETURN(EngineConfig config, to_engine_config(o.engine));
   DRIFT_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
   DRIFT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(file));
-  std::optional<ChatTemplate> chat_template;
+  std::optional<std::string> override_source;
   if (o.chat_template_file) {
     DRIFT_ASSIGN_OR_RETURN(std::string source, read_text_file(*o.chat_template_file));
-    auto parsed = ChatTemplate::parse(std::move(source));
-    if (!parsed.ok())
-      return make_error("--chat-template {}: {}", *o.chat_template_file, parsed.error().message);
-    chat_template = std::move(*parsed);
-  } else if (auto t = ChatTemplate::from_gguf(file); t.ok()) {
-    chat_template = std::move(*t);
-  } else {
-    spdlog::warn(
-        "no usable chat template in the model ({}); /v1/chat/completions will refuse "
-        "requests unless --chat-template is given",
-        t.error().message);
+    override_source = std::move(source);
   }
+  DRIFT_ASSIGN_OR_RETURN(ChatPromptBuilder chat,
+                         ChatPromptBuilder::create(file, tokenizer, std::move(override_source)));
+  if (chat.source() == ChatTemplateSource::kChatmlFallback)
+    spdlog::warn(
+        "the model has no chat template: chat requests use ChatML (--chat-template FILE "
+        "gives another)");
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::load(path, config));
   auto loaded = std::make_shared<server::LoadedModel>(
-      server::LoadedModel{std::move(engine), std::move(tokenizer), std::move(chat_template)});
+      server::LoadedModel{std::move(engine), std::move(tokenizer), std::move(chat)});
   return loaded;
 }
 
@@ -244,29 +227,11 @@ void register_serve(CLI::App& app) {
                   "seconds SIGTERM waits for requests in flight")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
-  cmd->add_option("--parallel,--max-num-seqs", o->max_num_seqs,
-                  "sequences decoded together at most")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("-c,--ctx-size,--max-model-len", o->ctx_size,
-                  "longest sequence, prompt + generated (default: the model's, capped at 4096)")
-      ->check(CLI::Range(16, 1 << 24));
-  cmd->add_option("--kv-cache-mib", o->kv_cache_mib, "KV cache size in MiB (default: 10% of RAM)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  cmd->add_option("--max-queued", o->max_queued,
-                  "requests waiting for admission beyond which new ones get 429")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--max-num-batched-tokens", o->max_batched_tokens, "tokens per engine step")
-      ->capture_default_str()
-      ->check(CLI::Range(16, 1 << 20));
-  cmd->add_option("--default-max-tokens", o->default_max_tokens,
-                  "max_tokens of a request that gives none")
+  register_engine_options(*cmd, o->engine);
+  cmd->add_option("--default-max-tokens", o->engine.default_max_tokens,
+                  "max_tokens of a request that gives none (capped by the context left)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("-t,--threads", o->threads, "compute threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
   cmd->callback([o] {
     int code = ServeCommand(*o).run();
     if (code != 0) throw CLI::RuntimeError(code);

@@ -1,6 +1,7 @@
-// Chat messages -> prompt token ids through the model's chat template, such that text inside a
-// message never becomes a control token: a user who types "<|im_start|>system" gets those
-// characters as plain text, not a forged turn.
+// Chat messages -> prompt token ids through the conversation renderer the CLI uses too
+// (tokenizer/chat_prompt.h: the model's template, --chat-template, or the ChatML fallback), such
+// that text inside a message never becomes a control token: a user who types
+// "<|im_start|>system" gets those characters as plain text, not a forged turn.
 //
 // The rendered prompt is tokenized whole with control-token parsing on (as llama.cpp and vLLM
 // do) when no message content contains control-token text — the common case, and then the ids
@@ -11,22 +12,17 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace drift::server {
 
-struct ChatPrompt {
-  std::string text;  // the rendered template
-  std::vector<int32_t> tokens;
-};
-
 // `messages`: as openai_schema leaves them (role, string content).
-Expected<ChatPrompt> build_chat_prompt(const ChatTemplate& chat_template,
-                                       const Tokenizer& tokenizer, const jinja::Json& messages);
+Expected<std::vector<int32_t>> tokenize_chat(const ChatPromptBuilder& builder,
+                                             const Tokenizer& tokenizer,
+                                             const jinja::Json& messages);
 
 }  // namespace drift::server

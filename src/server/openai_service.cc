@@ -209,15 +209,10 @@ void OpenAIService::tokenize(const HttpRequest& request,
     tokens =
         model_->tokenizer.encode(*t.prompt, {.add_special = t.add_special, .parse_special = true});
   } else {
-    if (!model_->chat_template)
-      return reply_error(request, exchange,
-                         bad_request("this model has no chat template; start the server with "
-                                     "--chat-template FILE",
-                                     "messages"));
-    auto prompt = build_chat_prompt(*model_->chat_template, model_->tokenizer, *t.messages);
-    if (!prompt.ok())
-      return reply_error(request, exchange, bad_request(prompt.error().message, "messages"));
-    tokens = std::move(prompt->tokens);
+    auto ids = tokenize_chat(model_->chat, model_->tokenizer, *t.messages);
+    if (!ids.ok())
+      return reply_error(request, exchange, bad_request(ids.error().message, "messages"));
+    tokens = std::move(*ids);
   }
   reply_json(request, exchange, 200,
              dump_json(json{{"tokens", tokens},
@@ -255,16 +250,10 @@ void OpenAIService::completions(const HttpRequest& request,
     ChatRequest& c = std::get<ChatRequest>(parsed);
     model_name = c.model;
     options = std::move(c.options);
-    if (!model_->chat_template)
-      return reply_error(request, exchange,
-                         bad_request("this model has no chat template (it may be a base model); "
-                                     "use /v1/completions, or start the server with "
-                                     "--chat-template FILE",
-                                     "messages"));
-    auto prompt = build_chat_prompt(*model_->chat_template, tokenizer, c.messages);
-    if (!prompt.ok())
-      return reply_error(request, exchange, bad_request(prompt.error().message, "messages"));
-    prompts.emplace_back(std::move(prompt->tokens), std::string());
+    auto ids = tokenize_chat(model_->chat, tokenizer, c.messages);
+    if (!ids.ok())
+      return reply_error(request, exchange, bad_request(ids.error().message, "messages"));
+    prompts.emplace_back(std::move(*ids), std::string());
   } else {
     auto parsed = parse_completion_request(j);
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);

@@ -18,7 +18,7 @@
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/http_server.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace boost::asio {
@@ -36,7 +36,7 @@ struct ServiceConfig {
 struct LoadedModel {
   std::unique_ptr<Engine> engine;
   Tokenizer tokenizer;
-  std::optional<ChatTemplate> chat_template;  // none: chat requests get a 400 that says why
+  ChatPromptBuilder chat;  // the model's template, --chat-template, or the ChatML fallback
 };
 
 class OpenAIService {

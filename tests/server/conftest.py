@@ -106,7 +106,7 @@ class Server:
 @pytest.fixture(scope="session")
 def server():
     # A KV cache of 256 MiB (about 11k tokens of SmolLM2) keeps the test light; 64 sequences.
-    s = Server("--kv-cache-mib", "256", "--parallel", "64", "--max-queued", "512")
+    s = Server("--kv-mib", "256", "--parallel", "64", "--max-queued", "512")
     yield s
     code = s.stop()
     assert code == 0, f"drift serve exited with {code} after SIGTERM:\n{s.log_text()[-4000:]}"

@@ -143,7 +143,7 @@ QUEUE_LIMIT = 8
 
 @pytest.fixture(scope="module")
 def small_server():
-    s = Server("--kv-cache-mib", "64", "--parallel", "2", "--max-queued", str(QUEUE_LIMIT),
+    s = Server("--kv-mib", "64", "--parallel", "2", "--max-queued", str(QUEUE_LIMIT),
                api_key="sekret")
     yield s
     assert s.stop() == 0, s.log_text()[-4000:]

@@ -79,6 +79,8 @@ void Generation::on_event(size_t index, TokenEvent event) {
   }
   ensure_stream_started();
   if (event.token) ++c.tokens;
+  if (event.token && event.logprobs && spec_.token_text)
+    c.logprobs.push_back({*event.token, *event.logprobs});
   if (!outcome_.ttft_seconds && event.token)
     outcome_.ttft_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
@@ -103,15 +105,26 @@ void Generation::on_event(size_t index, TokenEvent event) {
   }
 }
 
+nlohmann::json Generation::take_pending_logprobs(ChoiceState& c) {
+  if (!spec_.token_text || c.logprobs_sent == c.logprobs.size()) return nullptr;
+  auto pending = std::span<const TokenLogprobEntry>(c.logprobs).subspan(c.logprobs_sent);
+  c.logprobs_sent = c.logprobs.size();
+  return logprobs_json(spec_.meta.chat, pending, spec_.token_text, c.text_sent);
+}
+
 void Generation::emit_text(size_t index, std::string text) {
+  // Logprobs of tokens whose text is still held back ride on a later chunk.
   if (text.empty()) return;
   ChoiceState& c = choices_[index];
   if (!spec_.stream) {
     c.text += text;
     return;
   }
-  exchange_->send_chunk(sse_event(dump_json(
-      chunk_json(spec_.meta, int32_t(index), text, false, std::nullopt, spec_.include_usage))));
+  nlohmann::json logprobs = take_pending_logprobs(c);
+  c.text_sent += int64_t(text.size());
+  exchange_->send_chunk(
+      sse_event(dump_json(chunk_json(spec_.meta, int32_t(index), text, false, std::nullopt,
+                                     spec_.include_usage, std::move(logprobs)))));
 }
 
 void Generation::finish_choice(size_t index, std::string reason, int64_t completion_tokens) {
@@ -120,8 +133,9 @@ void Generation::finish_choice(size_t index, std::string reason, int64_t complet
   c.tokens = completion_tokens;
   outcome_.completion_tokens += completion_tokens;
   if (spec_.stream)
-    exchange_->send_chunk(sse_event(
-        dump_json(chunk_json(spec_.meta, int32_t(index), "", false, reason, spec_.include_usage))));
+    exchange_->send_chunk(
+        sse_event(dump_json(chunk_json(spec_.meta, int32_t(index), "", false, reason,
+                                       spec_.include_usage, take_pending_logprobs(c)))));
   if (++finished_ == choices_.size()) complete();
 }
 
@@ -135,9 +149,15 @@ void Generation::complete() {
     return end(200);
   }
   std::vector<ChoiceResult> results;
-  for (size_t i = 0; i < choices_.size(); ++i)
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const std::string& echo = spec_.choices[i].echo;
+    nlohmann::json logprobs = nullptr;
+    if (spec_.token_text)
+      logprobs = logprobs_json(spec_.meta.chat, choices_[i].logprobs, spec_.token_text,
+                               int64_t(echo.size()));
     results.push_back(
-        {int32_t(i), spec_.choices[i].echo + choices_[i].text, *choices_[i].finish_reason});
+        {int32_t(i), echo + choices_[i].text, *choices_[i].finish_reason, std::move(logprobs)});
+  }
   exchange_->respond(200, "application/json",
                      dump_json(response_json(spec_.meta, results, spec_.prompt_tokens,
                                              outcome_.completion_tokens)));

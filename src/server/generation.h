@@ -53,6 +53,8 @@ struct GenerationSpec {
   };
   std::vector<Choice> choices;
   int64_t prompt_tokens = 0;  // counted once per distinct prompt, as OpenAI reports usage
+  // Set when the request asked for logprobs: the text of a token id, for the response.
+  TokenTextFn token_text;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -72,7 +74,12 @@ class Generation : public std::enable_shared_from_this<Generation> {
     int64_t tokens = 0;
     std::optional<std::string> finish_reason;
     bool role_sent = false;
+    std::vector<TokenLogprobEntry> logprobs;  // every token's, in order
+    size_t logprobs_sent = 0;                 // streaming: entries already in a chunk
+    int64_t text_sent = 0;                    // streaming: bytes of text already sent
   };
+  // Streaming: the logprobs not yet sent, as JSON (null when none are pending or wanted).
+  nlohmann::json take_pending_logprobs(ChoiceState& c);
 
   void on_event(size_t index, TokenEvent event);
   void emit_text(size_t index, std::string text);

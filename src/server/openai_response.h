@@ -3,10 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "util/sampling_params.h"
 
 namespace drift::server {
 
@@ -21,7 +26,21 @@ struct ChoiceResult {
   int32_t index = 0;
   std::string text;
   std::string finish_reason;  // "stop" or "length"
+  nlohmann::json logprobs;    // null, or logprobs_json(...)
 };
+
+// One generated token's log-probabilities, with the token's text.
+struct TokenLogprobEntry {
+  int32_t token = 0;
+  TokenLogprobs logprobs;
+};
+using TokenTextFn = std::function<std::string(int32_t)>;
+
+// The "logprobs" of a choice: completions' {"tokens", "token_logprobs", "top_logprobs",
+// "text_offset"} (offsets from `text_offset`), or chat's {"content": [{"token", "logprob",
+// "bytes", "top_logprobs"}]}.
+nlohmann::json logprobs_json(bool chat, std::span<const TokenLogprobEntry> entries,
+                             const TokenTextFn& token_text, int64_t text_offset);
 
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 
@@ -34,7 +53,7 @@ nlohmann::json response_json(const ResponseMeta& meta, const std::vector<ChoiceR
 // "usage": null, as OpenAI sends it, and a last chunk with no choices carries the totals.
 nlohmann::json chunk_json(const ResponseMeta& meta, int32_t index, std::string_view text,
                           bool with_role, const std::optional<std::string>& finish_reason,
-                          bool include_usage);
+                          bool include_usage, nlohmann::json logprobs = nullptr);
 nlohmann::json usage_chunk_json(const ResponseMeta& meta, int64_t prompt_tokens,
                                 int64_t completion_tokens);
 

@@ -291,11 +291,6 @@ void OpenAIService::completions(const HttpRequest& request,
                                              "'{}'",
                                              *model_name, config_.served_model_name),
                                  "model_not_found"));
-  if (options.logprobs)
-    return reply_error(request, exchange,
-                       bad_request("'logprobs' is not supported by this server yet",
-                                   chat ? "logprobs" : "logprobs"));
-
   // The context checks, with both numbers, before anything is queued.
   const int64_t context = model_->engine->setup().max_model_len;
   int64_t prompt_tokens = 0;
@@ -329,6 +324,13 @@ void OpenAIService::completions(const HttpRequest& request,
   spec.include_usage = options.include_usage;
   spec.stop = options.stop;
   spec.prompt_tokens = prompt_tokens;
+  if (options.logprobs) {
+    options.sampling.logprobs = *options.logprobs;
+    spec.token_text = [model = model_](int32_t id) {
+      auto piece = model->tokenizer.token_to_piece(id, /*render_special=*/true);
+      return piece.ok() ? std::string(*piece) : std::string();
+    };
+  }
   for (const auto& [ids, echo] : prompts) {
     for (int32_t i = 0; i < options.n; ++i) {
       GenerationSpec::Choice choice;

@@ -1,5 +1,7 @@
 """The OpenAI API through the official `openai` client: completions and chat, streaming and not,
 stop strings, seeds, usage, and the auxiliary endpoints."""
+import math
+
 import httpx
 import openai
 import pytest
@@ -130,9 +132,38 @@ def test_echo_and_token_prompt(server, client):
     assert echoed.choices[0].text == "Hello there" + by_text.choices[0].text
 
 
-def test_logprobs_are_refused_until_the_engine_reports_them(client):
-    with pytest.raises(openai.BadRequestError, match="logprobs"):
-        client.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=4, logprobs=2)
+def test_completion_logprobs(client):
+    r = client.completions.create(model=MODEL_NAME, prompt=PROMPT, max_tokens=10, temperature=0,
+                                  logprobs=3, extra_body={"ignore_eos": True})
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 10
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(10)]
+    for chosen, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert logprob <= 0 and len(top) == 3
+        # Greedy: the chosen token is the most likely one.
+        assert logprob == pytest.approx(max(top.values()), abs=1e-5)
+        assert top[chosen] == pytest.approx(logprob, abs=1e-5)
+        assert sum(math.exp(v) for v in top.values()) <= 1 + 1e-5
+
+
+def test_chat_logprobs_streamed_and_whole(client):
+    messages = [{"role": "user", "content": "Name a color."}]
+    r = client.chat.completions.create(model=MODEL_NAME, messages=messages, max_tokens=8,
+                                       temperature=0, logprobs=True, top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for entry in content:
+        assert len(entry.top_logprobs) == 2
+        assert entry.top_logprobs[0].logprob >= entry.top_logprobs[1].logprob
+        assert entry.logprob == pytest.approx(entry.top_logprobs[0].logprob, abs=1e-5)
+        assert bytes(entry.bytes).decode("utf-8", "replace") == entry.token
+    streamed = [e for c in client.chat.completions.create(
+        model=MODEL_NAME, messages=messages, max_tokens=8, temperature=0, logprobs=True,
+        top_logprobs=2, stream=True) if c.choices and c.choices[0].logprobs
+        for e in c.choices[0].logprobs.content]
+    assert [(e.token, round(e.logprob, 4)) for e in streamed] == \
+        [(e.token, round(e.logprob, 4)) for e in content]
 
 
 def test_metrics_count_tokens(server, client):

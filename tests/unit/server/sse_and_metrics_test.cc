@@ -41,6 +41,26 @@ TEST(Responses, ChatFirstChunkCarriesRoleAndUsageChunkHasNoChoices) {
   EXPECT_EQ(whole["usage"]["completion_tokens"], 3);
 }
 
+TEST(Responses, LogprobsInBothShapes) {
+  TokenLogprobEntry e;
+  e.token = 7;
+  e.logprobs.logprob = -0.5f;
+  e.logprobs.num_top = 2;
+  e.logprobs.top_ids = {7, 9};
+  e.logprobs.top_logprobs = {-0.5f, -1.5f};
+  std::vector<TokenLogprobEntry> entries = {e, e};
+  auto text = [](int32_t id) { return id == 7 ? std::string("ab") : std::string("\xC3"); };
+  auto c = logprobs_json(false, entries, text, 3);
+  EXPECT_EQ(c["tokens"], nlohmann::json({"ab", "ab"}));
+  EXPECT_EQ(c["text_offset"], nlohmann::json({3, 5}));
+  EXPECT_FLOAT_EQ(c["top_logprobs"][0]["ab"].get<float>(), -0.5f);
+  auto chat = logprobs_json(true, entries, text, 0);
+  EXPECT_EQ(chat["content"][0]["bytes"], nlohmann::json({97, 98}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["bytes"], nlohmann::json({0xC3}));
+  // Half a character in a token's text still dumps as valid JSON (U+FFFD).
+  EXPECT_NE(dump_json(chat).find("\xEF\xBF\xBD"), std::string::npos);
+}
+
 TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   EngineMetrics m;
   m.num_running = 3;

@@ -32,7 +32,7 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *extra_args, api_key=None):
+    def __init__(self, *extra_args, api_key=None, wait=True):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
@@ -43,9 +43,10 @@ class Server:
         self.log = tempfile.NamedTemporaryFile(prefix="drift-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
-        self._wait_ready()
+        if wait:
+            self.wait_ready()
 
-    def _wait_ready(self):
+    def wait_ready(self):
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -144,12 +144,12 @@ def main():
     print(f"\nonline workload: {args.requests} requests, Poisson {args.rate}/s, prompts "
           f"{args.min_prompt}-{args.max_prompt} words, {args.gen} generated, {args.parallel} slots, "
           f"{args.threads} threads, {args.rounds} rounds; median (min-max)")
-    print(f"{'':24s}{'drift':>24s}{'llama.cpp':>24s}{'drift/llama':>14s}")
+    print(f"{'':24s}{'drift':>28s}{'llama.cpp':>28s}{'drift/llama':>14s}")
     for key, label, _ in METRICS:
         d, l = result["systems"]["drift"][key], result["systems"]["llama.cpp"][key]
         ratio = d["median"] / l["median"] if l["median"] else float("nan")
         result["ratios_drift_over_llama"][key] = ratio
-        print(f"{label:24s}{fmt_summary(d):>24s}{fmt_summary(l):>24s}{ratio:>14.2f}")
+        print(f"{label:24s}{fmt_summary(d):>28s}{fmt_summary(l):>28s}{ratio:>14.2f}")
     print(json.dumps(result))
     if args.json:
         with open(args.json, "w") as f:

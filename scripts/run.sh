@@ -1,11 +1,8 @@
 #!/usr/bin/env bash
-# drift's main job on the default model, on a fresh Debian 12 machine (set-up included).
-# Until the HTTP server lands this generates text from a prompt through the engine; extra
-# arguments go to `drift generate` (e.g. -p "Once upon a time" -n 64).
+# drift's main job on the default model, on a fresh Debian 12 machine (set-up included): the
+# OpenAI-compatible server in the foreground on http://127.0.0.1:8080 (Ctrl-C or SIGTERM drains
+# and stops it). Extra arguments go to `drift serve` (e.g. --port 9000 --api-key KEY).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-if [ $# -eq 0 ]; then
-  set -- -p "The three most important ideas in computer science are" -n 64 --temp 0
-fi
-exec build/bin/drift generate "$@"
+exec build/bin/drift serve "$@"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One idempotent set-up for a fresh Debian 12 machine: installs the Debian packages drift builds
-# with, fetches the models into the cache, and builds the release tree (build/).
+# with, fetches the models into the cache, makes the Python venv of the server tests, and builds
+# the release tree (build/).
 #
 #   scripts/setup.sh              # packages, default model, release build
 #   DRIFT_MODELS=all scripts/setup.sh   # also the second model (the tests need it)
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libpcre2-dev libcli11-dev
           nlohmann-json3-dev libgtest-dev clang libclang-rt-14-dev python3 python3-pip
-          python3-pytest)
+          python3-pytest python3-venv libboost-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -24,6 +25,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 scripts/fetch_models.sh "${DRIFT_MODELS:-default}"
+# The venv of the server's integration tests and bench/load_gen.py (pinned openai, httpx, pytest).
+scripts/setup_venv.sh >/dev/null
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build

@@ -13,6 +13,7 @@ void register_bench_prefix(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_perplexity(CLI::App& app);
+void register_serve(CLI::App& app);
 void register_tokenize(CLI::App& app);
 
 }  // namespace drift::cli

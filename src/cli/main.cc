@@ -9,6 +9,9 @@
 int main(int argc, char** argv) {
   CLI::App app{"drift: LLM inference and serving engine for GGUF models"};
   app.require_subcommand(1);
+  // Options of the program (--log-level) may also follow the command: `drift serve --log-level
+  // debug`.
+  app.fallthrough();
   app.set_version_flag("--version", std::string("drift ") + DRIFT_VERSION);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
@@ -26,6 +29,7 @@ int main(int argc, char** argv) {
   drift::cli::register_bench(app);
   drift::cli::register_batched_bench(app);
   drift::cli::register_bench_prefix(app);
+  drift::cli::register_serve(app);
 
   try {
     app.parse(argc, argv);

@@ -184,6 +184,7 @@ void EngineWorker::collect_one(const SequenceOutcome& outcome, EngineClock::time
   if (outcome.token) {
     const TokenId token = *outcome.token;
     event.token = token;
+    event.logprobs = outcome.logprobs;
     ++live.generated;
     ++metrics_.generation_tokens_total;
     if (!live.first_token) {

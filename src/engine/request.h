@@ -81,6 +81,8 @@ struct TokenEvent {
   // of an incomplete character are held back; at the end, ones that never completed become
   // U+FFFD). The deltas of a request concatenate to the decode of its generated tokens.
   std::string text;
+  // The token's log-probabilities, when the request's sampling.logprobs asked for them.
+  std::optional<TokenLogprobs> logprobs;
   // Set on the request's last event, exactly once.
   std::optional<Finish> finish;
 };

@@ -1,6 +1,9 @@
 #include "executor/cpu_executor.h"
 
+#include <algorithm>
 #include <exception>
+
+#include "sampling/logprobs.h"
 
 namespace drift {
 
@@ -27,7 +30,8 @@ CpuExecutor::CpuExecutor(const Model& model, const CpuExecutorConfig& config, Kv
       forward_(std::move(forward)),
       sampler_scratch_(model.config().n_vocab),
       sequences_(config.max_batch_sequences),
-      logits_(static_cast<size_t>(config.max_batch_sequences) * model.config().n_vocab) {}
+      logits_(static_cast<size_t>(config.max_batch_sequences) * model.config().n_vocab),
+      logprob_row_(model.config().n_vocab) {}
 
 Status CpuExecutor::run(const StepPlan& plan, ExecutionResult& result) {
   // Nothing below throws by design; an exception means a bug or exhausted memory, after which the
@@ -76,8 +80,15 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
     ++row;
     const SamplingParams& params = *item.sampling;
     const uint64_t seed = params.seed.value_or(item.seq_id);
-    result.items[i].token =
+    // Sampling rewrites the logits in place; logprobs are of the raw ones.
+    if (params.logprobs) std::copy(logits.begin(), logits.end(), logprob_row_.begin());
+    const int32_t token =
         sample_token(logits, params, item.history, item.prompt_len, seed, sampler_scratch_);
+    result.items[i].token = token;
+    if (params.logprobs && token >= 0 && token < n_vocab) {
+      result.items[i].logprobs.emplace();
+      compute_token_logprobs(logprob_row_, token, *params.logprobs, *result.items[i].logprobs);
+    }
   }
   return Status::Ok();
 }

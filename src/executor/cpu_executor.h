@@ -51,6 +51,7 @@ class CpuExecutor final : public Executor {
   SamplerScratch sampler_scratch_;
   std::vector<ForwardSequence> sequences_;  // [max_batch_sequences]
   std::vector<float> logits_;               // [max_batch_sequences][n_vocab]
+  std::vector<float> logprob_row_;          // [n_vocab] raw logits kept for logprobs
   bool healthy_ = true;
 };
 

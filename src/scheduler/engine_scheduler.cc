@@ -385,7 +385,7 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
     if (!item.sample) continue;  // an earlier chunk of a prefill
     seq.phase = SequencePhase::kDecode;
     seq.tokens.push_back(*r.token);
-    outcomes_.push_back(SequenceOutcome{seq.id, *r.token, std::nullopt, {}});
+    outcomes_.push_back(SequenceOutcome{seq.id, *r.token, std::nullopt, {}, r.logprobs});
     if (is_stop_token(seq, *r.token)) {
       finish(seq, FinishReason::kStop, {});
     } else if (seq.generated_len() >= seq.max_new_tokens) {

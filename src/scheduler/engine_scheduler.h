@@ -57,6 +57,8 @@ struct SequenceOutcome {
   std::optional<TokenId> token;        // a newly generated token
   std::optional<FinishReason> finish;  // the sequence ended; its pages are already released
   std::string message;                 // for kError: what failed
+  // The log-probabilities of `token`, when its request asked for them.
+  std::optional<TokenLogprobs> logprobs;
 };
 
 struct SchedulerStats {

@@ -88,6 +88,8 @@ struct ItemResult {
   std::optional<TokenId> token;
   // The item failed; its sequence ends with this error while the others go on.
   std::optional<Error> error;
+  // The sampled token's log-probabilities, when its sampling params ask for them.
+  std::optional<TokenLogprobs> logprobs;
 };
 
 struct ExecutionResult {

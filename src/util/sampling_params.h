@@ -3,6 +3,7 @@
 // applies them to the logits. The defaults sample from the model's distribution unchanged.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -11,6 +12,19 @@
 #include "util/error.h"
 
 namespace drift {
+
+// Most alternatives a request may ask log-probabilities of (OpenAI's top_logprobs limit).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+// Log-probabilities of one generated token under the model's distribution (softmax of the raw
+// logits, before temperature, penalties and truncation, as OpenAI and vLLM report them). Fixed
+// size, so carrying it through a step allocates nothing.
+struct TokenLogprobs {
+  float logprob = 0.0f;                            // of the sampled token
+  int32_t num_top = 0;                             // entries used below
+  std::array<int32_t, kMaxTopLogprobs> top_ids{};  // most likely first (lower id on ties)
+  std::array<float, kMaxTopLogprobs> top_logprobs{};
+};
 
 struct SamplingParams {
   // Logits are divided by this before softmax; 0 selects greedy decoding (argmax).
@@ -37,6 +51,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   // Keep generating past the model's end-of-sequence tokens (stop_token_ids still apply).
   bool ignore_eos = false;
+  // Report each sampled token's log-probability and this many most likely alternatives
+  // (0..kMaxTopLogprobs). Absent: none.
+  std::optional<int32_t> logprobs;
 
   bool greedy() const { return temperature == 0.0f; }
 
@@ -56,6 +73,8 @@ struct SamplingParams {
       return make_error("presence_penalty must be in [-2, 2], got {}", presence_penalty);
     if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
       return make_error("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+    if (logprobs && (*logprobs < 0 || *logprobs > kMaxTopLogprobs))
+      return make_error("logprobs must be in [0, {}] when set, got {}", kMaxTopLogprobs, *logprobs);
     for (int32_t id : stop_token_ids)
       if (id < 0) return make_error("stop_token_ids must be >= 0, got {}", id);
     return Status::Ok();

@@ -56,7 +56,8 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
   auto executor = CpuExecutor::create(**model, ec);
   ASSERT_TRUE(executor.ok()) << executor.error().message;
 
-  // Four greedy requests whose decodes cross page boundaries inside the measured steps.
+  // Four greedy requests whose decodes cross page boundaries inside the measured steps; two ask
+  // for logprobs (the chosen token's only, and 5 alternatives), which must not allocate either.
   for (SeqId id = 1; id <= 4; ++id) {
     SequenceRequest r;
     r.id = id;
@@ -64,6 +65,7 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
       r.prompt.push_back(100 + int32_t(id) * 50 + i);
     r.max_new_tokens = 40;
     r.sampling.temperature = 0;
+    if (id % 2 == 0) r.sampling.logprobs = id == 2 ? 0 : 5;
     ASSERT_TRUE((*scheduler)->add(std::move(r)).ok());
   }
   ExecutionResult result;
@@ -71,7 +73,11 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
   auto step = [&] {
     StepReport report = run_engine_step(**scheduler, **executor, result, log, on_plan);
     EXPECT_TRUE(report.status.ok()) << report.status.message();
-    for (const SequenceOutcome& o : report.outcomes) EXPECT_NE(o.finish, FinishReason::kError);
+    for (const SequenceOutcome& o : report.outcomes) {
+      EXPECT_NE(o.finish, FinishReason::kError);
+      if (o.token) EXPECT_EQ(o.logprobs.has_value(), o.id % 2 == 0) << o.id;
+      if (o.logprobs) EXPECT_EQ(o.logprobs->num_top, o.id == 2 ? 0 : 5);
+    }
     return report;
   };
   // Warm-up: prefill everything, then a few decodes (first-touch of buffers, pool threads).

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The "online" workload of shared/design/BENCHMARKS.md: requests arriving as a Poisson process
+against drift serve and llama.cpp's llama-server — same model, same parallel slots, same
+threads, the same seeded requests at the same offsets — in the same run, alternating systems per
+round. Every request streams; TTFT is from sending to the first text chunk, inter-token latency
+(ITL) every gap between text chunks of one stream, throughput the generated tokens over the span
+from the first send to the last token.
+
+  bench/load_gen.py --llama-bin $LLAMA_CPP_BIN [-m MODEL] [--rate 2] [--requests 48]
+                    [--parallel 16] [--ctx 1024] [--gen 64] [--rounds 3] [--json out.json]
+
+Each server gets `--parallel` slots of `--ctx` tokens (llama-server: -np P -c P*ctx; drift:
+--parallel P --ctx-size ctx and a KV cache of the same P*ctx tokens). Prints a table with medians
+(min-max) over rounds and drift's ratios, and JSON.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (DRIFT, cpu_model, default_model, drift_commit, fmt_summary,  # noqa: E402
+                          summary)
+from http_client import ServerProcess, stream_completion  # noqa: E402
+from offline import WORDS  # noqa: E402
+
+# SmolLM2-135M's KV bytes per token at f16 (30 layers x 3 KV heads x 64 x K,V x 2 bytes); drift
+# gets as many tokens of KV as llama-server's -c, from this.
+KV_BYTES_PER_TOKEN = 30 * 3 * 64 * 2 * 2
+
+
+def percentile(values, p):
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    rank = p / 100 * (len(values) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (rank - lo)
+
+
+def make_workload(args):
+    """The same requests and arrival offsets for every system: Poisson arrivals at `rate`."""
+    rng = random.Random(args.seed)
+    t, requests = 0.0, []
+    for _ in range(args.requests):
+        t += rng.expovariate(args.rate)
+        n = rng.randint(args.min_prompt, args.max_prompt)
+        prompt = " ".join(rng.choice(WORDS) for _ in range(n))
+        requests.append((t, {"prompt": prompt, "max_tokens": args.gen, "temperature": 0,
+                             "ignore_eos": True}))
+    return requests
+
+
+def run_load(url, workload):
+    """Sends each request at its offset (one thread per request in flight) and collects results."""
+    results = [None] * len(workload)
+    start = time.perf_counter() + 0.2
+
+    def one(i):
+        offset, body = workload[i]
+        delay = start + offset - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        results[i] = stream_completion(url, body)
+
+    with concurrent.futures.ThreadPoolExecutor(len(workload)) as pool:
+        list(pool.map(one, range(len(workload))))
+    failed = [r.error for r in results if r.error or not r.token_times]
+    if failed:
+        raise RuntimeError(f"{len(failed)} requests failed, e.g. {failed[0]}")
+    first_send = min(r.start for r in results)
+    last_token = max(r.token_times[-1] for r in results)
+    tokens = sum((r.usage or {}).get("completion_tokens") or len(r.token_times) for r in results)
+    ttfts = [r.ttft for r in results]
+    gaps = [g for r in results for g in r.inter_token_gaps()]
+    return {"throughput_tps": tokens / (last_token - first_send), "tokens": tokens,
+            "ttft_p50_ms": 1e3 * percentile(ttfts, 50), "ttft_p99_ms": 1e3 * percentile(ttfts, 99),
+            "itl_p50_ms": 1e3 * percentile(gaps, 50), "itl_p99_ms": 1e3 * percentile(gaps, 99)}
+
+
+def servers(args):
+    kv_mib = args.parallel * args.ctx * KV_BYTES_PER_TOKEN / (1 << 20)
+    drift = lambda: ServerProcess.drift(  # noqa: E731
+        args.model, ["--parallel", str(args.parallel), "--ctx-size", str(args.ctx), "--kv-mib",
+                     f"{kv_mib:.1f}", "--threads", str(args.threads), "--max-queued", "4096",
+                     "--log-level", "warn"], drift=args.drift)
+    llama = lambda: ServerProcess.llama(  # noqa: E731
+        args.llama_bin, args.model, ["-np", str(args.parallel), "-c", str(args.parallel * args.ctx),
+                                     "-t", str(args.threads), "--log-disable"])
+    return {"drift": drift, "llama.cpp": llama}
+
+
+METRICS = [("throughput_tps", "throughput (tokens/s)", True), ("ttft_p50_ms", "TTFT p50 (ms)", False),
+           ("ttft_p99_ms", "TTFT p99 (ms)", False), ("itl_p50_ms", "ITL p50 (ms)", False),
+           ("itl_p99_ms", "ITL p99 (ms)", False)]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--drift", default=DRIFT)
+    p.add_argument("--llama-bin", default=os.environ.get("LLAMA_CPP_BIN"),
+                   help="directory of llama-server (default: $LLAMA_CPP_BIN)")
+    p.add_argument("-m", "--model", default=default_model())
+    p.add_argument("--rate", type=float, default=2.0, help="mean arrivals per second")
+    p.add_argument("--requests", type=int, default=48)
+    p.add_argument("--min-prompt", type=int, default=32, help="prompt words, at least")
+    p.add_argument("--max-prompt", type=int, default=256, help="prompt words, at most")
+    p.add_argument("--gen", type=int, default=64, help="tokens generated per request")
+    p.add_argument("--parallel", type=int, default=16)
+    p.add_argument("--ctx", type=int, default=1024, help="context per slot")
+    p.add_argument("-t", "--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args()
+    if not args.llama_bin:
+        p.error("--llama-bin or LLAMA_CPP_BIN is required (the directory holding llama-server)")
+
+    workload = make_workload(args)
+    factories = servers(args)
+    runs = {name: [] for name in factories}
+    for rnd in range(args.rounds):
+        order = list(factories) if rnd % 2 == 0 else list(reversed(factories))
+        for name in order:
+            with factories[name]() as server:
+                stream_completion(server.url, {"prompt": "warm up", "max_tokens": 4})
+                r = run_load(server.url, workload)
+            runs[name].append(r)
+            print(f"round {rnd + 1} {name:9s} " + "  ".join(f"{k}={v:.1f}" for k, v in r.items()),
+                  file=sys.stderr)
+
+    result = {"workload": {k: getattr(args, k) for k in ("rate", "requests", "min_prompt",
+                                                         "max_prompt", "gen", "parallel", "ctx",
+                                                         "threads", "rounds", "seed")},
+              "model": os.path.basename(args.model), "drift_commit": drift_commit(),
+              "cpu": cpu_model(), "systems": {}, "ratios_drift_over_llama": {}}
+    for name, rs in runs.items():
+        result["systems"][name] = {k: summary([r[k] for r in rs]) for k, _, _ in METRICS}
+    print(f"\nonline workload: {args.requests} requests, Poisson {args.rate}/s, prompts "
+          f"{args.min_prompt}-{args.max_prompt} words, {args.gen} generated, {args.parallel} slots, "
+          f"{args.threads} threads, {args.rounds} rounds; median (min-max)")
+    print(f"{'':24s}{'drift':>28s}{'llama.cpp':>28s}{'drift/llama':>14s}")
+    for key, label, _ in METRICS:
+        d, l = result["systems"]["drift"][key], result["systems"]["llama.cpp"][key]
+        ratio = d["median"] / l["median"] if l["median"] else float("nan")
+        result["ratios_drift_over_llama"][key] = ratio
+        print(f"{label:24s}{fmt_summary(d):>28s}{fmt_summary(l):>28s}{ratio:>14.2f}")
+    print(json.dumps(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+// `drift serve -m MODEL --host 127.0.0.1 --port 8080 [--api-key KEY] [--served-model-name NAME]
+// [--chat-template FILE] [engine options]`: the OpenAI-compatible HTTP server.
+//
+// Threads: this one runs the I/O loop (every connection); the model loads on a helper thread
+// while /health already answers 503 "loading"; the engine has its worker and compute threads.
+// SIGTERM/SIGINT drain: stop accepting, let accepted requests finish (up to --drain-timeout,
+// then cancel them), wait for their responses to be written, exit 0.
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+
+#include "commands.h"
+#include "engine/engine.h"
+#include "engine_options.h"
+#include "gguf/gguf_file.h"
+#include "model_locator.h"
+#include "server/http_server.h"
+#include "server/openai_service.h"
+#include "tokenizer/chat_prompt.h"
+#include "tokenizer/tokenizer.h"
+#include "util/log.h"
+
+namespace drift::cli {
+namespace {
+
+namespace asio = boost::asio;
+
+struct ServeOptions {
+  std::optional<std::string> model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::optional<std::string> api_key;
+  std::optional<std::string> served_model_name;
+  std::optional<std::string> chat_template_file;
+  uint64_t max_body_bytes = 8u << 20;
+  int64_t max_connections = 1024;
+  double drain_timeout_seconds = 30;
+  EngineOptions engine;  // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
+};
+
+// Sockets are file descriptors: let the process use as many as it may.
+void raise_fd_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+Expected<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("cannot read --chat-template file '{}'", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Everything that reads the model file, on the loader thread.
+Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& path,
+                                                          const ServeOptions& o) {
+  DRIFT_ASSIGN_OR_RETURN(EngineConfig config, to_engine_config(o.engine));
+  DRIFT_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
+  DRIFT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(file));
+  std::optional<std::string> override_source;
+  if (o.chat_template_file) {
+    DRIFT_ASSIGN_OR_RETURN(std::string source, read_text_file(*o.chat_template_file));
+    override_source = std::move(source);
+  }
+  DRIFT_ASSIGN_OR_RETURN(ChatPromptBuilder chat,
+                         ChatPromptBuilder::create(file, tokenizer, std::move(override_source)));
+  if (chat.source() == ChatTemplateSource::kChatmlFallback)
+    spdlog::warn(
+        "the model has no chat template: chat requests use ChatML (--chat-template FILE "
+        "gives another)");
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::load(path, config));
+  auto loaded = std::make_shared<server::LoadedModel>(
+      server::LoadedModel{std::move(engine), std::move(tokenizer), std::move(chat)});
+  return loaded;
+}
+
+class ServeCommand {
+ public:
+  explicit ServeCommand(ServeOptions o) : o_(std::move(o)) {}
+
+  int run() {
+    auto path = resolve_model_path(o_.model);
+    if (!path.ok()) return fail(path.error().message);
+    raise_fd_limit();
+    std::signal(SIGPIPE, SIG_IGN);
+    const std::string name = o_.served_model_name.value_or(std::filesystem::path(*path).stem());
+
+    asio::io_context io(1);
+    server::OpenAIService service(io, {name, o_.api_key});
+    server::HttpServerConfig http;
+    http.host = o_.host;
+    http.port = uint16_t(o_.port);
+    http.max_body_bytes = o_.max_body_bytes;
+    http.max_connections = o_.max_connections;
+    server::HttpServer server(io, http, [&service](server::HttpRequest r, auto exchange) {
+      service.handle(std::move(r), std::move(exchange));
+    });
+    service.set_http_counters([&server] { return server.counters(); });
+    if (Status s = server.listen(); !s.ok()) return fail(s.message());
+    spdlog::info("drift serve: listening on http://{}:{} (model '{}' loading from {})", o_.host,
+                 server.port(), name, *path);
+
+    std::shared_ptr<server::LoadedModel> model;
+    int exit_code = 0;
+    bool stopping = false;
+    asio::signal_set signals(io, SIGINT, SIGTERM);
+    asio::steady_timer drain_deadline(io), poll(io);
+    std::thread loader, drainer, aborter;
+
+    // Drain: refuse new work, let the engine finish what it accepted, then wait for the last
+    // responses to be written before the loop stops.
+    std::function<void()> wait_for_responses = [&] {
+      if ((service.active_generations() == 0 && server.busy_connections() == 0) ||
+          std::chrono::steady_clock::now() > give_up_) {
+        io.stop();
+        return;
+      }
+      poll.expires_after(std::chrono::milliseconds(20));
+      poll.async_wait([&](const boost::system::error_code&) { wait_for_responses(); });
+    };
+    auto begin_drain = [&] {
+      if (stopping) return;
+      stopping = true;
+      spdlog::info("drift serve: draining (up to {} s)", o_.drain_timeout_seconds);
+      server.stop_accepting();
+      service.set_draining();
+      if (!model) return;  // still loading: the loader stops the loop when it is done
+      drain_deadline.expires_after(
+          std::chrono::milliseconds(int64_t(o_.drain_timeout_seconds * 1e3)));
+      drain_deadline.async_wait([&](const boost::system::error_code& ec) {
+        if (ec) return;
+        spdlog::warn("drift serve: drain timeout; cancelling the remaining requests");
+        aborter = std::thread([&] { model->engine->shutdown(ShutdownMode::kAbort); });
+      });
+      drainer = std::thread([&] {
+        model->engine->shutdown(ShutdownMode::kDrain);
+        asio::post(io, [&] {
+          drain_deadline.cancel();
+          give_up_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+          wait_for_responses();
+        });
+      });
+    };
+    signals.async_wait([&](const boost::system::error_code& ec, int) {
+      if (!ec) begin_drain();
+    });
+
+    loader = std::thread([&] {
+      auto loaded = load_model(*path, o_);
+      asio::post(io, [&, loaded = std::move(loaded)]() mutable {
+        if (!loaded.ok()) {
+          spdlog::error("drift serve: {}", loaded.error().message);
+          exit_code = 1;
+          io.stop();
+          return;
+        }
+        model = std::move(*loaded);
+        if (stopping) {
+          io.stop();
+          return;
+        }
+        service.set_ready(model);
+        const EngineSetup& s = model->engine->setup();
+        spdlog::info(
+            "drift serve: ready: context {} tokens, {} KV pages of {} tokens, up to {} "
+            "sequences, queue limit {}, {} threads",
+            s.max_model_len, s.num_kv_pages, s.kv_layout.page_size, s.scheduler.max_num_seqs,
+            s.max_queued_requests, s.threads);
+      });
+    });
+
+    io.run();
+    loader.join();
+    if (drainer.joinable()) drainer.join();
+    if (aborter.joinable()) aborter.join();
+    if (model) model->engine->shutdown(ShutdownMode::kAbort);
+    if (exit_code == 0) spdlog::info("drift serve: stopped");
+    return exit_code;
+  }
+
+ private:
+  static int fail(const std::string& message) {
+    fmt::print(stderr, "error: {}\n", message);
+    return 1;
+  }
+
+  const ServeOptions o_;
+  std::chrono::steady_clock::time_point give_up_;
+};
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  cmd->add_option("-m,--model", o->model, "GGUF file (default: the cached default model)");
+  cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (not on /health)");
+  cmd->add_option("--served-model-name", o->served_model_name,
+                  "model name clients use (default: the file name without .gguf)");
+  cmd->add_option("--chat-template", o->chat_template_file,
+                  "Jinja chat template file, instead of the GGUF's");
+  cmd->add_option("--max-body-bytes", o->max_body_bytes, "largest request body (413 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32));
+  cmd->add_option("--max-connections", o->max_connections, "open connections at most")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--drain-timeout", o->drain_timeout_seconds,
+                  "seconds SIGTERM waits for requests in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  register_engine_options(*cmd, o->engine);
+  cmd->add_option("--default-max-tokens", o->engine.default_max_tokens,
+                  "max_tokens of a request that gives none (capped by the context left)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->callback([o] {
+    int code = ServeCommand(*o).run();
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace drift::cli

@@ -1,0 +1,200 @@
+#include "server/generation.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "server/sse.h"
+
+namespace drift::server {
+
+ApiError error_for_rejection(const std::string& message) {
+  if (message.rfind("overloaded", 0) == 0) return overloaded(message);
+  if (message.find("shutting down") != std::string::npos ||
+      message.find("unhealthy") != std::string::npos)
+    return unavailable(message);
+  return bad_request(message);
+}
+
+Generation::Generation(boost::asio::io_context& io, Engine& engine,
+                       std::shared_ptr<HttpExchange> exchange, GenerationSpec spec, Done done)
+    : io_(io),
+      engine_(engine),
+      exchange_(std::move(exchange)),
+      spec_(std::move(spec)),
+      done_(std::move(done)),
+      started_(std::chrono::steady_clock::now()) {
+  outcome_.prompt_tokens = spec_.prompt_tokens;
+}
+
+void Generation::start() {
+  auto self = shared_from_this();
+  exchange_->on_disconnect([self] { self->client_gone(); });
+  choices_.resize(spec_.choices.size());
+  for (size_t i = 0; i < spec_.choices.size(); ++i) {
+    if (!spec_.stop.empty()) choices_[i].stop = std::make_unique<StopStringMatcher>(spec_.stop);
+  }
+  for (size_t i = 0; i < spec_.choices.size() && !ended_; ++i) {
+    // Runs on the engine's worker thread (or here, for an immediate rejection): only hands the
+    // event over to the I/O thread.
+    auto on_event = [&io = io_, weak = weak_from_this(), i](TokenEvent event) {
+      boost::asio::post(io, [weak, i, event = std::move(event)]() mutable {
+        if (auto g = weak.lock()) g->on_event(i, std::move(event));
+      });
+    };
+    choices_[i].handle = engine_.submit(std::move(spec_.choices[i].request), on_event);
+  }
+}
+
+void Generation::ensure_stream_started() {
+  if (!spec_.stream || stream_started_) return;
+  stream_started_ = true;
+  exchange_->start_stream(200, "text/event-stream");
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    // Chat streams open each choice with the assistant role; completions with the echo, if any.
+    if (spec_.meta.chat) {
+      choices_[i].role_sent = true;
+      exchange_->send_chunk(sse_event(dump_json(
+          chunk_json(spec_.meta, int32_t(i), "", true, std::nullopt, spec_.include_usage))));
+    } else if (!spec_.choices[i].echo.empty()) {
+      exchange_->send_chunk(
+          sse_event(dump_json(chunk_json(spec_.meta, int32_t(i), spec_.choices[i].echo, false,
+                                         std::nullopt, spec_.include_usage))));
+    }
+  }
+}
+
+void Generation::on_event(size_t index, TokenEvent event) {
+  if (ended_) return;
+  ChoiceState& c = choices_[index];
+  if (c.finish_reason) return;  // ended by a stop string; later events are moot
+  if (event.finish && (event.finish->reason == FinishReason::kRejected ||
+                       event.finish->reason == FinishReason::kError ||
+                       event.finish->reason == FinishReason::kCancelled)) {
+    const Finish& f = *event.finish;
+    if (f.reason == FinishReason::kRejected) return fail(error_for_rejection(f.message));
+    if (f.reason == FinishReason::kCancelled)
+      return fail(
+          unavailable(f.message.empty() ? "the request was cancelled by the server" : f.message));
+    return fail(internal_error("generation failed: " + f.message));
+  }
+  ensure_stream_started();
+  if (event.token) ++c.tokens;
+  if (event.token && event.logprobs && spec_.token_text)
+    c.logprobs.push_back({*event.token, *event.logprobs});
+  if (!outcome_.ttft_seconds && event.token)
+    outcome_.ttft_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  std::string text = std::move(event.text);
+  if (c.stop) {
+    StopStringMatcher::Output out = c.stop->push(text);
+    text = std::move(out.text);
+    if (out.stopped) {
+      emit_text(index, std::move(text));
+      ++outcome_.stop_string_matches;
+      // Usage counts the tokens generated up to the match; dropping the handle cancels the rest.
+      c.handle = RequestHandle();
+      return finish_choice(index, "stop", c.tokens);
+    }
+    if (event.finish) text += c.stop->flush();
+  }
+  emit_text(index, std::move(text));
+  if (event.finish) {
+    const Finish& f = *event.finish;
+    finish_choice(index, f.reason == FinishReason::kLength ? "length" : "stop",
+                  f.usage.completion_tokens);
+  }
+}
+
+nlohmann::json Generation::take_pending_logprobs(ChoiceState& c) {
+  if (!spec_.token_text || c.logprobs_sent == c.logprobs.size()) return nullptr;
+  auto pending = std::span<const TokenLogprobEntry>(c.logprobs).subspan(c.logprobs_sent);
+  c.logprobs_sent = c.logprobs.size();
+  return logprobs_json(spec_.meta.chat, pending, spec_.token_text, c.text_sent);
+}
+
+void Generation::emit_text(size_t index, std::string text) {
+  // Logprobs of tokens whose text is still held back ride on a later chunk.
+  if (text.empty()) return;
+  ChoiceState& c = choices_[index];
+  if (!spec_.stream) {
+    c.text += text;
+    return;
+  }
+  nlohmann::json logprobs = take_pending_logprobs(c);
+  c.text_sent += int64_t(text.size());
+  exchange_->send_chunk(
+      sse_event(dump_json(chunk_json(spec_.meta, int32_t(index), text, false, std::nullopt,
+                                     spec_.include_usage, std::move(logprobs)))));
+}
+
+void Generation::finish_choice(size_t index, std::string reason, int64_t completion_tokens) {
+  ChoiceState& c = choices_[index];
+  c.finish_reason = reason;
+  c.tokens = completion_tokens;
+  outcome_.completion_tokens += completion_tokens;
+  if (spec_.stream)
+    exchange_->send_chunk(
+        sse_event(dump_json(chunk_json(spec_.meta, int32_t(index), "", false, reason,
+                                       spec_.include_usage, take_pending_logprobs(c)))));
+  if (++finished_ == choices_.size()) complete();
+}
+
+void Generation::complete() {
+  if (spec_.stream) {
+    if (spec_.include_usage)
+      exchange_->send_chunk(sse_event(dump_json(
+          usage_chunk_json(spec_.meta, spec_.prompt_tokens, outcome_.completion_tokens))));
+    exchange_->send_chunk(sse_done());
+    exchange_->end_stream();
+    return end(200);
+  }
+  std::vector<ChoiceResult> results;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const std::string& echo = spec_.choices[i].echo;
+    nlohmann::json logprobs = nullptr;
+    if (spec_.token_text)
+      logprobs = logprobs_json(spec_.meta.chat, choices_[i].logprobs, spec_.token_text,
+                               int64_t(echo.size()));
+    results.push_back(
+        {int32_t(i), echo + choices_[i].text, *choices_[i].finish_reason, std::move(logprobs)});
+  }
+  exchange_->respond(200, "application/json",
+                     dump_json(response_json(spec_.meta, results, spec_.prompt_tokens,
+                                             outcome_.completion_tokens)));
+  end(200);
+}
+
+// Before the stream started: an HTTP error. After: an error event, then [DONE], as OpenAI ends
+// a failed stream.
+void Generation::fail(const ApiError& error) {
+  if (stream_started_) {
+    exchange_->send_chunk(sse_event(error_json(error)));
+    exchange_->send_chunk(sse_done());
+    exchange_->end_stream();
+  } else {
+    HttpExchange::Headers headers;
+    if (error.retry_after_seconds)
+      headers.emplace_back("Retry-After", std::to_string(*error.retry_after_seconds));
+    exchange_->respond(error.status, "application/json", error_json(error), headers);
+  }
+  end(stream_started_ ? 200 : error.status);
+}
+
+void Generation::client_gone() {
+  if (ended_) return;
+  outcome_.client_gone = true;
+  end(499);  // nginx's "client closed request", for the log only
+}
+
+void Generation::end(int status) {
+  if (ended_) return;
+  ended_ = true;
+  outcome_.status = status;
+  // Dropping the handles cancels whatever still runs (no-op for finished ones).
+  for (ChoiceState& c : choices_) c.handle = RequestHandle();
+  auto keep = shared_from_this();  // the disconnect callback may hold the last reference
+  exchange_->on_disconnect(nullptr);
+  if (done_) done_(outcome_);
+}
+
+}  // namespace drift::server

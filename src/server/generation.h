@@ -1,0 +1,110 @@
+// One completion or chat request in flight: its n engine requests (choices), the text each has
+// produced, stop strings, and the response — whole JSON, or an SSE stream. It lives on the I/O
+// thread: engine events arrive on the engine's worker thread and are posted here, so no socket is
+// ever touched by the engine.
+//
+// Ownership: the exchange's disconnect callback holds the generation until the response ends
+// (then it lets go); a client that leaves drops every RequestHandle, which cancels the engine
+// requests and frees their KV pages, whether they were queued or generating.
+//
+// n > 1 runs n engine requests over the same prompt, with seeds seed, seed+1, ... (each derived
+// from its request id when no seed is given). The prompt is prefilled once per choice for now;
+// sharing one prefill arrives with the prefix cache, which will match the common prompt pages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/http_server.h"
+#include "server/openai_response.h"
+#include "server/stop_string_matcher.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace drift::server {
+
+// What a finished generation reports, for the access log and the server's counters.
+struct GenerationOutcome {
+  int status = 200;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::optional<double> ttft_seconds;  // first text sent (or first token, non-streaming)
+  bool client_gone = false;
+  int stop_string_matches = 0;
+};
+
+struct GenerationSpec {
+  ResponseMeta meta;
+  bool stream = false;
+  bool include_usage = false;
+  std::vector<std::string> stop;
+  // One per choice, in index order: the engine request, and text to put first (echo).
+  struct Choice {
+    Request request;
+    std::string echo;
+  };
+  std::vector<Choice> choices;
+  int64_t prompt_tokens = 0;  // counted once per distinct prompt, as OpenAI reports usage
+  // Set when the request asked for logprobs: the text of a token id, for the response.
+  TokenTextFn token_text;
+};
+
+class Generation : public std::enable_shared_from_this<Generation> {
+ public:
+  using Done = std::function<void(const GenerationOutcome&)>;
+
+  Generation(boost::asio::io_context& io, Engine& engine, std::shared_ptr<HttpExchange> exchange,
+             GenerationSpec spec, Done done);
+  // Submits every choice and watches for the client leaving.
+  void start();
+
+ private:
+  struct ChoiceState {
+    RequestHandle handle;
+    std::unique_ptr<StopStringMatcher> stop;
+    std::string text;  // non-streaming: the whole text
+    int64_t tokens = 0;
+    std::optional<std::string> finish_reason;
+    bool role_sent = false;
+    std::vector<TokenLogprobEntry> logprobs;  // every token's, in order
+    size_t logprobs_sent = 0;                 // streaming: entries already in a chunk
+    int64_t text_sent = 0;                    // streaming: bytes of text already sent
+  };
+  // Streaming: the logprobs not yet sent, as JSON (null when none are pending or wanted).
+  nlohmann::json take_pending_logprobs(ChoiceState& c);
+
+  void on_event(size_t index, TokenEvent event);
+  void emit_text(size_t index, std::string text);
+  void finish_choice(size_t index, std::string reason, int64_t completion_tokens);
+  void fail(const ApiError& error);
+  void complete();
+  void client_gone();
+  void ensure_stream_started();
+  void end(int status);
+
+  boost::asio::io_context& io_;
+  Engine& engine_;
+  std::shared_ptr<HttpExchange> exchange_;
+  GenerationSpec spec_;
+  Done done_;
+  std::vector<ChoiceState> choices_;
+  size_t finished_ = 0;
+  bool stream_started_ = false;
+  bool ended_ = false;
+  GenerationOutcome outcome_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+// The HTTP error for an engine rejection: "overloaded: ..." -> 429, shutting down or unhealthy
+// -> 503, anything else (sizes, ids) -> 400.
+ApiError error_for_rejection(const std::string& message);
+
+}  // namespace drift::server

@@ -1,0 +1,63 @@
+// Response bodies and stream chunks in OpenAI's shapes, for /v1/completions ("text_completion")
+// and /v1/chat/completions ("chat.completion", "chat.completion.chunk").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/sampling_params.h"
+
+namespace drift::server {
+
+struct ResponseMeta {
+  bool chat = false;
+  std::string id;       // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+struct ChoiceResult {
+  int32_t index = 0;
+  std::string text;
+  std::string finish_reason;  // "stop" or "length"
+  nlohmann::json logprobs;    // null, or logprobs_json(...)
+};
+
+// One generated token's log-probabilities, with the token's text.
+struct TokenLogprobEntry {
+  int32_t token = 0;
+  TokenLogprobs logprobs;
+};
+using TokenTextFn = std::function<std::string(int32_t)>;
+
+// The "logprobs" of a choice: completions' {"tokens", "token_logprobs", "top_logprobs",
+// "text_offset"} (offsets from `text_offset`), or chat's {"content": [{"token", "logprob",
+// "bytes", "top_logprobs"}]}.
+nlohmann::json logprobs_json(bool chat, std::span<const TokenLogprobEntry> entries,
+                             const TokenTextFn& token_text, int64_t text_offset);
+
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+
+// The whole response of a non-streaming request (choices in index order).
+nlohmann::json response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                             int64_t prompt_tokens, int64_t completion_tokens);
+
+// One streamed chunk for one choice: `text` (content delta), and for chat the first chunk carries
+// the role; `finish_reason` on the choice's last chunk. With include_usage every chunk carries
+// "usage": null, as OpenAI sends it, and a last chunk with no choices carries the totals.
+nlohmann::json chunk_json(const ResponseMeta& meta, int32_t index, std::string_view text,
+                          bool with_role, const std::optional<std::string>& finish_reason,
+                          bool include_usage, nlohmann::json logprobs = nullptr);
+nlohmann::json usage_chunk_json(const ResponseMeta& meta, int64_t prompt_tokens,
+                                int64_t completion_tokens);
+
+// Compact JSON; any invalid UTF-8 would become U+FFFD rather than break the output.
+std::string dump_json(const nlohmann::json& j);
+
+}  // namespace drift::server

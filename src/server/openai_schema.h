@@ -1,0 +1,73 @@
+// OpenAI request bodies -> validated values. Every field is type-checked and range-checked here,
+// with a 400 that names it; fields drift does not implement yet (tools, response_format,
+// logit_bias, best_of, ...) are refused rather than silently ignored, and other unknown fields
+// are ignored as OpenAI's own server does. Nothing here depends on the model: limits that do
+// (context length, vocabulary size) are checked where the prompt is tokenized.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "server/api_error.h"
+#include "tokenizer/jinja_json.h"
+#include "util/sampling_params.h"
+
+namespace drift::server {
+
+inline constexpr int32_t kMaxChoices = 8;             // n
+inline constexpr size_t kMaxStopStrings = 16;         // stop
+inline constexpr size_t kMaxStopStringBytes = 256;    // each stop string
+inline constexpr size_t kMaxPrompts = 32;             // a list of prompts in one completion request
+inline constexpr size_t kMaxMessages = 4096;          // messages of one chat request
+inline constexpr int32_t kMaxCompletionLogprobs = 5;  // completions' logprobs (as OpenAI)
+inline constexpr int32_t kMaxTopLogprobs = 20;        // chat's top_logprobs (as OpenAI)
+
+// Generation settings shared by both endpoints.
+struct GenerationOptions {
+  std::optional<int32_t> max_tokens;  // max_tokens or max_completion_tokens; >= 1
+  SamplingParams sampling;            // temperature, top_p/k, min_p, penalties, seed, ignore_eos
+  int32_t n = 1;
+  std::vector<std::string> stop;  // non-empty strings
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt text precedes each choice's text
+  // Log-probabilities requested: the number of top alternatives per token (0: only the chosen
+  // token's). Absent: none.
+  std::optional<int32_t> logprobs;
+};
+
+// A completion prompt: text, or token ids (checked against the vocabulary later).
+using PromptInput = std::variant<std::string, std::vector<int32_t>>;
+
+struct CompletionRequest {
+  std::optional<std::string> model;
+  std::vector<PromptInput> prompts;  // one or more; each gets n choices
+  GenerationOptions options;
+};
+
+struct ChatRequest {
+  std::optional<std::string> model;
+  // [{"role", "content"(string)}...]: roles checked, content parts joined into one string.
+  jinja::Json messages;
+  GenerationOptions options;
+};
+
+std::variant<CompletionRequest, ApiError> parse_completion_request(const nlohmann::json& body);
+std::variant<ChatRequest, ApiError> parse_chat_request(const nlohmann::json& body);
+
+// /tokenize: {"prompt"|"content": string, "add_special_tokens"?: bool} or {"messages": [...]}.
+struct TokenizeRequest {
+  std::optional<std::string> prompt;
+  std::optional<jinja::Json> messages;  // validated as in a chat request
+  bool add_special = true;
+};
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const nlohmann::json& body);
+
+// /detokenize: {"tokens": [int...]}.
+std::variant<std::vector<int32_t>, ApiError> parse_detokenize_request(const nlohmann::json& body);
+
+}  // namespace drift::server

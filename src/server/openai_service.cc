@@ -1,0 +1,360 @@
+#include "server/openai_service.h"
+
+#include <fmt/format.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <random>
+
+#include "server/api_error.h"
+#include "server/chat_prompt.h"
+#include "server/generation.h"
+#include "server/openai_response.h"
+#include "server/openai_schema.h"
+#include "server/prometheus_metrics.h"
+#include "server/request_json.h"
+#include "util/log.h"
+
+namespace drift::server {
+
+using nlohmann::json;
+
+bool api_key_matches(std::string_view authorization, std::string_view key) {
+  const std::string expected = fmt::format("Bearer {}", key);
+  const size_t n = std::max(authorization.size(), expected.size());
+  size_t diff = authorization.size() ^ expected.size();
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char a = i < authorization.size() ? authorization[i] : 0;
+    const unsigned char b = i < expected.size() ? expected[i] : 0;
+    diff |= size_t(a ^ b);
+  }
+  return diff == 0;
+}
+
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+void access_log(const HttpRequest& r, int status, int64_t prompt_tokens, int64_t completion_tokens,
+                std::optional<double> ttft) {
+  spdlog::info(
+      "access id={} {} {} status={} prompt_tokens={} completion_tokens={} ttft={} e2e={:.3f}s",
+      r.id, r.method, path_of(r.target), status, prompt_tokens, completion_tokens,
+      ttft ? fmt::format("{:.3f}s", *ttft) : "-", seconds_since(r.received));
+}
+
+// A request id nobody can guess from another's, for the "id" field.
+std::string completion_id(bool chat, uint64_t serial) {
+  static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ull;
+  return fmt::format("{}-{:016x}", chat ? "chatcmpl" : "cmpl",
+                     (serial + 1) * 0xBF58476D1CE4E5B9ull ^ salt);
+}
+
+}  // namespace
+
+OpenAIService::OpenAIService(boost::asio::io_context& io, ServiceConfig config)
+    : io_(io), config_(std::move(config)) {}
+
+OpenAIService::~OpenAIService() = default;
+
+void OpenAIService::set_ready(std::shared_ptr<LoadedModel> model) { model_ = std::move(model); }
+void OpenAIService::set_draining() { draining_ = true; }
+void OpenAIService::set_http_counters(std::function<HttpCounters()> counters) {
+  http_counters_ = std::move(counters);
+}
+
+void OpenAIService::reply_json(const HttpRequest& request,
+                               const std::shared_ptr<HttpExchange>& exchange, int status,
+                               std::string body) {
+  exchange->respond(status, "application/json", std::move(body));
+  access_log(request, status, 0, 0, std::nullopt);
+}
+
+void OpenAIService::reply_error(const HttpRequest& request,
+                                const std::shared_ptr<HttpExchange>& exchange,
+                                const ApiError& error) {
+  HttpExchange::Headers headers;
+  if (error.retry_after_seconds)
+    headers.emplace_back("Retry-After", std::to_string(*error.retry_after_seconds));
+  exchange->respond(error.status, "application/json", error_json(error), headers);
+  spdlog::debug("request {} refused: {}", request.id, error.message);
+  access_log(request, error.status, 0, 0, std::nullopt);
+}
+
+bool OpenAIService::authorized(const HttpRequest& request) const {
+  return !config_.api_key || api_key_matches(request.authorization, *config_.api_key);
+}
+
+void OpenAIService::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  try {
+    route(request, exchange);
+  } catch (const std::exception& e) {
+    // A bug, or memory exhausted: the client gets a 500, the server goes on.
+    spdlog::error("request {} {}: internal error: {}", request.id, request.target, e.what());
+    reply_error(request, exchange, internal_error(fmt::format("internal error: {}", e.what())));
+  }
+}
+
+void OpenAIService::route(const HttpRequest& request,
+                          const std::shared_ptr<HttpExchange>& exchange) {
+  const std::string_view path = path_of(request.target);
+  struct Entry {
+    std::string_view path;
+    std::string_view method;
+    int kind;
+  };
+  static constexpr Entry kRoutes[] = {
+      {"/health", "GET", 0},
+      {"/metrics", "GET", 1},
+      {"/v1/models", "GET", 2},
+      {"/tokenize", "POST", 3},
+      {"/detokenize", "POST", 4},
+      {"/v1/completions", "POST", 5},
+      {"/v1/chat/completions", "POST", 6},
+  };
+  const Entry* entry = nullptr;
+  for (const Entry& e : kRoutes)
+    if (e.path == path) entry = &e;
+  if (!entry) return reply_error(request, exchange, not_found(fmt::format("no route {}", path)));
+  if (request.method != entry->method) {
+    ApiError e =
+        bad_request(fmt::format("{} takes {}, not {}", path, entry->method, request.method));
+    e.status = 405;
+    return reply_error(request, exchange, e);
+  }
+  if (entry->kind == 0) return health(request, exchange);
+  if (!authorized(request)) return reply_error(request, exchange, unauthorized());
+  if (entry->kind == 1) return metrics(request, exchange);
+  if (entry->kind == 2) return models(request, exchange);
+  if (!model_)
+    return reply_error(
+        request, exchange,
+        unavailable(draining_ ? "the server is shutting down" : "the model is still loading"));
+  if (draining_) return reply_error(request, exchange, unavailable("the server is shutting down"));
+  switch (entry->kind) {
+    case 3:
+      return tokenize(request, exchange);
+    case 4:
+      return detokenize(request, exchange);
+    case 5:
+      return completions(request, exchange, false);
+    default:
+      return completions(request, exchange, true);
+  }
+}
+
+void OpenAIService::health(const HttpRequest& request,
+                           const std::shared_ptr<HttpExchange>& exchange) {
+  const char* status = draining_                    ? "draining"
+                       : !model_                    ? "loading"
+                       : !model_->engine->healthy() ? "unhealthy"
+                                                    : "ok";
+  const bool ok = std::string_view(status) == "ok";
+  reply_json(request, exchange, ok ? 200 : 503, json{{"status", status}}.dump());
+}
+
+void OpenAIService::metrics(const HttpRequest& request,
+                            const std::shared_ptr<HttpExchange>& exchange) {
+  EngineMetrics engine_metrics;
+  if (model_) {
+    engine_metrics = model_->engine->metrics();
+  } else {
+    engine_metrics.healthy = false;
+  }
+  ServerStats stats;
+  if (http_counters_) {
+    HttpCounters c = http_counters_();
+    stats.open_connections = c.open_connections;
+    stats.http_requests_total = c.requests_total;
+    stats.http_requests_4xx = c.responses_4xx;
+    stats.http_requests_5xx = c.responses_5xx;
+  }
+  stats.client_disconnects = client_disconnects_;
+  stats.stop_string_matches = stop_string_matches_;
+  exchange->respond(200, "text/plain; version=0.0.4; charset=utf-8",
+                    render_prometheus(engine_metrics, stats, config_.served_model_name));
+  access_log(request, 200, 0, 0, std::nullopt);
+}
+
+void OpenAIService::models(const HttpRequest& request,
+                           const std::shared_ptr<HttpExchange>& exchange) {
+  json model{{"id", config_.served_model_name},
+             {"object", "model"},
+             {"created", unix_now()},
+             {"owned_by", "drift"}};
+  if (model_) model["max_model_len"] = model_->engine->setup().max_model_len;
+  reply_json(request, exchange, 200,
+             dump_json(json{{"object", "list"}, {"data", json::array({model})}}));
+}
+
+void OpenAIService::tokenize(const HttpRequest& request,
+                             const std::shared_ptr<HttpExchange>& exchange) {
+  auto body = parse_request_json(request.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return reply_error(request, exchange, *e);
+  auto parsed = parse_tokenize_request(std::get<json>(body));
+  if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
+  const TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
+  std::vector<int32_t> tokens;
+  if (t.prompt) {
+    tokens =
+        model_->tokenizer.encode(*t.prompt, {.add_special = t.add_special, .parse_special = true});
+  } else {
+    auto ids = tokenize_chat(model_->chat, model_->tokenizer, *t.messages);
+    if (!ids.ok())
+      return reply_error(request, exchange, bad_request(ids.error().message, "messages"));
+    tokens = std::move(*ids);
+  }
+  reply_json(request, exchange, 200,
+             dump_json(json{{"tokens", tokens},
+                            {"count", tokens.size()},
+                            {"max_model_len", model_->engine->setup().max_model_len}}));
+}
+
+void OpenAIService::detokenize(const HttpRequest& request,
+                               const std::shared_ptr<HttpExchange>& exchange) {
+  auto body = parse_request_json(request.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return reply_error(request, exchange, *e);
+  auto parsed = parse_detokenize_request(std::get<json>(body));
+  if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
+  const auto& tokens = std::get<std::vector<int32_t>>(parsed);
+  auto text = model_->tokenizer.decode(tokens, {.render_special = true});
+  if (!text.ok())
+    return reply_error(request, exchange, bad_request(text.error().message, "tokens"));
+  reply_json(request, exchange, 200, dump_json(json{{"prompt", *text}, {"content", *text}}));
+}
+
+void OpenAIService::completions(const HttpRequest& request,
+                                const std::shared_ptr<HttpExchange>& exchange, bool chat) {
+  auto body = parse_request_json(request.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return reply_error(request, exchange, *e);
+  const json& j = std::get<json>(body);
+
+  std::optional<std::string> model_name;
+  GenerationOptions options;
+  // One entry per distinct prompt: its ids and its echo text.
+  std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;
+  const Tokenizer& tokenizer = model_->tokenizer;
+  if (chat) {
+    auto parsed = parse_chat_request(j);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
+    ChatRequest& c = std::get<ChatRequest>(parsed);
+    model_name = c.model;
+    options = std::move(c.options);
+    auto ids = tokenize_chat(model_->chat, tokenizer, c.messages);
+    if (!ids.ok())
+      return reply_error(request, exchange, bad_request(ids.error().message, "messages"));
+    prompts.emplace_back(std::move(*ids), std::string());
+  } else {
+    auto parsed = parse_completion_request(j);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
+    CompletionRequest& c = std::get<CompletionRequest>(parsed);
+    model_name = c.model;
+    options = std::move(c.options);
+    for (PromptInput& p : c.prompts) {
+      if (auto* text = std::get_if<std::string>(&p)) {
+        prompts.emplace_back(tokenizer.encode(*text, {.add_special = true, .parse_special = true}),
+                             *text);
+      } else {
+        auto& ids = std::get<std::vector<int32_t>>(p);
+        for (int32_t id : ids)
+          if (id >= tokenizer.vocab_size())
+            return reply_error(request, exchange,
+                               bad_request(fmt::format("prompt token id {} is outside the "
+                                                       "vocabulary of {} tokens",
+                                                       id, tokenizer.vocab_size()),
+                                           "prompt"));
+        std::string echo;
+        if (options.echo) {
+          auto decoded = tokenizer.decode(ids);
+          if (!decoded.ok())
+            return reply_error(request, exchange, bad_request(decoded.error().message, "prompt"));
+          echo = std::move(*decoded);
+        }
+        prompts.emplace_back(std::move(ids), std::move(echo));
+      }
+      if (!options.echo) prompts.back().second.clear();
+    }
+  }
+  if (model_name && *model_name != config_.served_model_name)
+    return reply_error(request, exchange,
+                       not_found(fmt::format("the model '{}' does not exist; this server serves "
+                                             "'{}'",
+                                             *model_name, config_.served_model_name),
+                                 "model_not_found"));
+  // The context checks, with both numbers, before anything is queued.
+  const int64_t context = model_->engine->setup().max_model_len;
+  int64_t prompt_tokens = 0;
+  for (const auto& [ids, echo] : prompts) {
+    const int64_t len = int64_t(ids.size());
+    if (len == 0)
+      return reply_error(request, exchange, bad_request("the prompt is empty", "prompt"));
+    if (len >= context)
+      return reply_error(
+          request, exchange,
+          bad_request(fmt::format("this model's context length is {} tokens, but the prompt has "
+                                  "{} tokens (leaving no room to generate)",
+                                  context, len),
+                      chat ? "messages" : "prompt"));
+    if (options.max_tokens && len + *options.max_tokens > context)
+      return reply_error(
+          request, exchange,
+          bad_request(fmt::format("this model's context length is {} tokens, but {} prompt tokens "
+                                  "+ {} max_tokens = {} tokens were requested",
+                                  context, len, *options.max_tokens, len + *options.max_tokens),
+                      "max_tokens"));
+    prompt_tokens += len;
+  }
+
+  GenerationSpec spec;
+  spec.meta.chat = chat;
+  spec.meta.id = completion_id(chat, next_completion_id_++);
+  spec.meta.created = unix_now();
+  spec.meta.model = config_.served_model_name;
+  spec.stream = options.stream;
+  spec.include_usage = options.include_usage;
+  spec.stop = options.stop;
+  spec.prompt_tokens = prompt_tokens;
+  if (options.logprobs) {
+    options.sampling.logprobs = *options.logprobs;
+    spec.token_text = [model = model_](int32_t id) {
+      auto piece = model->tokenizer.token_to_piece(id, /*render_special=*/true);
+      return piece.ok() ? std::string(*piece) : std::string();
+    };
+  }
+  for (const auto& [ids, echo] : prompts) {
+    for (int32_t i = 0; i < options.n; ++i) {
+      GenerationSpec::Choice choice;
+      choice.request.prompt = ids;
+      choice.request.max_tokens = options.max_tokens;
+      choice.request.sampling = options.sampling;
+      // Choices of one request differ by seed: seed, seed+1, ... (engine-derived when unset).
+      if (options.sampling.seed)
+        choice.request.sampling.seed = *options.sampling.seed + uint64_t(i);
+      choice.echo = echo;
+      spec.choices.push_back(std::move(choice));
+    }
+  }
+
+  ++active_generations_;
+  auto done = [this, request](const GenerationOutcome& o) {
+    --active_generations_;
+    if (o.client_gone) ++client_disconnects_;
+    stop_string_matches_ += uint64_t(o.stop_string_matches);
+    access_log(request, o.status, o.prompt_tokens, o.completion_tokens, o.ttft_seconds);
+  };
+  auto generation = std::make_shared<Generation>(io_, *model_->engine, exchange, std::move(spec),
+                                                 std::move(done));
+  generation->start();
+}
+
+}  // namespace drift::server

@@ -1,0 +1,87 @@
+// The OpenAI-compatible API over one engine: routing, the API key, request validation against
+// the model (context length, vocabulary), tokenization and chat templates, and the non-generating
+// endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize). Generating requests become
+// Generations (generation.h). Runs on the I/O thread only.
+//
+// Status codes: 400 invalid request, 401 bad or missing key (all routes but /health), 404 unknown
+// route or model, 405 wrong method, 413/431 (HTTP layer), 429 + Retry-After when the engine's
+// queue is full (429 rather than 503 because the server is healthy and a retry soon will likely
+// succeed; OpenAI clients retry 429 with backoff), 503 + Retry-After while loading or draining,
+// 500 only for internal faults.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_prompt.h"
+#include "tokenizer/tokenizer.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace drift::server {
+
+struct ServiceConfig {
+  std::string served_model_name;
+  std::optional<std::string> api_key;
+};
+
+// What the service serves once the model is loaded.
+struct LoadedModel {
+  std::unique_ptr<Engine> engine;
+  Tokenizer tokenizer;
+  ChatPromptBuilder chat;  // the model's template, --chat-template, or the ChatML fallback
+};
+
+class OpenAIService {
+ public:
+  OpenAIService(boost::asio::io_context& io, ServiceConfig config);
+  ~OpenAIService();
+
+  void handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange);
+
+  // Loading -> ready -> draining; /health answers 503 except when ready.
+  void set_ready(std::shared_ptr<LoadedModel> model);
+  void set_draining();
+  // The HTTP layer's counters, for /metrics.
+  void set_http_counters(std::function<HttpCounters()> counters);
+  int64_t active_generations() const { return active_generations_; }
+
+ private:
+  void route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void health(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void metrics(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void models(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void tokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                   bool chat);
+
+  void reply_json(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                  int status, std::string body);
+  void reply_error(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                   const ApiError& error);
+  bool authorized(const HttpRequest& request) const;
+
+  boost::asio::io_context& io_;
+  const ServiceConfig config_;
+  std::shared_ptr<LoadedModel> model_;
+  bool draining_ = false;
+  std::function<HttpCounters()> http_counters_;
+  int64_t active_generations_ = 0;
+  uint64_t client_disconnects_ = 0;
+  uint64_t stop_string_matches_ = 0;
+  uint64_t next_completion_id_ = 1;
+};
+
+// Compares the Authorization header with "Bearer <key>" in time independent of where they
+// differ (only of their lengths).
+bool api_key_matches(std::string_view authorization, std::string_view key);
+
+}  // namespace drift::server

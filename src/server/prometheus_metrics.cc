@@ -1,0 +1,124 @@
+#include "server/prometheus_metrics.h"
+
+#include <fmt/format.h>
+
+namespace drift::server {
+namespace {
+
+// Label values escape backslash, double quote and newline.
+std::string escape_label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  explicit Writer(std::string_view model)
+      : labels_(fmt::format("model_name=\"{}\"", escape_label(model))) {}
+
+  void gauge(std::string_view name, std::string_view help, double value) {
+    header(name, help, "gauge");
+    sample(name, "", value);
+  }
+  void counter(std::string_view name, std::string_view help, double value) {
+    header(name, help, "counter");
+    sample(name, "", value);
+  }
+  // Engine histograms count per bucket; Prometheus buckets are cumulative (le = upper bound).
+  void histogram(std::string_view name, std::string_view help, const Histogram& h) {
+    header(name, help, "histogram");
+    uint64_t running = 0;
+    const std::string bucket = fmt::format("{}_bucket", name);
+    for (size_t i = 0; i < h.upper_bounds.size(); ++i) {
+      running += i < h.counts.size() ? h.counts[i] : 0;
+      sample(bucket, fmt::format(",le=\"{}\"", h.upper_bounds[i]), double(running));
+    }
+    sample(bucket, ",le=\"+Inf\"", double(h.count));
+    sample(fmt::format("{}_sum", name), "", h.sum);
+    sample(fmt::format("{}_count", name), "", double(h.count));
+  }
+  void labelled_counter_header(std::string_view name, std::string_view help) {
+    header(name, help, "counter");
+  }
+  void sample(std::string_view name, std::string_view extra_labels, double value) {
+    fmt::format_to(std::back_inserter(out_), "{}{{{}{}}} {}\n", name, labels_, extra_labels, value);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  void header(std::string_view name, std::string_view help, std::string_view type) {
+    fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name,
+                   type);
+  }
+  std::string labels_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
+                              std::string_view model_name) {
+  Writer w(model_name);
+  // ---- vLLM's names ----
+  w.gauge("vllm:num_requests_running", "Requests admitted: prefilling or decoding.", m.num_running);
+  w.gauge("vllm:num_requests_waiting", "Requests submitted and not yet admitted.", m.num_waiting);
+  w.gauge("vllm:kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).",
+          m.kv_pages_total > 0 ? double(m.kv_pages_used) / m.kv_pages_total : 0.0);
+  // drift has no prefix cache yet (it is being built in the kv folder): no lookups are made, so
+  // both counters truthfully stay at 0 until it lands and EngineMetrics carries its counts.
+  w.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", 0);
+  w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", 0);
+  w.counter("vllm:prompt_tokens_total", "Prompt tokens of finished requests.",
+            double(m.prompt_tokens_total));
+  w.counter("vllm:generation_tokens_total", "Generated tokens delivered.",
+            double(m.generation_tokens_total));
+  w.labelled_counter_header("vllm:request_success_total", "Finished requests by finish reason.");
+  for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled,
+                         FinishReason::kError, FinishReason::kRejected}) {
+    w.sample("vllm:request_success_total",
+             fmt::format(",finished_reason=\"{}\"", finish_reason_name(r)), double(m.finished(r)));
+  }
+  w.histogram("vllm:time_to_first_token_seconds", "Time to first token, from submit.",
+              m.time_to_first_token);
+  w.histogram("vllm:inter_token_latency_seconds", "Gaps between consecutive tokens.",
+              m.inter_token_latency);
+  w.histogram("vllm:e2e_request_latency_seconds", "End-to-end latency of accepted requests.",
+              m.end_to_end);
+  w.histogram("vllm:request_queue_time_seconds", "Time from submit to the first scheduled step.",
+              m.queue_time);
+  // ---- drift's own ----
+  w.gauge("drift:healthy", "1 while the engine can serve, 0 after a fatal executor failure.",
+          m.healthy ? 1 : 0);
+  w.gauge("drift:kv_pages_total", "KV cache pages.", m.kv_pages_total);
+  w.gauge("drift:kv_pages_used", "KV cache pages held by sequences.", m.kv_pages_used);
+  w.gauge("drift:kv_pages_free", "KV cache pages free.", m.kv_pages_free);
+  w.gauge("drift:kv_pages_cached", "KV cache pages kept for prefix reuse.", m.kv_pages_cached);
+  w.counter("drift:steps_total", "Non-empty engine steps.", double(m.steps));
+  w.counter("drift:prefill_tokens_total", "Tokens prefilled.", double(m.prefill_tokens_total));
+  w.counter("drift:decode_tokens_total", "Tokens decoded.", double(m.decode_tokens_total));
+  w.counter("drift:preemptions_total", "Sequences preempted (recomputed later).",
+            double(m.preemptions));
+  w.gauge("drift:http_open_connections", "Open HTTP connections.", double(s.open_connections));
+  w.counter("drift:http_requests_total", "HTTP requests answered.", double(s.http_requests_total));
+  w.counter("drift:http_requests_4xx_total", "HTTP requests answered with a 4xx status.",
+            double(s.http_requests_4xx));
+  w.counter("drift:http_requests_5xx_total", "HTTP requests answered with a 5xx status.",
+            double(s.http_requests_5xx));
+  w.counter("drift:client_disconnects_total",
+            "Generations cancelled because their client went away.", double(s.client_disconnects));
+  w.counter("drift:stop_string_matches_total", "Generations ended by a stop string.",
+            double(s.stop_string_matches));
+  return w.take();
+}
+
+}  // namespace drift::server

@@ -1,0 +1,228 @@
+// The HTTP layer on loopback with a fake handler (no engine): keep-alive, chunked streams, the
+// disconnect callback, the size limits and the connection cap.
+#include "server/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace drift::server {
+namespace {
+
+class Client {
+ public:
+  explicit Client(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    timeval tv{5, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~Client() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void send(const std::string& data) {
+    size_t sent = 0;
+    while (sent < data.size()) {
+      ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;  // the server may close early (413): not a test failure by itself
+      sent += size_t(n);
+    }
+  }
+  // Reads until `marker` has arrived (or EOF / timeout).
+  std::string read_until(const std::string& marker) {
+    while (buffer_.find(marker) == std::string::npos) {
+      char chunk[65536];
+      ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
+      if (n <= 0) break;
+      buffer_.append(chunk, size_t(n));
+    }
+    std::string out = buffer_;
+    buffer_.clear();
+    return out;
+  }
+  bool closed_by_peer() {
+    char c;
+    return recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+std::string get(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n"; }
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void start(HttpServerConfig config = {}) {
+    config.port = 0;
+    server_ = std::make_unique<HttpServer>(io_, config, [this](HttpRequest r, auto exchange) {
+      handle(std::move(r), std::move(exchange));
+    });
+    ASSERT_TRUE(server_->listen().ok());
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  void TearDown() override {
+    if (thread_.joinable()) {
+      boost::asio::post(io_, [this] {
+        held_.reset();
+        io_.stop();
+      });
+      thread_.join();
+    }
+  }
+  // Runs `f` on the I/O thread and waits for it.
+  template <typename F>
+  auto on_io(F f) {
+    std::packaged_task<decltype(f())()> task(std::move(f));
+    auto result = task.get_future();
+    boost::asio::post(io_, [&task] { task(); });
+    return result.get();
+  }
+
+  void handle(HttpRequest r, std::shared_ptr<HttpExchange> exchange) {
+    if (r.target == "/full") {
+      exchange->respond(200, "text/plain", "body:" + r.body);
+    } else if (r.target == "/stream") {
+      exchange->start_stream(200, "text/event-stream");
+      exchange->send_chunk("data: 1\n\n");
+      exchange->send_chunk("data: 2\n\n");
+      exchange->end_stream();
+    } else if (r.target == "/hold") {
+      exchange->on_disconnect([this] { disconnected_ = true; });
+      held_ = exchange;
+    } else {
+      exchange->respond(404, "application/json", "{}");
+    }
+  }
+
+  boost::asio::io_context io_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  std::shared_ptr<HttpExchange> held_;
+  std::atomic<bool> disconnected_{false};
+};
+
+TEST_F(HttpServerTest, KeepAliveServesRequestsInTurn) {
+  start();
+  Client c(server_->port());
+  c.send("POST /full HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+  std::string a = c.read_until("body:abc");
+  EXPECT_EQ(a.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << a;
+  EXPECT_NE(a.find("Content-Length: 8\r\n"), std::string::npos);
+  EXPECT_NE(a.find("Connection: keep-alive"), std::string::npos);
+  c.send(get("/nothing"));
+  EXPECT_EQ(c.read_until("{}").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(on_io([&] { return server_->counters().requests_total; }), 2u);
+  EXPECT_EQ(on_io([&] { return server_->counters().responses_4xx; }), 1u);
+}
+
+TEST_F(HttpServerTest, StreamIsChunked) {
+  start();
+  Client c(server_->port());
+  c.send(get("/stream"));
+  std::string s = c.read_until("0\r\n\r\n");
+  EXPECT_NE(s.find("Transfer-Encoding: chunked"), std::string::npos);
+  EXPECT_NE(s.find("9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n"), std::string::npos) << s;
+}
+
+TEST_F(HttpServerTest, ClientLeavingWhileBusyFiresTheCallbackOnce) {
+  start();
+  {
+    Client c(server_->port());
+    c.send(get("/hold"));
+    for (int i = 0; i < 200 && !on_io([&] { return held_ != nullptr; }); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(disconnected_);
+  }
+  for (int i = 0; i < 400 && !disconnected_; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(disconnected_);
+  // Later calls on the spent exchange are harmless no-ops.
+  on_io([&] {
+    EXPECT_TRUE(held_->disconnected());
+    held_->respond(200, "text/plain", "late");
+    return 0;
+  });
+}
+
+TEST_F(HttpServerTest, OversizedHeaderGets431) {
+  HttpServerConfig config;
+  config.max_header_bytes = 1024;
+  start(config);
+  Client c(server_->port());
+  c.send("GET /full HTTP/1.1\r\nX-Junk: " + std::string(4096, 'a') + "\r\n\r\n");
+  std::string r = c.read_until("}}");
+  EXPECT_EQ(r.rfind("HTTP/1.1 431", 0), 0u) << r;
+  EXPECT_NE(r.find("\"error\""), std::string::npos);
+}
+
+TEST_F(HttpServerTest, OversizedBodyGets413AndTheClientSeesIt) {
+  HttpServerConfig config;
+  config.max_body_bytes = 1000;
+  start(config);
+  Client c(server_->port());
+  const std::string body(200'000, 'x');
+  c.send("POST /full HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+         body);
+  std::string r = c.read_until("}}");
+  EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r.substr(0, 200);
+  EXPECT_NE(r.find("Connection: close"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ConnectionsOverTheCapGet503) {
+  HttpServerConfig config;
+  config.max_connections = 2;
+  start(config);
+  Client a(server_->port()), b(server_->port());
+  a.send(get("/full"));
+  a.read_until("body:");
+  b.send(get("/full"));
+  b.read_until("body:");
+  Client c(server_->port());
+  std::string r = c.read_until("}}");
+  EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+TEST_F(HttpServerTest, StopAcceptingClosesIdleConnections) {
+  start();
+  Client c(server_->port());
+  c.send(get("/full"));
+  c.read_until("body:");
+  on_io([&] {
+    server_->stop_accepting();
+    return 0;
+  });
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+TEST_F(HttpServerTest, IdleConnectionTimesOut) {
+  HttpServerConfig config;
+  config.idle_timeout = std::chrono::milliseconds(100);
+  start(config);
+  Client c(server_->port());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+}
+
+}  // namespace
+}  // namespace drift::server

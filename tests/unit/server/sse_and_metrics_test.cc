@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_response.h"
+#include "server/openai_service.h"
+#include "server/prometheus_metrics.h"
+#include "server/sse.h"
+
+namespace drift::server {
+namespace {
+
+TEST(Sse, EventIsOneDataLineAndABlankLine) {
+  EXPECT_EQ(sse_event(R"({"a":1})"), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
+}
+
+TEST(Sse, ChunkWithNewlinesStaysOnOneLine) {
+  ResponseMeta meta{true, "chatcmpl-1", 7, "m"};
+  std::string event =
+      sse_event(dump_json(chunk_json(meta, 0, "a\nb\n\n", false, std::nullopt, true)));
+  EXPECT_EQ(event.find('\n'), event.size() - 2);
+  auto j = nlohmann::json::parse(event.substr(6));
+  EXPECT_EQ(j["choices"][0]["delta"]["content"], "a\nb\n\n");
+  EXPECT_EQ(j["object"], "chat.completion.chunk");
+  EXPECT_TRUE(j.contains("usage") && j["usage"].is_null());
+}
+
+TEST(Responses, ChatFirstChunkCarriesRoleAndUsageChunkHasNoChoices) {
+  ResponseMeta meta{true, "chatcmpl-1", 7, "m"};
+  auto first = chunk_json(meta, 0, "", true, std::nullopt, false);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_FALSE(first.contains("usage"));
+  auto usage = usage_chunk_json(meta, 5, 3);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 8);
+  ResponseMeta comp{false, "cmpl-1", 7, "m"};
+  auto whole = response_json(comp, {{0, "hi", "length"}}, 5, 3);
+  EXPECT_EQ(whole["object"], "text_completion");
+  EXPECT_EQ(whole["choices"][0]["text"], "hi");
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 3);
+}
+
+TEST(Responses, LogprobsInBothShapes) {
+  TokenLogprobEntry e;
+  e.token = 7;
+  e.logprobs.logprob = -0.5f;
+  e.logprobs.num_top = 2;
+  e.logprobs.top_ids = {7, 9};
+  e.logprobs.top_logprobs = {-0.5f, -1.5f};
+  std::vector<TokenLogprobEntry> entries = {e, e};
+  auto text = [](int32_t id) { return id == 7 ? std::string("ab") : std::string("\xC3"); };
+  auto c = logprobs_json(false, entries, text, 3);
+  EXPECT_EQ(c["tokens"], nlohmann::json({"ab", "ab"}));
+  EXPECT_EQ(c["text_offset"], nlohmann::json({3, 5}));
+  EXPECT_FLOAT_EQ(c["top_logprobs"][0]["ab"].get<float>(), -0.5f);
+  auto chat = logprobs_json(true, entries, text, 0);
+  EXPECT_EQ(chat["content"][0]["bytes"], nlohmann::json({97, 98}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["bytes"], nlohmann::json({0xC3}));
+  // Half a character in a token's text still dumps as valid JSON (U+FFFD).
+  EXPECT_NE(dump_json(chat).find("\xEF\xBF\xBD"), std::string::npos);
+}
+
+TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
+  EngineMetrics m;
+  m.num_running = 3;
+  m.num_waiting = 2;
+  m.kv_pages_total = 100;
+  m.kv_pages_used = 25;
+  m.generation_tokens_total = 42;
+  m.time_to_first_token.observe(0.003);  // bucket (0.001, 0.005]
+  m.time_to_first_token.observe(0.05);   // bucket (0.04, 0.06]
+  m.time_to_first_token.observe(1000);   // +Inf only
+  ServerStats s;
+  s.client_disconnects = 7;
+  const std::string text = render_prometheus(m, s, "my\"model");
+  auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  const std::string l = "{model_name=\"my\\\"model\"";
+  EXPECT_TRUE(has("vllm:num_requests_running" + l + "} 3"));
+  EXPECT_TRUE(has("vllm:num_requests_waiting" + l + "} 2"));
+  EXPECT_TRUE(has("vllm:kv_cache_usage_perc" + l + "} 0.25"));
+  EXPECT_TRUE(has("vllm:generation_tokens_total" + l + "} 42"));
+  EXPECT_TRUE(has("# TYPE vllm:time_to_first_token_seconds histogram"));
+  EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.001\"} 0"));
+  EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.005\"} 1"));
+  EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.04\"} 1"));
+  EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.06\"} 2"));
+  EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"160\"} 2"));
+  EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"+Inf\"} 3"));
+  EXPECT_TRUE(has("vllm:time_to_first_token_seconds_count" + l + "} 3"));
+  EXPECT_TRUE(has("drift:client_disconnects_total" + l + "} 7"));
+  // Every sample line is "name{labels} value".
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    std::string line = text.substr(pos, end - pos);
+    if (line[0] != '#') {
+      EXPECT_NE(line.find("} "), std::string::npos) << line;
+    }
+    pos = end + 1;
+  }
+}
+
+TEST(ApiKey, ExactMatchOnly) {
+  EXPECT_TRUE(api_key_matches("Bearer sekret", "sekret"));
+  EXPECT_FALSE(api_key_matches("Bearer sekre", "sekret"));
+  EXPECT_FALSE(api_key_matches("Bearer sekret2", "sekret"));
+  EXPECT_FALSE(api_key_matches("sekret", "sekret"));
+  EXPECT_FALSE(api_key_matches("", "sekret"));
+  EXPECT_FALSE(api_key_matches("Bearer Sekret", "sekret"));
+}
+
+}  // namespace
+}  // namespace drift::server

@@ -34,6 +34,16 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
       ->check(CLI::Range(1, 1 << 20));
   cmd.add_flag("--no-chunked-prefill", o.no_chunked_prefill,
                "prefill each prompt in one step (needs --batch-tokens >= --ctx-size)");
+  cmd.add_flag("--no-prefix-cache", o.no_prefix_cache,
+               "do not keep finished requests' KV pages for reuse by later prompts");
+  cmd.add_option("--max-sessions", o.sessions.max_sessions, "conversation sessions open at once")
+      ->capture_default_str();
+  cmd.add_option("--session-max-tokens", o.sessions.max_total_tokens,
+                 "token ids all sessions may hold together")
+      ->capture_default_str();
+  cmd.add_option("--session-ttl", o.sessions.idle_ttl_seconds,
+                 "seconds after which an idle session is dropped")
+      ->capture_default_str();
 }
 
 Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
@@ -58,6 +68,8 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
                                     std::llround(*o.kv_mib * 1024.0 * 1024.0)))
                               : KVMemoryBudget::of_ram_fraction(o.kv_ram_fraction);
   config.max_queued_requests = o.max_queued;
+  config.kv.enable_prefix_caching = !o.no_prefix_cache;
+  config.sessions = o.sessions;
   config.default_max_tokens = o.default_max_tokens;
   return config;
 }

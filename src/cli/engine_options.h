@@ -26,10 +26,13 @@ struct EngineOptions {
   int32_t max_queued = 256;
   int32_t default_max_tokens = 256;
   bool no_chunked_prefill = false;
+  bool no_prefix_cache = false;
+  SessionConfig sessions;
 };
 
 // Adds --threads, --parallel, --ctx-size, --batch-tokens, --kv-mib, --kv-ram-fraction,
-// --page-size, --admission, --policy, --max-queued, --no-chunked-prefill; the defaults are the
+// --page-size, --admission, --policy, --max-queued, --no-chunked-prefill, --no-prefix-cache,
+// --max-sessions, --session-max-tokens, --session-ttl; the defaults are the
 // values `options` holds when called.
 void register_engine_options(CLI::App& cmd, EngineOptions& options);
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/session_store.h"
+
 namespace drift::server {
 namespace {
 
@@ -323,6 +325,16 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(const json& b
     return bad_request(fmt::format("{} prompts x n={} make more than {} choices", r.prompts.size(),
                                    r.options.n, kMaxPrompts),
                        "n");
+  if (auto e = get_string(body, "session_id", r.options.session_id)) return *e;
+  if (const auto& id = r.options.session_id) {
+    if (id->empty() || id->size() > kMaxSessionIdBytes)
+      return bad_request(fmt::format("'session_id' must have 1 to {} bytes, got {}",
+                                     kMaxSessionIdBytes, id->size()),
+                         "session_id");
+    // A session runs one turn at a time, and a turn is one prompt with one continuation.
+    if (r.prompts.size() != 1 || r.options.n != 1)
+      return bad_request("a request with 'session_id' takes one prompt and n = 1", "session_id");
+  }
   return r;
 }
 
@@ -339,6 +351,14 @@ std::variant<ChatRequest, ApiError> parse_chat_request(const json& body) {
   if (top && !logprobs.value_or(false))
     return bad_request("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
   if (logprobs.value_or(false)) r.options.logprobs = int32_t(top.value_or(0));
+  // A chat request carries the whole conversation, and the prefix cache already reuses its KV;
+  // a session continues raw token history, which a chat template's rendering of a partial
+  // conversation cannot (templates add system preambles, BOS, ...).
+  if (field(body, "session_id"))
+    return bad_request(
+        "'session_id' is supported on /v1/completions; a chat request sends the whole "
+        "conversation and its cached prefix is reused without a session",
+        "session_id");
   return r;
 }
 

@@ -38,6 +38,9 @@ struct GenerationOptions {
   // Log-probabilities requested: the number of top alternatives per token (0: only the chosen
   // token's). Absent: none.
   std::optional<int32_t> logprobs;
+  // Completions only: continue this conversation session (the prompt is appended to the
+  // session's history, whose KV is reused). Absent: no session.
+  std::optional<std::string> session_id;
 };
 
 // A completion prompt: text, or token ids (checked against the vocabulary later).

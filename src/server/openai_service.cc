@@ -45,6 +45,23 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
+constexpr std::string_view kSessionsPrefix = "/v1/sessions/";
+
+// True if the target's query has `name=true` (or `name=1`).
+bool query_flag(std::string_view target, std::string_view name) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return false;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    if (pair == fmt::format("{}=true", name) || pair == fmt::format("{}=1", name)) return true;
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return false;
+}
+
 void access_log(const HttpRequest& r, int status, int64_t prompt_tokens, int64_t completion_tokens,
                 std::optional<double> ttft) {
   spdlog::info(
@@ -122,6 +139,16 @@ void OpenAIService::route(const HttpRequest& request,
       {"/v1/completions", "POST", 5},
       {"/v1/chat/completions", "POST", 6},
   };
+  if (path.starts_with(kSessionsPrefix)) {
+    if (request.method != "DELETE") {
+      ApiError e = bad_request(fmt::format("{} takes DELETE, not {}", path, request.method));
+      e.status = 405;
+      return reply_error(request, exchange, e);
+    }
+    if (!authorized(request)) return reply_error(request, exchange, unauthorized());
+    if (!model_) return reply_error(request, exchange, unavailable("the model is still loading"));
+    return delete_session(request, exchange);
+  }
   const Entry* entry = nullptr;
   for (const Entry& e : kRoutes)
     if (e.path == path) entry = &e;
@@ -151,6 +178,23 @@ void OpenAIService::route(const HttpRequest& request,
     default:
       return completions(request, exchange, true);
   }
+}
+
+void OpenAIService::delete_session(const HttpRequest& request,
+                                   const std::shared_ptr<HttpExchange>& exchange) {
+  const std::string id(path_of(request.target).substr(kSessionsPrefix.size()));
+  if (id.empty() || id.size() > kMaxSessionIdBytes || id.find('/') != std::string::npos)
+    return reply_error(
+        request, exchange,
+        bad_request(fmt::format("a session id has 1 to {} bytes and no '/'", kMaxSessionIdBytes),
+                    "session_id"));
+  const bool kill = query_flag(request.target, "kill");
+  Status status = kill ? model_->engine->kill_session(id) : model_->engine->end_session(id);
+  if (!status.ok())
+    return reply_error(request, exchange, not_found(status.message(), "session_not_found"));
+  reply_json(
+      request, exchange, 200,
+      json{{"id", id}, {"object", "session.deleted"}, {"deleted", true}, {"killed", kill}}.dump());
 }
 
 void OpenAIService::health(const HttpRequest& request,
@@ -262,8 +306,14 @@ void OpenAIService::completions(const HttpRequest& request,
     options = std::move(c.options);
     for (PromptInput& p : c.prompts) {
       if (auto* text = std::get_if<std::string>(&p)) {
-        prompts.emplace_back(tokenizer.encode(*text, {.add_special = true, .parse_special = true}),
-                             *text);
+        // A turn that continues a session follows its history: no second BOS.
+        const bool continues_session =
+            options.session_id && model_->engine->session_history(*options.session_id)
+                                          .value_or(std::vector<TokenId>{})
+                                          .size() > 0;
+        prompts.emplace_back(
+            tokenizer.encode(*text, {.add_special = !continues_session, .parse_special = true}),
+            *text);
       } else {
         auto& ids = std::get<std::vector<int32_t>>(p);
         for (int32_t id : ids)
@@ -337,6 +387,7 @@ void OpenAIService::completions(const HttpRequest& request,
       choice.request.prompt = ids;
       choice.request.max_tokens = options.max_tokens;
       choice.request.sampling = options.sampling;
+      choice.request.session_id = options.session_id;
       // Choices of one request differ by seed: seed, seed+1, ... (engine-derived when unset).
       if (options.sampling.seed)
         choice.request.sampling.seed = *options.sampling.seed + uint64_t(i);

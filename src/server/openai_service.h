@@ -59,6 +59,9 @@ class OpenAIService {
   void metrics(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void models(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void tokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // DELETE /v1/sessions/{id}[?kill=true]: ends a conversation session (and with kill, cancels
+  // its running turn).
+  void delete_session(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                    bool chat);

@@ -74,10 +74,11 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.gauge("vllm:num_requests_waiting", "Requests submitted and not yet admitted.", m.num_waiting);
   w.gauge("vllm:kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).",
           m.kv_pages_total > 0 ? double(m.kv_pages_used) / m.kv_pages_total : 0.0);
-  // drift has no prefix cache yet (it is being built in the kv folder): no lookups are made, so
-  // both counters truthfully stay at 0 until it lands and EngineMetrics carries its counts.
-  w.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", 0);
-  w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", 0);
+  // In tokens, as vLLM counts them (0 when the prefix cache is off).
+  w.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+            double(m.prefix_cache.queried_tokens));
+  w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+            double(m.prefix_cache.hit_tokens));
   w.counter("vllm:prompt_tokens_total", "Prompt tokens of finished requests.",
             double(m.prompt_tokens_total));
   w.counter("vllm:generation_tokens_total", "Generated tokens delivered.",
@@ -108,6 +109,24 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.counter("drift:decode_tokens_total", "Tokens decoded.", double(m.decode_tokens_total));
   w.counter("drift:preemptions_total", "Sequences preempted (recomputed later).",
             double(m.preemptions));
+  w.gauge("drift:prefix_cache_enabled", "1 when the prefix cache is on.",
+          m.prefix_cache_enabled ? 1 : 0);
+  w.counter("drift:prefix_cache_lookups_total", "Prefix cache lookups at admission.",
+            double(m.prefix_cache.queries));
+  w.counter("drift:prefix_cache_lookup_hits_total", "Lookups that matched at least one page.",
+            double(m.prefix_cache.hits));
+  w.counter("drift:prefix_cache_evictions_total", "Cached pages evicted for reuse.",
+            double(m.prefix_cache.evictions));
+  w.counter("drift:prefix_cache_evicted_bytes_total", "Bytes of KV evicted from the cache.",
+            double(m.prefix_cache.evicted_bytes));
+  w.gauge("drift:sessions_open", "Conversation sessions open.", m.sessions.open);
+  w.gauge("drift:session_tokens", "Tokens held by sessions (running turns at their worst case).",
+          double(m.sessions.tokens));
+  w.counter("drift:sessions_expired_total", "Sessions dropped after their idle time-to-live.",
+            double(m.sessions.expired));
+  w.counter("drift:session_turns_rejected_total",
+            "Session turns refused (a cap, or a turn already running).",
+            double(m.sessions.rejected_turns));
   w.gauge("drift:http_open_connections", "Open HTTP connections.", double(s.open_connections));
   w.counter("drift:http_requests_total", "HTTP requests answered.", double(s.http_requests_total));
   w.counter("drift:http_requests_4xx_total", "HTTP requests answered with a 4xx status.",

@@ -36,3 +36,14 @@ def summary(values):
 
 def fmt_summary(s, digits=1):
     return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"
+
+
+def percentile(values, p):
+    """The p-th percentile (0-100), interpolating between closest ranks (numpy's default)."""
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    rank = p / 100 * (len(values) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (rank - lo)

@@ -21,21 +21,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import cpu_model, default_model, drift_commit, fmt_summary, summary  # noqa: E402
+from bench_common import (cpu_model, default_model, drift_commit, fmt_summary,  # noqa: E402
+                          percentile, summary)
 from http_client import ServerProcess, stream_completion  # noqa: E402
 from offline import WORDS  # noqa: E402
 
 
 def words(rng, n):
     return " ".join(rng.choice(WORDS) for _ in range(n))
-
-
-def percentile(values, p):
-    values = sorted(values)
-    rank = p / 100 * (len(values) - 1)
-    lo = int(rank)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (rank - lo)
 
 
 def check(result):

@@ -74,10 +74,11 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.gauge("vllm:num_requests_waiting", "Requests submitted and not yet admitted.", m.num_waiting);
   w.gauge("vllm:kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).",
           m.kv_pages_total > 0 ? double(m.kv_pages_used) / m.kv_pages_total : 0.0);
-  // drift has no prefix cache yet (it is being built in the kv folder): no lookups are made, so
-  // both counters truthfully stay at 0 until it lands and EngineMetrics carries its counts.
-  w.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", 0);
-  w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", 0);
+  // In tokens, as vLLM counts them: prompt tokens looked up, and those found cached.
+  w.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+            double(m.prefix_cache.queried_tokens));
+  w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+            double(m.prefix_cache.hit_tokens));
   w.counter("vllm:prompt_tokens_total", "Prompt tokens of finished requests.",
             double(m.prompt_tokens_total));
   w.counter("vllm:generation_tokens_total", "Generated tokens delivered.",
@@ -103,6 +104,14 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.gauge("drift:kv_pages_used", "KV cache pages held by sequences.", m.kv_pages_used);
   w.gauge("drift:kv_pages_free", "KV cache pages free.", m.kv_pages_free);
   w.gauge("drift:kv_pages_cached", "KV cache pages kept for prefix reuse.", m.kv_pages_cached);
+  w.gauge("drift:prefix_cache_enabled", "1 when prompts share cached KV pages.",
+          m.prefix_cache_enabled ? 1 : 0);
+  w.counter("drift:prefix_cache_lookups_total", "Prefix cache lookups at admission.",
+            double(m.prefix_cache.queries));
+  w.counter("drift:prefix_cache_lookup_hits_total", "Lookups that matched at least one page.",
+            double(m.prefix_cache.hits));
+  w.counter("drift:prefix_cache_evictions_total", "Cached pages reclaimed for reuse.",
+            double(m.prefix_cache.evictions));
   w.counter("drift:steps_total", "Non-empty engine steps.", double(m.steps));
   w.counter("drift:prefill_tokens_total", "Tokens prefilled.", double(m.prefill_tokens_total));
   w.counter("drift:decode_tokens_total", "Tokens decoded.", double(m.decode_tokens_total));

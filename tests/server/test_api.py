@@ -166,6 +166,19 @@ def test_chat_logprobs_streamed_and_whole(client):
         [(e.token, round(e.logprob, 4)) for e in content]
 
 
+def test_prefix_cache_counters_move(server, client):
+    # The same long prompt twice: the second finds the first's full pages cached.
+    prompt = "Tell me a story about a lighthouse keeper. " * 12
+    before = server.metrics()
+    for _ in range(2):
+        greedy(client, prompt, max_tokens=2)
+    after = server.metrics()
+    assert after["drift:prefix_cache_enabled"] == 1
+    queried = after["vllm:prefix_cache_queries_total"] - before["vllm:prefix_cache_queries_total"]
+    hits = after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"]
+    assert queried >= 2 * 100 and hits >= 64, (queried, hits)
+
+
 def test_metrics_count_tokens(server, client):
     before = server.metrics()
     greedy(client, PROMPT, max_tokens=5, extra_body={"ignore_eos": True})

@@ -68,6 +68,9 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   m.kv_pages_total = 100;
   m.kv_pages_used = 25;
   m.generation_tokens_total = 42;
+  m.prefix_cache_enabled = true;
+  m.prefix_cache.queried_tokens = 300;
+  m.prefix_cache.hit_tokens = 128;
   m.time_to_first_token.observe(0.003);  // bucket (0.001, 0.005]
   m.time_to_first_token.observe(0.05);   // bucket (0.04, 0.06]
   m.time_to_first_token.observe(1000);   // +Inf only
@@ -80,6 +83,9 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   EXPECT_TRUE(has("vllm:num_requests_waiting" + l + "} 2"));
   EXPECT_TRUE(has("vllm:kv_cache_usage_perc" + l + "} 0.25"));
   EXPECT_TRUE(has("vllm:generation_tokens_total" + l + "} 42"));
+  EXPECT_TRUE(has("vllm:prefix_cache_queries_total" + l + "} 300"));
+  EXPECT_TRUE(has("vllm:prefix_cache_hits_total" + l + "} 128"));
+  EXPECT_TRUE(has("drift:prefix_cache_enabled" + l + "} 1"));
   EXPECT_TRUE(has("# TYPE vllm:time_to_first_token_seconds histogram"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.001\"} 0"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.005\"} 1"));
@@ -89,6 +95,14 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"+Inf\"} 3"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_count" + l + "} 3"));
   EXPECT_TRUE(has("drift:client_disconnects_total" + l + "} 7"));
+  // A metric family declared twice makes Prometheus reject the whole scrape.
+  std::set<std::string> families;
+  for (size_t pos = text.find("# TYPE "); pos != std::string::npos;
+       pos = text.find("# TYPE ", pos + 1)) {
+    const size_t begin = pos + 7;
+    const std::string name = text.substr(begin, text.find(' ', begin) - begin);
+    EXPECT_TRUE(families.insert(name).second) << "declared twice: " << name;
+  }
   // Every sample line is "name{labels} value".
   for (size_t pos = 0; pos < text.size();) {
     size_t end = text.find('\n', pos);

@@ -24,23 +24,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (DRIFT, cpu_model, default_model, drift_commit, fmt_summary,  # noqa: E402
-                          summary)
+                          percentile, summary)
 from http_client import ServerProcess, stream_completion  # noqa: E402
 from offline import WORDS  # noqa: E402
 
 # SmolLM2-135M's KV bytes per token at f16 (30 layers x 3 KV heads x 64 x K,V x 2 bytes); drift
 # gets as many tokens of KV as llama-server's -c, from this.
 KV_BYTES_PER_TOKEN = 30 * 3 * 64 * 2 * 2
-
-
-def percentile(values, p):
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    rank = p / 100 * (len(values) - 1)
-    lo = int(rank)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (rank - lo)
 
 
 def make_workload(args):

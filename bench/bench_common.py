@@ -47,3 +47,15 @@ def percentile(values, p):
     lo = int(rank)
     hi = min(lo + 1, len(values) - 1)
     return values[lo] + (values[hi] - values[lo]) * (rank - lo)
+
+
+def add_common_args(parser, llama=True):
+    """The options every comparison script takes: the llama.cpp build (when it runs one), drift's
+    binary, the model, the thread count and the number of rounds."""
+    if llama:
+        parser.add_argument("--llama-bin", default=os.environ.get("LLAMA_CPP_BIN"),
+                            help="directory of an existing llama.cpp build (or LLAMA_CPP_BIN)")
+    parser.add_argument("--drift", default=DRIFT)
+    parser.add_argument("-m", "--model", default=default_model())
+    parser.add_argument("-t", "--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)

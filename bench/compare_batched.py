@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import DRIFT, cpu_model, default_model, drift_commit, fmt_summary, summary  # noqa: E402
+from bench_common import add_common_args, cpu_model, drift_commit, fmt_summary, summary  # noqa: E402
 
 
 def jsonl(text):
@@ -42,15 +42,10 @@ def run_llama(args, levels):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--llama-bin", default=os.environ.get("LLAMA_CPP_BIN"),
-                        help="directory of an existing llama.cpp build (or LLAMA_CPP_BIN)")
-    parser.add_argument("--drift", default=DRIFT)
-    parser.add_argument("-m", "--model", default=default_model())
+    add_common_args(parser)
     parser.add_argument("--npp", type=int, default=128)
     parser.add_argument("--ntg", type=int, default=128)
     parser.add_argument("--npl", default="1,2,4,8,16,32,64")
-    parser.add_argument("-t", "--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     if not args.llama_bin:
         sys.exit("give the llama.cpp build directory with --llama-bin or LLAMA_CPP_BIN")

@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import DRIFT, cpu_model, default_model, drift_commit, fmt_summary, summary  # noqa: E402
+from bench_common import add_common_args, cpu_model, drift_commit, fmt_summary, summary  # noqa: E402
 
 # Common English words that SmolLM2's and Gemma's tokenizers keep as one token each (with their
 # leading space), so a prompt of k words is about k tokens.
@@ -50,15 +50,12 @@ FIGURES = [("total_tokens_per_second", "total t/s", True),
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--drift", default=DRIFT)
-    parser.add_argument("-m", "--model", default=default_model())
+    add_common_args(parser, llama=False)
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--min-prompt", type=int, default=64)
     parser.add_argument("--max-prompt", type=int, default=512)
     parser.add_argument("--gen", type=int, default=128)
     parser.add_argument("--parallel", type=int, default=16)
-    parser.add_argument("-t", "--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
 

@@ -10,6 +10,8 @@
 #include "kernels/elementwise.h"
 #include "kernels/fp16.h"
 #include "kernels/norm.h"
+#include "kernels/paged_attention.h"
+#include "kernels/panel.h"
 #include "kernels/quantize.h"
 #include "kernels/rope.h"
 #include "kernels/softmax.h"
@@ -23,6 +25,20 @@ int64_t max_activation_row_bytes(const ModelWeights& w) {
   for (const LayerWeights& l : w.layers)
     for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
       bytes = std::max(bytes, kernels::activation_row_bytes(m->format, m->cols));
+  return (bytes + 63) / 64 * 64;
+}
+
+// Largest per-token panel sums row (kernels/panel.h) of any matrix with panels.
+int64_t max_panel_sums_row_bytes(const ModelWeights& w) {
+  int64_t bytes = 0;
+  auto consider = [&](const WeightMatrix& m) {
+    if (m.has_panels())
+      bytes = std::max(bytes, kernels::panel_sums_row_bytes(m.format, m.cols));
+  };
+  consider(w.output);
+  for (const LayerWeights& l : w.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+      consider(*m);
   return (bytes + 63) / 64 * 64;
 }
 
@@ -58,8 +74,14 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
   f->up_.resize(T * c.n_ff);
   f->xq_row_bytes_ = max_activation_row_bytes(model.weights());
   f->xq_.resize(T * f->xq_row_bytes_ + 64);
+  f->sums_row_bytes_ = max_panel_sums_row_bytes(model.weights());
+  f->sums_.resize(T * f->sums_row_bytes_ + 64);
   f->max_threads_ = limits.threads;
-  f->scores_.resize(static_cast<size_t>(limits.threads) * limits.max_context);
+  // Attention scratch per thread, 32-byte aligned (kernels/paged_attention.h).
+  const kernels::AttentionShape shape{c.head_dim, c.head_dim_v, c.attention_scale};
+  f->scores_per_thread_ =
+      (kernels::paged_attention_scratch_floats(shape, limits.max_context - 1) + 8 + 7) / 8 * 8;
+  f->scores_.resize(static_cast<size_t>(limits.threads) * f->scores_per_thread_);
   f->token_sequence_.resize(T);
   f->rope_cache_.resize(c.rope_dims);
   // Build the kernels' lazily initialised tables now, so that no step allocates them.
@@ -137,18 +159,66 @@ void ForwardPass::embed(const ForwardBatch& batch) {
 
 void ForwardPass::matmul(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_tokens,
                          float* y, int64_t y_stride, ThreadPool& pool) {
-  kernels::quantize_activations(isa_, m.format, x, x_stride, n_tokens, m.cols, xq_.data(),
+  const MatmulOutput out{&m, y, y_stride};
+  matmul_shared_input({&out, 1}, x, x_stride, n_tokens, pool);
+}
+
+// One quantization of x and one pass of the pool for every matrix: Q, K and V (or gate and up)
+// read the same input, so they share its quantized rows, its panel sums and a single barrier; the
+// threads split the concatenated panels (or 16-row groups) of all matrices evenly.
+void ForwardPass::matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x,
+                                      int64_t x_stride, int64_t n_tokens, ThreadPool& pool) {
+  const WeightMatrix& first = *outputs[0].m;
+  kernels::quantize_activations(isa_, first.format, x, x_stride, n_tokens, first.cols, xq_.data(),
                                 xq_row_bytes_);
-  kernels::MatmulArgs args{m.data, m.row_bytes, xq_.data(), xq_row_bytes_,
-                           y,      y_stride,    m.cols,     n_tokens};
-  const kernels::MatmulFn fn = m.matmul;
-  const int64_t rows = m.rows;
+  if (first.has_panels())
+    kernels::prepare_panel_sums(first.format, xq_.data(), xq_row_bytes_, n_tokens, first.cols,
+                                sums_.data(), sums_row_bytes_);
+  int64_t total_units = 0;  // panels, or 16-row groups of row-layout matrices
+  for (const MatmulOutput& o : outputs) total_units += (o.m->rows + 15) / 16;
   pool.run([&](int index, int count) {
-    // Split on multiples of 16 rows so that SIMD kernels see whole row groups.
-    const int64_t groups = (rows + 15) / 16;
-    Range r = split_range(groups, index, count);
-    fn(args, std::min(rows, r.begin * 16), std::min(rows, r.end * 16));
+    const Range work = split_range(total_units, index, count);
+    int64_t base = 0;
+    for (const MatmulOutput& o : outputs) {
+      const WeightMatrix& m = *o.m;
+      const int64_t units = (m.rows + 15) / 16;
+      const int64_t begin = std::max(work.begin - base, int64_t{0});
+      const int64_t end = std::min(work.end - base, units);
+      base += units;
+      if (begin >= end) continue;
+      if (m.has_panels()) {
+        const kernels::PanelArgs args{m.panels,    m.rows,          m.cols,
+                                      xq_.data(),  xq_row_bytes_,   sums_.data(),
+                                      sums_row_bytes_, o.y,         o.y_stride,
+                                      n_tokens};
+        m.panel_matmul(args, begin, end);
+      } else {
+        const kernels::MatmulArgs args{m.data, m.row_bytes, xq_.data(), xq_row_bytes_,
+                                       o.y,    o.y_stride,  m.cols,     n_tokens};
+        m.matmul(args, std::min(m.rows, begin * 16), std::min(m.rows, end * 16));
+      }
+    }
   });
+}
+
+// Whether matrices can share one quantized input: same activation format and columns, and all or
+// none with panels (the panel sums are prepared for the first).
+bool ForwardPass::can_share_input(std::span<const MatmulOutput> outputs) const {
+  const WeightMatrix& first = *outputs[0].m;
+  for (const MatmulOutput& o : outputs) {
+    if (o.m->cols != first.cols || o.m->has_panels() != first.has_panels() ||
+        kernels::format_info(o.m->format).activation !=
+            kernels::format_info(first.format).activation)
+      return false;
+  }
+  return true;
+}
+
+void ForwardPass::matmuls(std::span<const MatmulOutput> outputs, const float* x, int64_t x_stride,
+                          int64_t n_tokens, ThreadPool& pool) {
+  if (can_share_input(outputs)) return matmul_shared_input(outputs, x, x_stride, n_tokens, pool);
+  for (const MatmulOutput& o : outputs)
+    matmul(*o.m, x, x_stride, n_tokens, o.y, o.y_stride, pool);
 }
 
 void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv,
@@ -160,9 +230,9 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
   for (int64_t t = 0; t < n; ++t)
     kernels::rms_norm(isa_, &x_[t * c.n_embd], l.attn_norm.data, &xn_[t * xn_stride_], c.n_embd,
                       c.rms_eps);
-  matmul(l.wq, xn_.data(), xn_stride_, n, q_.data(), c.q_dim(), pool);
-  matmul(l.wk, xn_.data(), xn_stride_, n, k_.data(), c.kv_dim(), pool);
-  matmul(l.wv, xn_.data(), xn_stride_, n, v_.data(), c.v_dim(), pool);
+  const MatmulOutput qkv[] = {
+      {&l.wq, q_.data(), c.q_dim()}, {&l.wk, k_.data(), c.kv_dim()}, {&l.wv, v_.data(), c.v_dim()}};
+  matmuls(qkv, xn_.data(), xn_stride_, n, pool);
 
   const LayerConfig& lc = c.layers[il];
   for (int64_t t = 0; t < n; ++t) {
@@ -217,36 +287,54 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
 }
 
 // softmax(q . K^T * scale) V for every (token, head), over the positions the token may see:
-// [0, pos] or, in a sliding-window layer, the last `sliding_window` of them. Positions are visited
-// in increasing order whatever the batch, so each result is batch-independent.
+// [0, pos] or, in a sliding-window layer, the last `sliding_window` of them. The work items are
+// blocks of up to kAttentionLanes queries — the (token, head) pairs of one sequence whose heads
+// share one KV head — so each K/V row read serves all of them (kernels/paged_attention.h; a
+// query's result does not depend on its block, so the batch does not change it).
 void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool) {
   const ModelConfig& c = config_;
-  const int64_t n = static_cast<int64_t>(batch.tokens.size());
   const int64_t group = c.n_heads / c.n_kv_heads;
   const bool sliding = c.layers[il].sliding_window;
-  const int64_t page_size = kv.page_size();
+  const kernels::AttentionShape shape{c.head_dim, c.head_dim_v, c.attention_scale};
+  constexpr int64_t kLanes = kernels::kAttentionLanes;
+  auto blocks_of = [&](const ForwardSequence& s) {
+    return c.n_kv_heads * ((s.n_tokens * group + kLanes - 1) / kLanes);
+  };
+  int64_t total = 0;
+  for (const ForwardSequence& s : batch.sequences) total += blocks_of(s);
   pool.run([&](int index, int count) {
-    float* scores = &scores_[static_cast<size_t>(index) * limits_.max_context];
-    Range work = split_range(n * c.n_heads, index, count);
-    for (int64_t item = work.begin; item < work.end; ++item) {
-      const int64_t t = item / c.n_heads, h = item % c.n_heads, kvh = h / group;
-      const ForwardSequence& s = batch.sequences[token_sequence_[t]];
-      const int64_t pos = s.start_pos + (t - s.token_begin);
-      const int64_t first = sliding ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
-      const float* q = &q_[t * c.q_dim() + h * c.head_dim];
-      const int64_t n_seen = pos - first + 1;
-      for (int64_t p = first; p <= pos; ++p) {
-        const uint16_t* key =
-            kv.keys(s.page_table[p / page_size], il, kvh) + (p % page_size) * c.head_dim;
-        scores[p - first] = kernels::dot_f32_f16(isa_, q, key, c.head_dim) * c.attention_scale;
-      }
-      kernels::softmax(isa_, scores, scores, n_seen);
-      float* out = &attn_out_[t * c.n_heads * c.head_dim_v + h * c.head_dim_v];
-      std::fill(out, out + c.head_dim_v, 0.0f);
-      for (int64_t p = first; p <= pos; ++p) {
-        const uint16_t* value =
-            kv.values(s.page_table[p / page_size], il, kvh) + (p % page_size) * c.head_dim_v;
-        kernels::axpy_f16(isa_, scores[p - first], value, out, c.head_dim_v);
+    float* scratch = reinterpret_cast<float*>(
+        (reinterpret_cast<uintptr_t>(&scores_[static_cast<size_t>(index) * scores_per_thread_]) +
+         31) / 32 * 32);
+    const Range work = split_range(total, index, count);
+    int64_t base = 0;
+    for (const ForwardSequence& s : batch.sequences) {
+      const int64_t n_blocks = blocks_of(s);
+      const int64_t begin = std::max(work.begin - base, int64_t{0});
+      const int64_t end = std::min(work.end - base, n_blocks);
+      base += n_blocks;
+      if (begin >= end) continue;
+      const int64_t per_head = n_blocks / c.n_kv_heads;
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t kvh = item / per_head, block = item % per_head;
+        const kernels::PagedKv view{kv.keys(0, il, kvh), kv.values(0, il, kvh), kv.page_stride(),
+                                    kv.page_size(), s.page_table.data()};
+        kernels::AttentionQueries queries{};
+        // Queries (token i of the sequence, head kvh * group + g) in order of i * group + g.
+        const int64_t q_begin = block * kLanes;
+        const int64_t q_end = std::min(q_begin + kLanes, s.n_tokens * group);
+        queries.n = q_end - q_begin;
+        for (int64_t qi = q_begin; qi < q_end; ++qi) {
+          const int64_t i = qi / group, h = kvh * group + qi % group;
+          const int64_t t = s.token_begin + i;
+          const int64_t pos = s.start_pos + i;
+          const int64_t lane = qi - q_begin;
+          queries.q[lane] = &q_[t * c.q_dim() + h * c.head_dim];
+          queries.first[lane] = sliding ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
+          queries.last[lane] = pos;
+          queries.out[lane] = &attn_out_[t * c.n_heads * c.head_dim_v + h * c.head_dim_v];
+        }
+        kernels::paged_attention(isa_, shape, view, queries, scratch);
       }
     }
   });
@@ -258,8 +346,9 @@ void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {
   for (int64_t t = 0; t < n; ++t)
     kernels::rms_norm(isa_, &x_[t * c.n_embd], l.ffn_norm.data, &xn_[t * xn_stride_], c.n_embd,
                       c.rms_eps);
-  matmul(l.ffn_gate, xn_.data(), xn_stride_, n, gate_.data(), c.n_ff, pool);
-  matmul(l.ffn_up, xn_.data(), xn_stride_, n, up_.data(), c.n_ff, pool);
+  const MatmulOutput gate_up[] = {{&l.ffn_gate, gate_.data(), c.n_ff},
+                                   {&l.ffn_up, up_.data(), c.n_ff}};
+  matmuls(gate_up, xn_.data(), xn_stride_, n, pool);
   for (int64_t t = 0; t < n; ++t) {
     const float* g = &gate_[t * c.n_ff];
     const float* u = &up_[t * c.n_ff];

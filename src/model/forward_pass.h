@@ -51,6 +51,17 @@ class ForwardPass {
   // y[t][0..m.rows) = m x[t] for t < n_tokens (x: [n_tokens][m.cols], rows x_stride apart).
   void matmul(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
               int64_t y_stride, ThreadPool& pool);
+  // Several matrices applied to the same input x: y_i[t][0..m_i.rows) = m_i x[t].
+  struct MatmulOutput {
+    const WeightMatrix* m;
+    float* y;  // [n_tokens][y_stride]
+    int64_t y_stride;
+  };
+  void matmuls(std::span<const MatmulOutput> outputs, const float* x, int64_t x_stride,
+               int64_t n_tokens, ThreadPool& pool);
+  bool can_share_input(std::span<const MatmulOutput> outputs) const;
+  void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x,
+                           int64_t x_stride, int64_t n_tokens, ThreadPool& pool);
   void attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
 
   const Model& model_;
@@ -69,10 +80,15 @@ class ForwardPass {
   std::vector<float> gate_;      // [T][n_ff]
   std::vector<float> up_;        // [T][n_ff]
   std::vector<uint8_t> xq_;      // [T][largest activation row] quantized matmul input
-  std::vector<float> scores_;    // [threads][max_context] attention scores per thread
+  std::vector<uint8_t> sums_;    // [T][sums_row_bytes_] per-block sums of xq_ for panel matmuls
+  // [threads][scores_per_thread_] attention scratch (scores of every position for a block of
+  // queries, converted K/V rows); 32-byte aligned.
+  std::vector<float> scores_;
+  int64_t scores_per_thread_ = 0;
   std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch
   std::vector<float> rope_cache_;        // [rope_dims] cos/sin of the current token and layer
   int64_t xq_row_bytes_ = 0;
+  int64_t sums_row_bytes_ = 0;
   int64_t xn_stride_ = 0;
   int64_t max_threads_ = 0;
 };

@@ -23,6 +23,8 @@ class KvPages {
 
   int64_t num_pages() const { return num_pages_; }
   int64_t page_size() const { return page_size_; }
+  // fp16 elements from a (layer, head) block of one page to the same block of the next page.
+  int64_t page_stride() const { return page_elements_; }
 
   // Copies every K/V byte of page `src` into page `dst` (copy-on-write of a shared page).
   void copy_page(int64_t src, int64_t dst);

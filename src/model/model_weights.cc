@@ -10,7 +10,22 @@ namespace {
 class Binder {
  public:
   Binder(const GgufFile& file, Isa isa, ModelWeights& weights)
-      : file_(file), kernels_(kernels::matmul_kernels(isa)), weights_(weights) {}
+      : file_(file), isa_(isa), kernels_(kernels::matmul_kernels(isa)), weights_(weights) {}
+
+  // Repacks a multiplied matrix into panels when its format has a panel layout (the same decision
+  // on every ISA, so results do not depend on the CPU).
+  void add_panels(WeightMatrix& m) {
+    if (!kernels::panel_supported(m.format)) return;
+    const int64_t bytes = kernels::panel_matrix_bytes(m.format, m.rows, m.cols);
+    // 64 spare bytes to align the start to a cache line.
+    auto storage = std::make_unique<uint8_t[]>(static_cast<size_t>(bytes) + 64);
+    auto* aligned = reinterpret_cast<uint8_t*>(
+        (reinterpret_cast<uintptr_t>(storage.get()) + 63) / 64 * 64);
+    kernels::repack_panels(m.format, m.data, m.row_bytes, m.rows, m.cols, aligned);
+    m.panels = aligned;
+    m.panel_matmul = kernels::panel_matmul(isa_, m.format);
+    weights_.owned_panels.push_back(std::move(storage));
+  }
 
   // A 2-D tensor whose GGUF shape is [cols, rows] (ne[0] is the contiguous dimension).
   Expected<WeightMatrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
@@ -56,6 +71,7 @@ class Binder {
   }
 
   const GgufFile& file_;
+  const Isa isa_;
   const kernels::MatmulKernels& kernels_;
   ModelWeights& weights_;
 };
@@ -110,6 +126,11 @@ Expected<ModelWeights> bind_model_weights(const GgufFile& file, const ModelConfi
   w.layers.resize(c.n_layers);
   for (int64_t il = 0; il < c.n_layers; ++il)
     DRIFT_RETURN_IF_ERROR(bind_layer(b, c, il, w.layers[il]));
+
+  b.add_panels(w.output);
+  for (LayerWeights& l : w.layers)
+    for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+      b.add_panels(*m);
 
   w.matrix_bytes = bytes_of(w.output);
   for (const LayerWeights& l : w.layers)

@@ -9,6 +9,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/format.h"
 #include "kernels/matmul.h"
+#include "kernels/panel.h"
 #include "model/model_config.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
@@ -24,6 +25,11 @@ struct WeightMatrix {
   int64_t cols = 0;
   int64_t row_bytes = 0;
   kernels::MatmulFn matmul = nullptr;  // for the ISA the weights were bound with
+  // The same matrix repacked into 16-row panels (kernels/panel.h) when its format has a panel
+  // layout; matmuls then use panel_matmul instead of matmul. Owned by ModelWeights.
+  const uint8_t* panels = nullptr;
+  kernels::PanelMatmulFn panel_matmul = nullptr;
+  bool has_panels() const { return panels != nullptr; }
 };
 
 // A vector of fp32 values [size] (norm weights, biases), owned by ModelWeights.
@@ -55,11 +61,14 @@ struct ModelWeights {
   WeightMatrix output;       // [n_vocab][n_embd]; token_embd itself when the output is tied
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<float[]>> owned_vectors;  // storage behind the WeightVectors
+  std::vector<std::unique_ptr<uint8_t[]>> owned_panels;  // storage behind WeightMatrix::panels
   uint64_t matrix_bytes = 0;  // bytes of every matrix read per token (output counted once)
 };
 
 // Binds every tensor the architecture needs; a missing tensor, a shape that disagrees with the
-// configuration or a format drift has no kernel for is an error naming the tensor.
+// configuration or a format drift has no kernel for is an error naming the tensor. Matrices that
+// are multiplied (not token_embd, unless it is also the output) and whose format has a panel
+// layout are repacked into panels at load.
 Expected<ModelWeights> bind_model_weights(const GgufFile& file, const ModelConfig& config, Isa isa);
 
 }  // namespace drift

@@ -1,0 +1,72 @@
+// Paged attention: the scalar reference (one query at a time, the canonical order written out)
+// and the dispatch to the SIMD version (AVX2; the AVX-512 ISA uses it too).
+#include "kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/exp_approx.h"
+#include "kernels/fp16.h"
+
+namespace drift::kernels {
+namespace avx2 {
+void paged_attention(const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch);
+}  // namespace avx2
+
+namespace {
+
+const uint16_t* key_row(const PagedKv& kv, int64_t head_dim, int64_t p) {
+  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + (p % kv.page_size) * head_dim;
+}
+const uint16_t* value_row(const PagedKv& kv, int64_t head_dim_v, int64_t p) {
+  return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride +
+         (p % kv.page_size) * head_dim_v;
+}
+
+void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, int64_t first,
+                int64_t last, float* out, float* s) {
+  float m = -INFINITY;
+  for (int64_t p = first; p <= last; ++p) {
+    const uint16_t* k = key_row(kv, shape.head_dim, p);
+    float acc = 0.0f;
+    for (int64_t e = 0; e < shape.head_dim; ++e) acc = std::fma(q[e], fp16_to_f32(k[e]), acc);
+    s[p - first] = acc * shape.scale;
+    m = std::max(m, s[p - first]);
+  }
+  double sum = 0.0;
+  for (int64_t p = first; p <= last; ++p) {
+    s[p - first] = exp_approx(s[p - first] - m);
+    sum += static_cast<double>(s[p - first]);
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = 0.0f;
+  for (int64_t p = first; p <= last; ++p) {
+    const uint16_t* v = value_row(kv, shape.head_dim_v, p);
+    for (int64_t d = 0; d < shape.head_dim_v; ++d)
+      out[d] = std::fma(s[p - first], fp16_to_f32(v[d]), out[d]);
+  }
+  for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = out[d] * inv;
+}
+
+}  // namespace
+
+int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last) {
+  const int64_t lanes = kAttentionLanes;
+  // qT, the scores of every position, 8 converted key rows, 32 converted value rows, oT; each
+  // part rounded up to 8 floats (32 bytes).
+  auto round8 = [](int64_t n) { return (n + 7) / 8 * 8; };
+  return round8(shape.head_dim * lanes) + round8((max_last + 1) * lanes) +
+         round8(8 * shape.head_dim) + round8(32 * shape.head_dim_v) +
+         round8(shape.head_dim_v * lanes);
+}
+
+void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch) {
+  if (isa != Isa::kScalar) return avx2::paged_attention(shape, kv, queries, scratch);
+  for (int64_t i = 0; i < queries.n; ++i)
+    attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i],
+               scratch);
+}
+
+}  // namespace drift::kernels

@@ -1,0 +1,60 @@
+// Paged attention for a block of queries that share one KV head: softmax(q . K^T * scale) V over
+// each query's visible positions, reading fp16 K/V through a page table.
+//
+// The queries of a block are the tokens of one sequence times the query heads of one KV head
+// (grouped-query attention), so a key or value row, once loaded and converted, serves all of them:
+// the SIMD path puts the queries in the lanes of a register and broadcasts each key element.
+//
+// CANONICAL ORDER (per query, whatever the block it is computed in; every ISA bitwise alike):
+//   s[p]  = (fma chain over e = 0 .. head_dim-1 of q[e] * fp32(k_p[e]), from +0) * scale
+//   m     = max of s[p] over the visible positions p in [first, last]
+//   w[p]  = exp_approx(s[p] - m)                                          (kernels/exp_approx.h)
+//   sum   = double sum of w[p] in increasing p;  inv = float(1 / sum)
+//   o[d]  = fma chain over increasing visible p of w[p] * fp32(v_p[d]), from +0
+//   out[d] = o[d] * inv
+// A query's result depends only on its own q, its range and the K/V rows in that range — not on
+// the other queries of the block nor on the block's size — so a token's attention output is the
+// same in any batch, chunk or step.
+#pragma once
+
+#include <cstdint>
+
+#include "util/cpu_features.h"
+
+namespace drift::kernels {
+
+inline constexpr int64_t kAttentionLanes = 8;  // queries per block
+
+// K and V of one (layer, KV head) across pages: the block of page `pg` is at base + pg * stride,
+// a [page_size][head_dim] (or [page_size][head_dim_v]) fp16 matrix.
+struct PagedKv {
+  const uint16_t* keys;
+  const uint16_t* values;
+  int64_t page_stride;  // fp16 elements between consecutive pages' blocks
+  int64_t page_size;
+  const int32_t* page_table;  // physical page of positions [i * page_size, (i + 1) * page_size)
+};
+
+struct AttentionQueries {
+  int64_t n;                // 1 .. kAttentionLanes
+  const float* q[kAttentionLanes];    // [head_dim] each
+  int64_t first[kAttentionLanes];     // visible positions [first, last], first <= last
+  int64_t last[kAttentionLanes];
+  float* out[kAttentionLanes];        // [head_dim_v] each
+};
+
+struct AttentionShape {
+  int64_t head_dim;
+  int64_t head_dim_v;  // <= 256
+  float scale;
+};
+
+// Floats of scratch one call needs for queries reaching position `max_last`.
+int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last);
+
+// Computes out for each query of the block; scratch: paged_attention_scratch_floats floats,
+// 32-byte aligned.
+void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch);
+
+}  // namespace drift::kernels

@@ -1,0 +1,324 @@
+// Panels: support, sizes, the repacker, the per-step activation sums, the scalar kernel (which
+// reads panels, and so checks the repacker) and the dispatch to the SIMD kernels.
+#include "kernels/panel.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/dequantize.h"
+#include "kernels/fp16.h"
+#include "kernels/panel_dispatch.h"
+#include "kernels/panel_layout.h"
+
+namespace drift::kernels {
+namespace {
+
+int64_t tile_bytes(Format format) {
+  switch (format) {
+    case Format::kQ4_0:
+      return sizeof(TileQ4_0);
+    case Format::kQ4_1:
+      return sizeof(TileQ4_1);
+    case Format::kQ8_0:
+      return sizeof(TileQ8_0);
+    case Format::kQ4_K:
+      return sizeof(TileQ4_K);
+    case Format::kQ6_K:
+      return sizeof(TileQ6_K);
+    default:
+      return 0;
+  }
+}
+
+int64_t block_elements(Format format) {
+  return format == Format::kQ4_K || format == Format::kQ6_K ? kQKK : kQK;
+}
+
+// Elements per block of a weight or activation block type.
+template <class Block>
+constexpr int64_t kElements =
+    std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ6_K> ||
+            std::is_same_v<Block, BlockQ8_K>
+        ? kQKK
+        : kQK;
+
+// ---- Repacking: one file block of one row into its lane of a tile.
+
+void put_nibble_groups(uint8_t (*qs)[64], int64_t r, const int* q) {
+  // q: the block's 32 values (0..15); byte (g, 4r + i) = q[4g + i] | q[16 + 4g + i] << 4.
+  for (int g = 0; g < 4; ++g)
+    for (int i = 0; i < 4; ++i)
+      qs[g][4 * r + i] = static_cast<uint8_t>(q[4 * g + i] | q[16 + 4 * g + i] << 4);
+}
+
+void repack_block(const BlockQ4_0& b, int64_t r, TileQ4_0& t) {
+  int q[32];
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 15;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  put_nibble_groups(t.qs, r, q);
+  t.d[r] = b.d;
+}
+
+void repack_block(const BlockQ4_1& b, int64_t r, TileQ4_1& t) {
+  int q[32];
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 15;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  put_nibble_groups(t.qs, r, q);
+  t.d[r] = b.d;
+  t.m[r] = b.m;
+}
+
+void repack_block(const BlockQ8_0& b, int64_t r, TileQ8_0& t) {
+  for (int l = 0; l < 8; ++l)
+    for (int i = 0; i < 4; ++i) t.qs[l][4 * r + i] = static_cast<uint8_t>(b.qs[4 * l + i] + 128);
+  t.d[r] = b.d;
+}
+
+void repack_block(const BlockQ4_K& b, int64_t r, TileQ4_K& t) {
+  t.d[r] = b.d;
+  t.dmin[r] = b.dmin;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, mn;
+    unpack_scale_min_k4(b.scales, j, &sc, &mn);
+    t.sc[j][r] = sc;
+    t.mn[j / 2][r][j % 2] = mn;
+  }
+  // File order: chunk c of 64 elements = 32 bytes, low nibbles elements [0, 32), high [32, 64).
+  int q[kQKK];
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      q[64 * c + l] = b.qs[32 * c + l] & 15;
+      q[64 * c + 32 + l] = b.qs[32 * c + l] >> 4;
+    }
+  for (int j = 0; j < 8; ++j) put_nibble_groups(t.qs[j], r, q + 32 * j);
+}
+
+void repack_block(const BlockQ6_K& b, int64_t r, TileQ6_K& t) {
+  t.d[r] = b.d;
+  for (int j = 0; j < 16; ++j) t.sc[j][r] = b.scales[j];
+  int q[kQKK];  // unsigned 6-bit values in element order
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b.ql + 64 * h;
+    const uint8_t* qh = b.qh + 32 * h;
+    int* out = q + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      out[l] = (ql[l] & 15) | ((qh[l] >> 0) & 3) << 4;
+      out[l + 32] = (ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4;
+      out[l + 64] = (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4;
+      out[l + 96] = (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4;
+    }
+  }
+  for (int j = 0; j < 16; ++j) {
+    const int* s = q + 16 * j;
+    TileQ6_K::Sub& sub = t.sub[j];
+    for (int i = 0; i < 4; ++i) {
+      for (int h = 0; h < 2; ++h)
+        sub.lo[h][4 * r + i] = static_cast<uint8_t>((s[4 * h + i] & 15) | (s[8 + 4 * h + i] & 15) << 4);
+      int hi = 0;
+      for (int g = 0; g < 4; ++g) hi |= (s[4 * g + i] >> 4) << (2 * g);
+      sub.hi[4 * r + i] = static_cast<uint8_t>(hi);
+    }
+  }
+}
+
+template <class Block, class Tile>
+void repack(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, uint8_t* out) {
+  const int64_t nb = k / kElements<Block>;
+  const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
+  std::memset(out, 0, static_cast<size_t>(panels * nb) * sizeof(Tile));
+  auto* tiles = reinterpret_cast<Tile*>(out);
+  for (int64_t row = 0; row < rows; ++row) {
+    const auto* blocks = reinterpret_cast<const Block*>(w + row * row_bytes);
+    Tile* panel = tiles + (row / kPanelRows) * nb;
+    for (int64_t b = 0; b < nb; ++b) repack_block(blocks[b], row % kPanelRows, panel[b]);
+  }
+}
+
+// ---- The scalar kernel: the canonical order of panel.h, reading the panel layout.
+
+int nibble_group_value(const uint8_t (*qs)[64], int64_t r, int e) {
+  // Element e of a 32-element block (group l = e / 4 from byte run l % 4, high nibble if l >= 4).
+  const int l = e / 4, i = e % 4;
+  const uint8_t byte = qs[l % 4][4 * r + i];
+  return l < 4 ? byte & 15 : byte >> 4;
+}
+
+int32_t sum_q8(const int8_t* a, int n) {
+  int32_t s = 0;
+  for (int e = 0; e < n; ++e) s += a[e];
+  return s;
+}
+
+float row_q4_0(const TileQ4_0* t, int64_t r, const BlockQ8_0* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t p = 0;
+    for (int e = 0; e < 32; ++e) p += (nibble_group_value(t[b].qs, r, e) - 8) * a[b].qs[e];
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
+  }
+  return acc;
+}
+
+float row_q4_1(const TileQ4_1* t, int64_t r, const BlockQ8_1* a, int64_t nb) {
+  float acc = 0.0f, summ = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t p = 0;
+    for (int e = 0; e < 32; ++e) p += nibble_group_value(t[b].qs, r, e) * a[b].qs[e];
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
+    summ = std::fma(fp16_to_f32(t[b].m[r]), fp16_to_f32(a[b].s), summ);
+  }
+  return acc + summ;
+}
+
+float row_q8_0(const TileQ8_0* t, int64_t r, const BlockQ8_0* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t p = 0;
+    for (int e = 0; e < 32; ++e) p += (t[b].qs[e / 4][4 * r + e % 4] - 128) * a[b].qs[e];
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
+  }
+  return acc;
+}
+
+float row_q4_k(const TileQ4_K* t, int64_t r, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f, summ = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t l_sum = 0, m_sum = 0;
+    for (int j = 0; j < 8; ++j) {
+      int32_t p = 0;
+      for (int e = 0; e < 32; ++e) p += nibble_group_value(t[b].qs[j], r, e) * a[b].qs[32 * j + e];
+      l_sum += t[b].sc[j][r] * p;
+      m_sum += t[b].mn[j / 2][r][j % 2] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+    }
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * a[b].d, static_cast<float>(l_sum), acc);
+    summ = std::fma(fp16_to_f32(t[b].dmin[r]) * a[b].d, static_cast<float>(m_sum), summ);
+  }
+  return acc - summ;
+}
+
+int q6_value(const TileQ6_K::Sub& s, int64_t r, int e) {
+  // Element e of a 16-element sub-block: group g = e / 4.
+  const int g = e / 4, i = e % 4;
+  const uint8_t lo = s.lo[g % 2][4 * r + i];
+  const int low = g < 2 ? lo & 15 : lo >> 4;
+  return low | ((s.hi[4 * r + i] >> (2 * g)) & 3) << 4;
+}
+
+float row_q6_k(const TileQ6_K* t, int64_t r, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t l_sum = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t p = 0;
+      for (int e = 0; e < 16; ++e) p += q6_value(t[b].sub[j], r, e) * a[b].qs[16 * j + e];
+      l_sum += t[b].sc[j][r] * (p - 32 * a[b].bsums[j]);
+    }
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * a[b].d, static_cast<float>(l_sum), acc);
+  }
+  return acc;
+}
+
+template <class Tile, class ABlock, float (*kRow)(const Tile*, int64_t, const ABlock*, int64_t)>
+void scalar_panels(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
+  const int64_t nb = args.k / kElements<ABlock>;
+  const auto* tiles = reinterpret_cast<const Tile*>(args.panels);
+  for (int64_t p = panel_begin; p < panel_end; ++p)
+    for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < args.rows; ++r)
+      for (int64_t t = 0; t < args.n_tokens; ++t) {
+        const auto* a = reinterpret_cast<const ABlock*>(args.x + t * args.x_row_bytes);
+        args.y[t * args.y_row_stride + p * kPanelRows + r] = kRow(tiles + p * nb, r, a, nb);
+      }
+}
+
+}  // namespace
+
+bool panel_supported(Format format) { return tile_bytes(format) != 0; }
+
+int64_t panel_bytes(Format format, int64_t k) {
+  return k / block_elements(format) * tile_bytes(format);
+}
+
+int64_t panel_matrix_bytes(Format format, int64_t rows, int64_t k) {
+  return (rows + kPanelRows - 1) / kPanelRows * panel_bytes(format, k);
+}
+
+void repack_panels(Format format, const void* w, int64_t row_bytes, int64_t rows, int64_t k,
+                   void* out) {
+  const auto* src = static_cast<const uint8_t*>(w);
+  auto* dst = static_cast<uint8_t*>(out);
+  switch (format) {
+    case Format::kQ4_0:
+      return repack<BlockQ4_0, TileQ4_0>(src, row_bytes, rows, k, dst);
+    case Format::kQ4_1:
+      return repack<BlockQ4_1, TileQ4_1>(src, row_bytes, rows, k, dst);
+    case Format::kQ8_0:
+      return repack<BlockQ8_0, TileQ8_0>(src, row_bytes, rows, k, dst);
+    case Format::kQ4_K:
+      return repack<BlockQ4_K, TileQ4_K>(src, row_bytes, rows, k, dst);
+    case Format::kQ6_K:
+      return repack<BlockQ6_K, TileQ6_K>(src, row_bytes, rows, k, dst);
+    default:
+      assert(false && "format has no panel layout");
+  }
+}
+
+int64_t panel_sums_row_bytes(Format format, int64_t k) {
+  return block_elements(format) == kQKK ? k / kQKK * int64_t{sizeof(PanelSumsK)}
+                                        : k / kQK * int64_t{sizeof(PanelSums32)};
+}
+
+void prepare_panel_sums(Format format, const void* xq, int64_t xq_row_bytes, int64_t n_tokens,
+                        int64_t k, void* sums, int64_t sums_row_bytes) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const uint8_t* row = static_cast<const uint8_t*>(xq) + t * xq_row_bytes;
+    uint8_t* out = static_cast<uint8_t*>(sums) + t * sums_row_bytes;
+    if (block_elements(format) == kQKK) {
+      const auto* a = reinterpret_cast<const BlockQ8_K*>(row);
+      auto* s = reinterpret_cast<PanelSumsK*>(out);
+      for (int64_t b = 0; b < k / kQKK; ++b) {
+        s[b].d = a[b].d;
+        for (int j = 0; j < 8; ++j)
+          s[b].bsums32[j] = static_cast<int16_t>(a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+        for (int j = 0; j < 16; ++j) s[b].offsets6[j] = 32 * a[b].bsums[j];
+      }
+    } else if (format == Format::kQ4_1) {
+      const auto* a = reinterpret_cast<const BlockQ8_1*>(row);
+      auto* s = reinterpret_cast<PanelSums32*>(out);
+      for (int64_t b = 0; b < k / kQK; ++b)
+        s[b] = PanelSums32{fp16_to_f32(a[b].d), fp16_to_f32(a[b].s), 0, 0};
+    } else {
+      const auto* a = reinterpret_cast<const BlockQ8_0*>(row);
+      auto* s = reinterpret_cast<PanelSums32*>(out);
+      for (int64_t b = 0; b < k / kQK; ++b)
+        s[b] = PanelSums32{fp16_to_f32(a[b].d), 0.0f, sum_q8(a[b].qs, kQK), 0};
+    }
+  }
+}
+
+PanelMatmulFn panel_matmul(Isa isa, Format format) {
+  if (isa == Isa::kAvx512) return avx512::panel_matmul(format);
+  if (isa == Isa::kAvx2) return avx2::panel_matmul(format);
+  switch (format) {
+    case Format::kQ4_0:
+      return scalar_panels<TileQ4_0, BlockQ8_0, row_q4_0>;
+    case Format::kQ4_1:
+      return scalar_panels<TileQ4_1, BlockQ8_1, row_q4_1>;
+    case Format::kQ8_0:
+      return scalar_panels<TileQ8_0, BlockQ8_0, row_q8_0>;
+    case Format::kQ4_K:
+      return scalar_panels<TileQ4_K, BlockQ8_K, row_q4_k>;
+    case Format::kQ6_K:
+      return scalar_panels<TileQ6_K, BlockQ8_K, row_q6_k>;
+    default:
+      assert(false && "format has no panel layout");
+      return nullptr;
+  }
+}
+
+}  // namespace drift::kernels

@@ -1,0 +1,62 @@
+// Internal: the byte layout of a 16-row panel, shared by the repacker and the panel kernels.
+//
+// A panel is k / block_size tiles, one per block (or K-quant super-block), stored back to back so
+// that a kernel streams them in order. In every quant array below, a run of 64 bytes is one
+// 512-bit register: lane r (bytes 4r .. 4r + 3) holds four consecutive elements of row r, i.e.
+// "group" l of a block covers elements [4l, 4l + 4). Scales stay fp16 (as in the file) so that a
+// panel reads no more bytes than the rows it replaces (decode is bound by those bytes).
+//
+//   Q4_0 tile (288 B):  qs[4][64]  byte (g, 4r + i) = q[r][4g + i] | q[r][16 + 4g + i] << 4
+//                       (low nibbles: group g; high nibbles: group g + 4), d[16] fp16
+//   Q4_1 tile (320 B):  qs[4][64] as Q4_0, d[16], m[16] fp16
+//   Q8_0 tile (544 B):  qs[8][64]  byte (l, 4r + i) = w[r][4l + i] + 128 (unsigned), d[16]
+//   Q4_K tile (2368 B): d[16], dmin[16] fp16, sc[8][16] (sub-block j, row r), mn[4][16][2]
+//                       (pair i of row r: mn[2i], mn[2i + 1]), qs[8][4][64] with sub-block j's
+//                       byte (g, 4r + i) = q[r][32j + 4g + i] | q[r][32j + 16 + 4g + i] << 4
+//   Q6_K tile (3360 B): d[16] fp16, sc[16][16] int8, then per 16-element sub-block j:
+//                       lo[2][64] byte (h, 4r + i) = low4(q[r][16j + 4h + i])
+//                                                  | low4(q[r][16j + 8 + 4h + i]) << 4
+//                       hi[64]   byte (4r + i) = sum over g < 4 of high2(q[r][16j + 4g + i]) << 2g
+// Padding rows (beyond the matrix) are all-zero bytes: zero quants and zero scales.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/format.h"
+
+namespace drift::kernels {
+namespace {
+
+struct TileQ4_0 {
+  uint8_t qs[4][64];
+  uint16_t d[16];
+};
+struct TileQ4_1 {
+  uint8_t qs[4][64];
+  uint16_t d[16];
+  uint16_t m[16];
+};
+struct TileQ8_0 {
+  uint8_t qs[8][64];
+  uint16_t d[16];
+};
+struct TileQ4_K {
+  uint16_t d[16];
+  uint16_t dmin[16];
+  uint8_t sc[8][16];
+  uint8_t mn[4][16][2];
+  uint8_t qs[8][4][64];
+};
+struct TileQ6_K {
+  uint16_t d[16];
+  int8_t sc[16][16];
+  struct Sub {
+    uint8_t lo[2][64];
+    uint8_t hi[64];
+  } sub[16];
+};
+static_assert(sizeof(TileQ4_0) == 288 && sizeof(TileQ4_1) == 320 && sizeof(TileQ8_0) == 544);
+static_assert(sizeof(TileQ4_K) == 2368 && sizeof(TileQ6_K) == 3360);
+
+}  // namespace
+}  // namespace drift::kernels

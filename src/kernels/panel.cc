@@ -21,6 +21,10 @@ int64_t tile_bytes(Format format) {
       return sizeof(TileQ4_0);
     case Format::kQ4_1:
       return sizeof(TileQ4_1);
+    case Format::kQ5_0:
+      return sizeof(TileQ5_0);
+    case Format::kQ5_1:
+      return sizeof(TileQ5_1);
     case Format::kQ8_0:
       return sizeof(TileQ8_0);
     case Format::kQ4_K:
@@ -70,6 +74,41 @@ void repack_block(const BlockQ4_1& b, int64_t r, TileQ4_1& t) {
     q[j + 16] = b.qs[j] >> 4;
   }
   put_nibble_groups(t.qs, r, q);
+  t.d[r] = b.d;
+  t.m[r] = b.m;
+}
+
+// The 32 five-bit values of a Q5_0/Q5_1 block.
+void q5_values(const uint8_t* qh_bytes, const uint8_t* qs, int* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof qh);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (qs[j] & 15) | static_cast<int>(((qh >> j) & 1u) << 4);
+    q[j + 16] = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+  }
+}
+
+template <class Tile>
+void put_q5(const int* q, int64_t r, Tile& t) {
+  int low[32];
+  for (int e = 0; e < 32; ++e) {
+    low[e] = q[e] & 15;
+    if (q[e] >> 4) t.qh[e / 4] |= uint64_t{1} << (4 * r + e % 4);
+  }
+  put_nibble_groups(t.qs, r, low);
+}
+
+void repack_block(const BlockQ5_0& b, int64_t r, TileQ5_0& t) {
+  int q[32];
+  q5_values(b.qh, b.qs, q);
+  put_q5(q, r, t);
+  t.d[r] = b.d;
+}
+
+void repack_block(const BlockQ5_1& b, int64_t r, TileQ5_1& t) {
+  int q[32];
+  q5_values(b.qh, b.qs, q);
+  put_q5(q, r, t);
   t.d[r] = b.d;
   t.m[r] = b.m;
 }
@@ -176,6 +215,31 @@ float row_q4_1(const TileQ4_1* t, int64_t r, const BlockQ8_1* a, int64_t nb) {
   return acc + summ;
 }
 
+int q5_value(const uint8_t (*qs)[64], const uint64_t* qh, int64_t r, int e) {
+  return nibble_group_value(qs, r, e) | static_cast<int>((qh[e / 4] >> (4 * r + e % 4)) & 1) << 4;
+}
+
+float row_q5_0(const TileQ5_0* t, int64_t r, const BlockQ8_0* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t p = 0;
+    for (int e = 0; e < 32; ++e) p += (q5_value(t[b].qs, t[b].qh, r, e) - 16) * a[b].qs[e];
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
+  }
+  return acc;
+}
+
+float row_q5_1(const TileQ5_1* t, int64_t r, const BlockQ8_1* a, int64_t nb) {
+  float acc = 0.0f, summ = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t p = 0;
+    for (int e = 0; e < 32; ++e) p += q5_value(t[b].qs, t[b].qh, r, e) * a[b].qs[e];
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
+    summ = std::fma(fp16_to_f32(t[b].m[r]), fp16_to_f32(a[b].s), summ);
+  }
+  return acc + summ;
+}
+
 float row_q8_0(const TileQ8_0* t, int64_t r, const BlockQ8_0* a, int64_t nb) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
@@ -257,6 +321,10 @@ void repack_panels(Format format, const void* w, int64_t row_bytes, int64_t rows
       return repack<BlockQ4_0, TileQ4_0>(src, row_bytes, rows, k, dst);
     case Format::kQ4_1:
       return repack<BlockQ4_1, TileQ4_1>(src, row_bytes, rows, k, dst);
+    case Format::kQ5_0:
+      return repack<BlockQ5_0, TileQ5_0>(src, row_bytes, rows, k, dst);
+    case Format::kQ5_1:
+      return repack<BlockQ5_1, TileQ5_1>(src, row_bytes, rows, k, dst);
     case Format::kQ8_0:
       return repack<BlockQ8_0, TileQ8_0>(src, row_bytes, rows, k, dst);
     case Format::kQ4_K:
@@ -287,7 +355,7 @@ void prepare_panel_sums(Format format, const void* xq, int64_t xq_row_bytes, int
           s[b].bsums32[j] = static_cast<int16_t>(a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
         for (int j = 0; j < 16; ++j) s[b].offsets6[j] = 32 * a[b].bsums[j];
       }
-    } else if (format == Format::kQ4_1) {
+    } else if (format == Format::kQ4_1 || format == Format::kQ5_1) {
       const auto* a = reinterpret_cast<const BlockQ8_1*>(row);
       auto* s = reinterpret_cast<PanelSums32*>(out);
       for (int64_t b = 0; b < k / kQK; ++b)
@@ -309,6 +377,10 @@ PanelMatmulFn panel_matmul(Isa isa, Format format) {
       return scalar_panels<TileQ4_0, BlockQ8_0, row_q4_0>;
     case Format::kQ4_1:
       return scalar_panels<TileQ4_1, BlockQ8_1, row_q4_1>;
+    case Format::kQ5_0:
+      return scalar_panels<TileQ5_0, BlockQ8_0, row_q5_0>;
+    case Format::kQ5_1:
+      return scalar_panels<TileQ5_1, BlockQ8_1, row_q5_1>;
     case Format::kQ8_0:
       return scalar_panels<TileQ8_0, BlockQ8_0, row_q8_0>;
     case Format::kQ4_K:

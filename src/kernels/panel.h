@@ -23,10 +23,10 @@
 // NUMERICAL CONTRACT (the panel path's canonical order). Y[t][r] depends on weight row r and
 // activation row t alone, never on the batch, the tile or the thread split, and every ISA (scalar,
 // AVX2, AVX-512) computes it bitwise identically by this sequence, from acc = summ = +0:
-//   Q4_0, Q8_0 x Q8_0 (w = q - 8, resp. the int8 quant), block b in order:
+//   Q4_0, Q5_0, Q8_0 x Q8_0 (w = q - 8, q - 16, resp. the int8 quant), block b in order:
 //     P = sum over the 32 elements of w[e] * a[e]                               (exact int32)
 //     acc = fma(fp32(d_w[b]) * fp32(d_a[b]), float(P), acc)        result = acc
-//   Q4_1 x Q8_1 (q unsigned):
+//   Q4_1, Q5_1 x Q8_1 (q unsigned):
 //     P as above with q; acc likewise; summ = fma(fp32(m_w[b]), fp32(s_a[b]), summ)
 //     result = acc + summ
 //   Q4_K x Q8_K, super-block b in order (sc, mn the 6-bit scales and mins of sub-block j):
@@ -72,7 +72,7 @@ struct PanelSums32 {  // per 32-element block (Q8_0, Q8_1 activations)
   float d;            // fp32(d_a)
   float s;            // fp32(s_a) (Q8_1), 0 for Q8_0
   int32_t sum;        // sum of the 32 quants (Q8_0): unsigned weight codes c = w + o add
-                      // o * sum to P (Q4_0: o = 8, Q8_0 codes: o = 128); 0 for Q8_1
+                      // o * sum to P (Q4_0: o = 8, Q5_0: 16, Q8_0 codes: 128); 0 for Q8_1
   int32_t unused;
 };
 struct PanelSumsK {         // per 256-element super-block (Q8_K activations)

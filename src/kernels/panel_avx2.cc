@@ -65,6 +65,7 @@ struct Q4_0 {
   using ABlock = BlockQ8_0;
   static constexpr bool kHasMin = false;
   static constexpr bool kOffset = true;  // codes q = w + 8: subtract 8 * sum(a)
+  static constexpr int kOffsetShift = 3;
   static void unpack(const Tile& t, int h, __m256i (&w)[8]) { unpack_nibbles(t.qs, h, w); }
   static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
 };
@@ -73,7 +74,48 @@ struct Q4_1 {
   using ABlock = BlockQ8_1;
   static constexpr bool kHasMin = true;
   static constexpr bool kOffset = false;
+  static constexpr int kOffsetShift = 0;
   static void unpack(const Tile& t, int h, __m256i (&w)[8]) { unpack_nibbles(t.qs, h, w); }
+  static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
+};
+// The fifth bits of group l for rows [8h, 8h + 8) as 0x10 bytes: bits 32h .. 32h + 31 of qh[l],
+// bit j for byte j.
+template <class Tile>
+void add_fifth_bits(const Tile& t, int h, __m256i (&w)[8]) {
+  // Byte j takes the byte of the 32-bit word holding bit j, then tests bit j % 8 of it.
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
+                                          2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  for (int l = 0; l < 8; ++l) {
+    const auto bits32 = static_cast<int32_t>(t.qh[l] >> (32 * h));
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits32), spread);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
+    w[l] = _mm256_or_si256(w[l], _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+  }
+}
+
+struct Q5_0 {
+  using Tile = TileQ5_0;
+  using ABlock = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kOffset = true;  // codes q = w + 16: subtract 16 * sum(a)
+  static constexpr int kOffsetShift = 4;
+  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
+    unpack_nibbles(t.qs, h, w);
+    add_fifth_bits(t, h, w);
+  }
+  static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
+};
+struct Q5_1 {
+  using Tile = TileQ5_1;
+  using ABlock = BlockQ8_1;
+  static constexpr bool kHasMin = true;
+  static constexpr bool kOffset = false;
+  static constexpr int kOffsetShift = 0;
+  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
+    unpack_nibbles(t.qs, h, w);
+    add_fifth_bits(t, h, w);
+  }
   static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
 };
 struct Q8_0 {
@@ -81,6 +123,7 @@ struct Q8_0 {
   using ABlock = BlockQ8_0;
   static constexpr bool kHasMin = false;
   static constexpr bool kOffset = false;  // the signed weights are multiplied directly
+  static constexpr int kOffsetShift = 0;
   static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int l = 0; l < 8; ++l) w[l] = _mm256_xor_si256(load256(t.qs[l] + 32 * h), flip);
@@ -104,7 +147,8 @@ void half32(const typename F::Tile* tiles, int64_t nb, int h,
       __m256i p = F::group(w[0], broadcast4(aq));
       for (int l = 1; l < 8; ++l) p = _mm256_add_epi32(p, F::group(w[l], broadcast4(aq + 4 * l)));
       const PanelSums32& s = tok[t].s[b];
-      if constexpr (F::kOffset) p = _mm256_sub_epi32(p, _mm256_set1_epi32(s.sum << 3));
+      if constexpr (F::kOffset)
+        p = _mm256_sub_epi32(p, _mm256_set1_epi32(s.sum << F::kOffsetShift));
       const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(s.d));
       acc[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[t]);
       if constexpr (F::kHasMin)
@@ -281,6 +325,10 @@ PanelMatmulFn panel_matmul(Format format) {
       return panel_loop<Kernel32<Q4_0>>;
     case Format::kQ4_1:
       return panel_loop<Kernel32<Q4_1>>;
+    case Format::kQ5_0:
+      return panel_loop<Kernel32<Q5_0>>;
+    case Format::kQ5_1:
+      return panel_loop<Kernel32<Q5_1>>;
     case Format::kQ8_0:
       return panel_loop<Kernel32<Q8_0>>;
     case Format::kQ4_K:

@@ -41,6 +41,7 @@ __mmask16 row_mask(int64_t valid) {
 // Groups g and g + 4 of a nibble-packed block are the low and high nibbles of byte run g.
 void unpack_nibbles(const uint8_t (*qs)[64], __m512i (&w)[8]) {
   const __m512i m4 = _mm512_set1_epi8(15);
+  #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     const __m512i v = load512(qs[g]);
     w[g] = _mm512_and_si512(v, m4);
@@ -62,6 +63,33 @@ struct Q4_1 {
   static constexpr int kOffsetShift = -1;  // codes are the quants
   static void unpack(const Tile& t, __m512i (&w)[8]) { unpack_nibbles(t.qs, w); }
 };
+// The fifth bits of group l as 0x10 bytes: bit 4r + i of qh[l] is byte 4r + i's.
+template <class Tile>
+void add_fifth_bits(const Tile& t, __m512i (&w)[8]) {
+  const __m512i bit = _mm512_set1_epi8(0x10);
+  for (int l = 0; l < 8; ++l) w[l] = _mm512_or_si512(w[l], _mm512_maskz_mov_epi8(t.qh[l], bit));
+}
+
+struct Q5_0 {
+  using Tile = TileQ5_0;
+  using ABlock = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  static constexpr int kOffsetShift = 4;  // codes q = w + 16
+  static void unpack(const Tile& t, __m512i (&w)[8]) {
+    unpack_nibbles(t.qs, w);
+    add_fifth_bits(t, w);
+  }
+};
+struct Q5_1 {
+  using Tile = TileQ5_1;
+  using ABlock = BlockQ8_1;
+  static constexpr bool kHasMin = true;
+  static constexpr int kOffsetShift = -1;
+  static void unpack(const Tile& t, __m512i (&w)[8]) {
+    unpack_nibbles(t.qs, w);
+    add_fifth_bits(t, w);
+  }
+};
 struct Q8_0 {
   using Tile = TileQ8_0;
   using ABlock = BlockQ8_0;
@@ -77,15 +105,18 @@ void tile32(const typename F::Tile* tiles, int64_t nb,
             const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y,
             int64_t y_stride, __mmask16 mask) {
   __m512 acc[kT], summ[kT];
+  #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename F::Tile& tile = tiles[b];
     __m512i w[8];
     F::unpack(tile, w);
     const __m512 dw = load_fp16x16(tile.d);
+    #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) {
       const int8_t* aq = tok[t].a[b].qs;
       __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+      #pragma GCC unroll 8
       for (int l = 0; l < 8; l += 2) {
         p0 = _mm512_dpbusd_epi32(p0, w[l], broadcast4(aq + 4 * l));
         p1 = _mm512_dpbusd_epi32(p1, w[l + 1], broadcast4(aq + 4 * l + 4));
@@ -100,6 +131,7 @@ void tile32(const typename F::Tile* tiles, int64_t nb,
         summ[t] = _mm512_fmadd_ps(load_fp16x16(tile.m), _mm512_set1_ps(s.s), summ[t]);
     }
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) {
     const __m512 out = F::kHasMin ? _mm512_add_ps(acc[t], summ[t]) : acc[t];
     _mm512_mask_storeu_ps(y + t * y_stride, mask, out);
@@ -112,18 +144,22 @@ template <int kT>
 void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
                float* y, int64_t y_stride, __mmask16 mask) {
   __m512 acc[kT], summ[kT];
+  #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ4_K& tile = tiles[b];
     __m512i l_sum[kT];
+    #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
       __m512i w[8];
       unpack_nibbles(tile.qs[j], w);
       const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.sc[j])));
+      #pragma GCC unroll 16
       for (int t = 0; t < kT; ++t) {
         const int8_t* aq = tok[t].a[b].qs + 32 * j;
         __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int l = 0; l < 8; l += 2) {
           p0 = _mm512_dpbusd_epi32(p0, w[l], broadcast4(aq + 4 * l));
           p1 = _mm512_dpbusd_epi32(p1, w[l + 1], broadcast4(aq + 4 * l + 4));
@@ -134,11 +170,14 @@ void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
     const __m512 dw = load_fp16x16(tile.d);
     const __m512 dmw = load_fp16x16(tile.dmin);
     __m512i mn[4];  // int16 pairs (mn[2i], mn[2i + 1]) per row lane
+    #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i)
       mn[i] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile.mn[i])));
+    #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) {
       const PanelSumsK& s = tok[t].s[b];
       __m512i m_sum = _mm512_setzero_si512();
+      #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         int32_t pair;
         std::memcpy(&pair, s.bsums32 + 2 * i, 4);
@@ -149,6 +188,7 @@ void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
       summ[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmw, da), _mm512_cvtepi32_ps(m_sum), summ[t]);
     }
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t)
     _mm512_mask_storeu_ps(y + t * y_stride, mask, _mm512_sub_ps(acc[t], summ[t]));
 }
@@ -157,11 +197,13 @@ template <int kT>
 void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
                float* y, int64_t y_stride, __mmask16 mask) {
   __m512 acc[kT];
+  #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(15);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ6_K& tile = tiles[b];
     __m512i l_sum[kT];
+    #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 16; ++j) {
       const TileQ6_K::Sub& sub = tile.sub[j];
@@ -177,6 +219,7 @@ void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
           _mm512_and_si512(_mm512_srli_epi16(lo1, 4), m4),
           _mm512_srli_epi16(_mm512_and_si512(hi, _mm512_set1_epi8(static_cast<char>(0xc0))), 2));
       const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.sc[j])));
+      #pragma GCC unroll 16
       for (int t = 0; t < kT; ++t) {
         const int8_t* aq = tok[t].a[b].qs + 16 * j;
         __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], broadcast4(aq));
@@ -189,10 +232,12 @@ void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
       }
     }
     const __m512 dw = load_fp16x16(tile.d);
+    #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t)
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(tok[t].s[b].d)),
                                _mm512_cvtepi32_ps(l_sum[t]), acc[t]);
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, acc[t]);
 }
 
@@ -202,6 +247,7 @@ template <class Kernel, int kT>
 void run_tile(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t nb, int64_t t0,
               float* y, __mmask16 mask) {
   TokenRows<typename Kernel::ABlock, typename Kernel::Sums> tok[kT];
+  #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) {
     tok[t].a = reinterpret_cast<const typename Kernel::ABlock*>(args.x + (t0 + t) * args.x_row_bytes);
     tok[t].s = reinterpret_cast<const typename Kernel::Sums*>(args.sums + (t0 + t) * args.sums_row_bytes);
@@ -279,6 +325,10 @@ PanelMatmulFn panel_matmul(Format format) {
       return panel_loop<Kernel32<Q4_0>>;
     case Format::kQ4_1:
       return panel_loop<Kernel32<Q4_1>>;
+    case Format::kQ5_0:
+      return panel_loop<Kernel32<Q5_0>>;
+    case Format::kQ5_1:
+      return panel_loop<Kernel32<Q5_1>>;
     case Format::kQ8_0:
       return panel_loop<Kernel32<Q8_0>>;
     case Format::kQ4_K:

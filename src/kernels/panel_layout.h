@@ -9,6 +9,9 @@
 //   Q4_0 tile (288 B):  qs[4][64]  byte (g, 4r + i) = q[r][4g + i] | q[r][16 + 4g + i] << 4
 //                       (low nibbles: group g; high nibbles: group g + 4), d[16] fp16
 //   Q4_1 tile (320 B):  qs[4][64] as Q4_0, d[16], m[16] fp16
+//   Q5_0 tile (352 B):  qs[4][64] as Q4_0 (the low 4 bits), qh[8] uint64: bit 4r + i of qh[l] is
+//                       the fifth bit of q[r][4l + i]; d[16] fp16
+//   Q5_1 tile (384 B):  as Q5_0, then m[16] fp16
 //   Q8_0 tile (544 B):  qs[8][64]  byte (l, 4r + i) = w[r][4l + i] + 128 (unsigned), d[16]
 //   Q4_K tile (2368 B): d[16], dmin[16] fp16, sc[8][16] (sub-block j, row r), mn[4][16][2]
 //                       (pair i of row r: mn[2i], mn[2i + 1]), qs[8][4][64] with sub-block j's
@@ -36,6 +39,17 @@ struct TileQ4_1 {
   uint16_t d[16];
   uint16_t m[16];
 };
+struct TileQ5_0 {
+  uint8_t qs[4][64];
+  uint64_t qh[8];
+  uint16_t d[16];
+};
+struct TileQ5_1 {
+  uint8_t qs[4][64];
+  uint64_t qh[8];
+  uint16_t d[16];
+  uint16_t m[16];
+};
 struct TileQ8_0 {
   uint8_t qs[8][64];
   uint16_t d[16];
@@ -56,6 +70,7 @@ struct TileQ6_K {
   } sub[16];
 };
 static_assert(sizeof(TileQ4_0) == 288 && sizeof(TileQ4_1) == 320 && sizeof(TileQ8_0) == 544);
+static_assert(sizeof(TileQ5_0) == 352 && sizeof(TileQ5_1) == 384);
 static_assert(sizeof(TileQ4_K) == 2368 && sizeof(TileQ6_K) == 3360);
 
 }  // namespace

@@ -22,8 +22,8 @@ using testing::gamma_n;
 using testing::isa_label;
 using testing::isas_under_test;
 
-constexpr Format kPanelFormats[] = {Format::kQ4_0, Format::kQ4_1, Format::kQ8_0, Format::kQ4_K,
-                                    Format::kQ6_K};
+constexpr Format kPanelFormats[] = {Format::kQ4_0, Format::kQ4_1, Format::kQ5_0, Format::kQ5_1,
+                                    Format::kQ8_0, Format::kQ4_K, Format::kQ6_K};
 constexpr float kSentinel = -12345.0f;
 
 struct PanelProblem {
@@ -178,20 +178,32 @@ TEST_P(PanelFormat, ScalarWithinDerivedBoundOfExactDot) {
       for (int64_t t = 0; t < p.n_tokens; ++t) {
         dequantize_row(act, p.x.data() + t * p.x_row_bytes, xf.data(), k);
         double exact = 0, magnitude = 0;
-        if (p.format == Format::kQ4_1) {
+        if (p.format == Format::kQ4_1 || p.format == Format::kQ5_1) {
           // Q4_1 x Q8_1 approximates the min term by m_w * s_a, s_a = fp16(d_a * sum(a)) as the
           // activation block stores it (as llama.cpp does): that is the value to approach.
-          const auto* wb = reinterpret_cast<const BlockQ4_1*>(p.w.data() + r * p.w_row_bytes);
+          // Q4_1 and Q5_1 blocks: d, m, (qh,) qs. The min part of the dequantized weights is
+          // dropped (m is fp16, the weights minus m are d * q exactly).
+          const bool five = p.format == Format::kQ5_1;
+          const int64_t block_bytes = format_info(p.format).block_bytes;
           const auto* ab = reinterpret_cast<const BlockQ8_1*>(p.x.data() + t * p.x_row_bytes);
           for (int64_t b = 0; b < nb; ++b) {
-            const double dd = double{fp16_to_f32(wb[b].d)} * fp16_to_f32(ab[b].d);
+            const uint8_t* wb = p.w.data() + r * p.w_row_bytes + b * block_bytes;
+            uint16_t d, m;
+            std::memcpy(&d, wb, 2);
+            std::memcpy(&m, wb + 2, 2);
+            uint32_t qh = 0;
+            if (five) std::memcpy(&qh, wb + 4, 4);
+            const uint8_t* qs = wb + (five ? 8 : 4);
+            const double dd = double{fp16_to_f32(d)} * fp16_to_f32(ab[b].d);
             for (int j = 0; j < 16; ++j) {
-              const double lo = dd * (wb[b].qs[j] & 15) * ab[b].qs[j];
-              const double hi = dd * (wb[b].qs[j] >> 4) * ab[b].qs[j + 16];
+              const int q_lo = (qs[j] & 15) | static_cast<int>(((qh >> j) & 1) << 4);
+              const int q_hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+              const double lo = dd * q_lo * ab[b].qs[j];
+              const double hi = dd * q_hi * ab[b].qs[j + 16];
               exact += lo + hi;
               magnitude += std::fabs(lo) + std::fabs(hi);
             }
-            const double ms = double{fp16_to_f32(wb[b].m)} * fp16_to_f32(ab[b].s);
+            const double ms = double{fp16_to_f32(m)} * fp16_to_f32(ab[b].s);
             exact += ms;
             magnitude += std::fabs(ms);
           }
@@ -219,7 +231,7 @@ INSTANTIATE_TEST_SUITE_P(PanelFormats, PanelFormat, ::testing::ValuesIn(kPanelFo
 TEST(PanelSupport, SameAnswerForEveryFormat) {
   EXPECT_TRUE(panel_supported(Format::kQ4_1));
   EXPECT_TRUE(panel_supported(Format::kQ6_K));
-  EXPECT_FALSE(panel_supported(Format::kQ5_0));
+  EXPECT_FALSE(panel_supported(Format::kQ5_K));
   EXPECT_FALSE(panel_supported(Format::kF32));
   // A panel reads no more bytes than the 16 rows it replaces (decode is bound by those bytes),
   // except Q4_K's unpacked 6-bit scales (+2.8%).

@@ -2,6 +2,7 @@
 // reads panels, and so checks the repacker) and the dispatch to the SIMD kernels.
 #include "kernels/panel.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -167,12 +168,14 @@ void repack_block(const BlockQ6_K& b, int64_t r, TileQ6_K& t) {
 }
 
 template <class Block, class Tile>
-void repack(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, uint8_t* out) {
+void repack(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, uint8_t* out,
+            int64_t panel_begin, int64_t panel_end) {
   const int64_t nb = k / kElements<Block>;
-  const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
-  std::memset(out, 0, static_cast<size_t>(panels * nb) * sizeof(Tile));
   auto* tiles = reinterpret_cast<Tile*>(out);
-  for (int64_t row = 0; row < rows; ++row) {
+  std::memset(tiles + panel_begin * nb, 0,
+              static_cast<size_t>((panel_end - panel_begin) * nb) * sizeof(Tile));
+  for (int64_t row = panel_begin * kPanelRows; row < std::min(rows, panel_end * kPanelRows);
+       ++row) {
     const auto* blocks = reinterpret_cast<const Block*>(w + row * row_bytes);
     Tile* panel = tiles + (row / kPanelRows) * nb;
     for (int64_t b = 0; b < nb; ++b) repack_block(blocks[b], row % kPanelRows, panel[b]);
@@ -314,23 +317,28 @@ int64_t panel_matrix_bytes(Format format, int64_t rows, int64_t k) {
 
 void repack_panels(Format format, const void* w, int64_t row_bytes, int64_t rows, int64_t k,
                    void* out) {
+  repack_panels(format, w, row_bytes, rows, k, out, 0, (rows + kPanelRows - 1) / kPanelRows);
+}
+
+void repack_panels(Format format, const void* w, int64_t row_bytes, int64_t rows, int64_t k,
+                   void* out, int64_t panel_begin, int64_t panel_end) {
   const auto* src = static_cast<const uint8_t*>(w);
   auto* dst = static_cast<uint8_t*>(out);
   switch (format) {
     case Format::kQ4_0:
-      return repack<BlockQ4_0, TileQ4_0>(src, row_bytes, rows, k, dst);
+      return repack<BlockQ4_0, TileQ4_0>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ4_1:
-      return repack<BlockQ4_1, TileQ4_1>(src, row_bytes, rows, k, dst);
+      return repack<BlockQ4_1, TileQ4_1>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ5_0:
-      return repack<BlockQ5_0, TileQ5_0>(src, row_bytes, rows, k, dst);
+      return repack<BlockQ5_0, TileQ5_0>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ5_1:
-      return repack<BlockQ5_1, TileQ5_1>(src, row_bytes, rows, k, dst);
+      return repack<BlockQ5_1, TileQ5_1>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ8_0:
-      return repack<BlockQ8_0, TileQ8_0>(src, row_bytes, rows, k, dst);
+      return repack<BlockQ8_0, TileQ8_0>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ4_K:
-      return repack<BlockQ4_K, TileQ4_K>(src, row_bytes, rows, k, dst);
+      return repack<BlockQ4_K, TileQ4_K>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ6_K:
-      return repack<BlockQ6_K, TileQ6_K>(src, row_bytes, rows, k, dst);
+      return repack<BlockQ6_K, TileQ6_K>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     default:
       assert(false && "format has no panel layout");
   }

@@ -64,6 +64,10 @@ int64_t panel_matrix_bytes(Format format, int64_t rows, int64_t k);
 // out: panel_matrix_bytes(format, rows, k) bytes, 64-byte aligned.
 void repack_panels(Format format, const void* w, int64_t row_bytes, int64_t rows, int64_t k,
                    void* out);
+// The same for panels [panel_begin, panel_end) only (rows [16 panel_begin, 16 panel_end)), so that
+// a large matrix can be repacked by several threads.
+void repack_panels(Format format, const void* w, int64_t row_bytes, int64_t rows, int64_t k,
+                   void* out, int64_t panel_begin, int64_t panel_end);
 
 // Per-block values of a quantized activation row that every panel of a matmul needs, computed once
 // per step instead of once per panel. They depend on the activation format alone, so matrices

@@ -2,10 +2,33 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <thread>
+#include <vector>
+
 #include "kernels/dequantize.h"
 
 namespace drift {
 namespace {
+
+// Repacks on every core: the output matrix of a large vocabulary alone is ~100 MB of bytes to
+// permute, which would otherwise add a second to every start.
+void repack_in_parallel(const WeightMatrix& m, uint8_t* out) {
+  const int64_t panels = (m.rows + kernels::kPanelRows - 1) / kernels::kPanelRows;
+  const int64_t threads =
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(panels, 16));
+  if (threads == 1 || panels < 64) {
+    kernels::repack_panels(m.format, m.data, m.row_bytes, m.rows, m.cols, out);
+    return;
+  }
+  std::vector<std::thread> workers;
+  for (int64_t i = 0; i < threads; ++i)
+    workers.emplace_back([&m, out, panels, threads, i] {
+      kernels::repack_panels(m.format, m.data, m.row_bytes, m.rows, m.cols, out,
+                             panels * i / threads, panels * (i + 1) / threads);
+    });
+  for (std::thread& t : workers) t.join();
+}
 
 class Binder {
  public:
@@ -21,7 +44,7 @@ class Binder {
     auto storage = std::make_unique<uint8_t[]>(static_cast<size_t>(bytes) + 64);
     auto* aligned = reinterpret_cast<uint8_t*>(
         (reinterpret_cast<uintptr_t>(storage.get()) + 63) / 64 * 64);
-    kernels::repack_panels(m.format, m.data, m.row_bytes, m.rows, m.cols, aligned);
+    repack_in_parallel(m, aligned);
     m.panels = aligned;
     m.panel_matmul = kernels::panel_matmul(isa_, m.format);
     weights_.owned_panels.push_back(std::move(storage));

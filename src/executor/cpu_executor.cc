@@ -28,10 +28,14 @@ CpuExecutor::CpuExecutor(const Model& model, const CpuExecutorConfig& config, Kv
       pool_(config.threads),
       kv_(std::move(kv)),
       forward_(std::move(forward)),
-      sampler_scratch_(model.config().n_vocab),
       sequences_(config.max_batch_sequences),
       logits_(static_cast<size_t>(config.max_batch_sequences) * model.config().n_vocab),
-      logprob_row_(model.config().n_vocab) {}
+      logit_row_item_(config.max_batch_sequences) {
+  for (int t = 0; t < pool_.size(); ++t) {
+    sampler_scratch_.emplace_back(model.config().n_vocab);
+    logprob_rows_.emplace_back(model.config().n_vocab);
+  }
+}
 
 Status CpuExecutor::run(const StepPlan& plan, ExecutionResult& result) {
   // Nothing below throws by design; an exception means a bug or exhausted memory, after which the
@@ -71,26 +75,38 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
   DRIFT_RETURN_IF_ERROR(forward_->run(batch, kv_, pool_, logits_));
 
   result.reset(n_items);
-  const int64_t n_vocab = model_.config().n_vocab;
-  int64_t row = 0;
-  for (size_t i = 0; i < n_items; ++i) {
-    const StepItem& item = plan.items[i];
-    if (!item.sample) continue;
-    std::span<float> logits(logits_.data() + row * n_vocab, n_vocab);
-    ++row;
-    const SamplingParams& params = *item.sampling;
-    const uint64_t seed = params.seed.value_or(item.seq_id);
-    // Sampling rewrites the logits in place; logprobs are of the raw ones.
-    if (params.logprobs) std::copy(logits.begin(), logits.end(), logprob_row_.begin());
-    const int32_t token =
-        sample_token(logits, params, item.history, item.prompt_len, seed, sampler_scratch_);
-    result.items[i].token = token;
-    if (params.logprobs && token >= 0 && token < n_vocab) {
-      result.items[i].logprobs.emplace();
-      compute_token_logprobs(logprob_row_, token, *params.logprobs, *result.items[i].logprobs);
-    }
-  }
+  // Logits rows are in item order, one per sampled item.
+  int64_t n_sampled = 0;
+  for (size_t i = 0; i < n_items; ++i)
+    if (plan.items[i].sample) logit_row_item_[n_sampled++] = static_cast<int64_t>(i);
+  // Each sampled row is independent (the filters and draw touch only its own logits and the
+  // thread's scratch), so the rows are spread over the pool: with a 49k-262k vocabulary, sampling
+  // 64 sequences one after another would be a serial tail on every decode step.
+  pool_.run([&](int index, int count) {
+    const Range rows = split_range(n_sampled, index, count);
+    for (int64_t row = rows.begin; row < rows.end; ++row)
+      sample_row(plan, row, index, result);
+  });
   return Status::Ok();
+}
+
+void CpuExecutor::sample_row(const StepPlan& plan, int64_t row, int thread, ExecutionResult& result) {
+  const int64_t n_vocab = model_.config().n_vocab;
+  const int64_t i = logit_row_item_[row];
+  const StepItem& item = plan.items[i];
+  std::span<float> logits(logits_.data() + row * n_vocab, n_vocab);
+  const SamplingParams& params = *item.sampling;
+  const uint64_t seed = params.seed.value_or(item.seq_id);
+  std::vector<float>& raw = logprob_rows_[thread];
+  // Sampling rewrites the logits in place; logprobs are of the raw ones.
+  if (params.logprobs) std::copy(logits.begin(), logits.end(), raw.begin());
+  const int32_t token =
+      sample_token(logits, params, item.history, item.prompt_len, seed, sampler_scratch_[thread]);
+  result.items[i].token = token;
+  if (params.logprobs && token >= 0 && token < n_vocab) {
+    result.items[i].logprobs.emplace();
+    compute_token_logprobs(raw, token, *params.logprobs, *result.items[i].logprobs);
+  }
 }
 
 }  // namespace drift

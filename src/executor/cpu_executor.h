@@ -42,16 +42,20 @@ class CpuExecutor final : public Executor {
   CpuExecutor(const Model& model, const CpuExecutorConfig& config, KvPages kv,
               std::unique_ptr<ForwardPass> forward);
   Status run_step(const StepPlan& plan, ExecutionResult& result);
+  // Samples logits row `row` (item logit_row_item_[row]) with thread `thread`'s scratch.
+  void sample_row(const StepPlan& plan, int64_t row, int thread, ExecutionResult& result);
 
   const Model& model_;
   CpuExecutorConfig config_;
   ThreadPool pool_;
   KvPages kv_;
   std::unique_ptr<ForwardPass> forward_;
-  SamplerScratch sampler_scratch_;
   std::vector<ForwardSequence> sequences_;  // [max_batch_sequences]
   std::vector<float> logits_;               // [max_batch_sequences][n_vocab]
-  std::vector<float> logprob_row_;          // [n_vocab] raw logits kept for logprobs
+  std::vector<int64_t> logit_row_item_;     // [max_batch_sequences] item of each logits row
+  // Per compute thread: the sampler's scratch and a [n_vocab] copy of the raw logits for logprobs.
+  std::vector<SamplerScratch> sampler_scratch_;
+  std::vector<std::vector<float>> logprob_rows_;
   bool healthy_ = true;
 };
 

@@ -16,8 +16,9 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
 
 namespace {
 
-const uint16_t* key_row(const PagedKv& kv, int64_t head_dim, int64_t p) {
-  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + (p % kv.page_size) * head_dim;
+// Element e of key p is at key_column(p)[e * page_size].
+const uint16_t* key_column(const PagedKv& kv, int64_t p) {
+  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
 }
 const uint16_t* value_row(const PagedKv& kv, int64_t head_dim_v, int64_t p) {
   return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride +
@@ -28,9 +29,10 @@ void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, 
                 int64_t last, float* out, float* s) {
   float m = -INFINITY;
   for (int64_t p = first; p <= last; ++p) {
-    const uint16_t* k = key_row(kv, shape.head_dim, p);
+    const uint16_t* k = key_column(kv, p);
     float acc = 0.0f;
-    for (int64_t e = 0; e < shape.head_dim; ++e) acc = std::fma(q[e], fp16_to_f32(k[e]), acc);
+    for (int64_t e = 0; e < shape.head_dim; ++e)
+      acc = std::fma(q[e], fp16_to_f32(k[e * kv.page_size]), acc);
     s[p - first] = acc * shape.scale;
     m = std::max(m, s[p - first]);
   }
@@ -53,17 +55,18 @@ void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, 
 
 int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last) {
   const int64_t lanes = kAttentionLanes;
-  // qT, the scores of every position, 8 converted key rows, 32 converted value rows, oT; each
-  // part rounded up to 8 floats (32 bytes).
+  // qT, the scores of every position (from the 8-aligned start, for up to `lanes` queries),
+  // 8 converted key columns, 32 converted value rows, oT; each part a multiple of 8 floats.
   auto round8 = [](int64_t n) { return (n + 7) / 8 * 8; };
-  return round8(shape.head_dim * lanes) + round8((max_last + 1) * lanes) +
+  return round8(shape.head_dim * lanes) + round8(max_last + 8) * lanes +
          round8(8 * shape.head_dim) + round8(32 * shape.head_dim_v) +
          round8(shape.head_dim_v * lanes);
 }
 
 void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
                      const AttentionQueries& queries, float* scratch) {
-  if (isa != Isa::kScalar) return avx2::paged_attention(shape, kv, queries, scratch);
+  if (isa != Isa::kScalar && kv.page_size % 8 == 0)
+    return avx2::paged_attention(shape, kv, queries, scratch);
   for (int64_t i = 0; i < queries.n; ++i)
     attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i],
                scratch);

@@ -2,8 +2,11 @@
 // each query's visible positions, reading fp16 K/V through a page table.
 //
 // The queries of a block are the tokens of one sequence times the query heads of one KV head
-// (grouped-query attention), so a key or value row, once loaded and converted, serves all of them:
-// the SIMD path puts the queries in the lanes of a register and broadcasts each key element.
+// (grouped-query attention), so a key or value row, once loaded and converted, serves all of them.
+// Two SIMD paths compute the same canonical order: queries of several tokens (prefill) go in the
+// lanes of a register with each key element broadcast; queries of one token (decode: the heads of
+// a group, all with the same range) score 8 positions per fma from the transposed keys. Both need
+// page_size % 8 == 0; other page sizes use the scalar path.
 //
 // CANONICAL ORDER (per query, whatever the block it is computed in; every ISA bitwise alike):
 //   s[p]  = (fma chain over e = 0 .. head_dim-1 of q[e] * fp32(k_p[e]), from +0) * scale
@@ -25,8 +28,9 @@ namespace drift::kernels {
 
 inline constexpr int64_t kAttentionLanes = 8;  // queries per block
 
-// K and V of one (layer, KV head) across pages: the block of page `pg` is at base + pg * stride,
-// a [page_size][head_dim] (or [page_size][head_dim_v]) fp16 matrix.
+// K and V of one (layer, KV head) across pages: the block of page `pg` is at base + pg * stride.
+// Keys are stored transposed, [head_dim][page_size] (element e of the page's positions side by
+// side, so that a decode query scores 8 positions per fma); values [page_size][head_dim_v].
 struct PagedKv {
   const uint16_t* keys;
   const uint16_t* values;

@@ -1,8 +1,16 @@
-// AVX2 paged attention: the canonical order of paged_attention.h with the block's queries in the
-// 8 lanes of a register. Keys and values are converted from fp16 once per block of positions and
-// each element is broadcast against all queries, so one fma advances 8 queries' chains. A lane
-// whose query does not see a position gets score -inf (weight exactly 0) and leaves its output
-// chain untouched, which is what visiting only its visible positions would do.
+// AVX2 paged attention: the canonical order of paged_attention.h in two shapes.
+//
+// Query lanes (queries of several tokens, prefill): the block's queries sit in the 8 lanes of a
+// register; keys and values are converted from fp16 once per block of positions and each element
+// is broadcast against all queries, so one fma advances 8 queries' chains. A lane whose query
+// does not see a position gets score -inf (weight exactly 0) and leaves its output chain
+// untouched, which is what visiting only its visible positions would do.
+//
+// Position lanes (queries of one token, decode): 8 consecutive positions of the transposed keys
+// sit in the lanes, so each query element is broadcast against 8 keys; the values are read by
+// rows, 8 output dimensions per fma, over the visible positions in increasing order.
+//
+// Both require page_size % 8 == 0, so that 8 positions from a multiple of 8 lie in one page.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -15,25 +23,42 @@ namespace drift::kernels::avx2 {
 namespace {
 
 constexpr int kLanes = 8;
-constexpr int64_t kKeyBlock = 8;     // key rows converted and scored at once
-constexpr int64_t kValueBlock = 32;  // value rows converted at once
+constexpr int64_t kValueBlock = 32;  // value rows converted at once (query lanes)
 
 int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// Converts rows [p, p + n) of the K (or V) blocks to fp32 rows of `dim` floats.
-void convert_rows(const uint16_t* base, const PagedKv& kv, int64_t dim, int64_t p, int64_t n,
-                  float* out) {
+// Keys e of positions [p, p + 8) (p a multiple of 8) as 8 fp32 lanes.
+__m256 key_lanes(const PagedKv& kv, int64_t p, int64_t e) {
+  const uint16_t* col =
+      kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + e * kv.page_size)));
+}
+
+const uint16_t* value_row(const PagedKv& kv, int64_t dim, int64_t p) {
+  return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride + (p % kv.page_size) * dim;
+}
+
+// 8 fp16 values (or fewer at a row's end, zero-filled) as fp32.
+__m256 load_fp16(const uint16_t* v, int64_t width) {
+  if (width >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)));
+  alignas(16) uint16_t tmp[8] = {};
+  for (int64_t i = 0; i < width; ++i) tmp[i] = v[i];
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+}
+
+// Converts value rows [p, p + n) to fp32 rows of `dim` floats.
+void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
   for (int64_t j = 0; j < n; ++j) {
-    const int64_t pos = p + j;
-    const uint16_t* row =
-        base + kv.page_table[pos / kv.page_size] * kv.page_stride + (pos % kv.page_size) * dim;
-    int64_t e = 0;
-    for (; e + 8 <= dim; e += 8)
-      _mm256_storeu_ps(out + j * dim + e,
-                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + e))));
-    for (; e < dim; ++e) {
-      const __m128 one = _mm_cvtph_ps(_mm_cvtsi32_si128(row[e]));
-      out[j * dim + e] = _mm_cvtss_f32(one);
+    const uint16_t* row = value_row(kv, dim, p + j);
+    for (int64_t e = 0; e < dim; e += 8) {
+      const __m256 v = load_fp16(row + e, dim - e);
+      if (dim - e >= 8) {
+        _mm256_storeu_ps(out + j * dim + e, v);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, v);
+        for (int64_t i = 0; i < dim - e; ++i) out[j * dim + e + i] = tmp[i];
+      }
     }
   }
 }
@@ -47,10 +72,92 @@ __m256 visible(__m256i first, __m256i last, int64_t p) {
       _mm256_xor_si256(_mm256_or_si256(before, after), _mm256_set1_epi32(-1)));
 }
 
-}  // namespace
+// Positions [p, p + 8) inside [first, last], as lanes.
+__m256 positions_inside(int64_t p, int64_t first, int64_t last) {
+  const __m256i pv = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(p)),
+                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i before = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(first)), pv);
+  const __m256i after = _mm256_cmpgt_epi32(pv, _mm256_set1_epi32(static_cast<int32_t>(last)));
+  return _mm256_castsi256_ps(
+      _mm256_xor_si256(_mm256_or_si256(before, after), _mm256_set1_epi32(-1)));
+}
 
-void paged_attention(const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch) {
+float max8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// ---- Position lanes: every query of the block has the same range [first, last].
+
+void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
+                      const AttentionQueries& queries, float* scratch) {
+  const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
+  const int64_t first = queries.first[0], last = queries.last[0];
+  const int64_t base = first / 8 * 8;
+  const int64_t span = round8(last + 1 - base);
+  float* scores = scratch;  // [n][span]
+  const __m256 scale = _mm256_set1_ps(shape.scale);
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+
+  // Scores of 8 positions per register; the key lanes of each element serve every query.
+  __m256 m[kLanes];
+  for (int64_t i = 0; i < n; ++i) m[i] = neg_inf;
+  for (int64_t pb = base; pb <= last; pb += 8) {
+    __m256 acc[kLanes];
+    for (int64_t i = 0; i < n; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t e = 0; e < D; ++e) {
+      const __m256 k = key_lanes(kv, pb, e);
+      for (int64_t i = 0; i < n; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(queries.q[i][e]), k, acc[i]);
+    }
+    const __m256 inside = positions_inside(pb, first, last);
+    for (int64_t i = 0; i < n; ++i) {
+      const __m256 s = _mm256_blendv_ps(neg_inf, _mm256_mul_ps(acc[i], scale), inside);
+      _mm256_storeu_ps(scores + i * span + (pb - base), s);
+      m[i] = _mm256_max_ps(m[i], s);
+    }
+  }
+
+  // Weights (outside the range exp(-inf) = 0) and their double sum in increasing position.
+  float inv[kLanes];
+  for (int64_t i = 0; i < n; ++i) {
+    const __m256 mi = _mm256_set1_ps(max8(m[i]));
+    float* s = scores + i * span;
+    double sum = 0.0;
+    for (int64_t j = 0; j < span; j += 8) {
+      const __m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mi));
+      _mm256_storeu_ps(s + j, w);
+      alignas(32) float lane[8];
+      _mm256_store_ps(lane, w);
+      for (int l = 0; l < 8; ++l) sum += static_cast<double>(lane[l]);
+    }
+    inv[i] = static_cast<float>(1.0 / sum);
+  }
+
+  // Weighted value rows over the visible positions, 8 dimensions at a time.
+  for (int64_t d = 0; d < DV; d += 8) {
+    const int64_t width = std::min<int64_t>(8, DV - d);
+    __m256 o[kLanes];
+    for (int64_t i = 0; i < n; ++i) o[i] = _mm256_setzero_ps();
+    for (int64_t p = first; p <= last; ++p) {
+      const __m256 v = load_fp16(value_row(kv, DV, p) + d, width);
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = _mm256_fmadd_ps(_mm256_set1_ps(scores[i * span + (p - base)]), v, o[i]);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      alignas(32) float lane[8];
+      _mm256_store_ps(lane, _mm256_mul_ps(o[i], _mm256_set1_ps(inv[i])));
+      for (int64_t u = 0; u < width; ++u) queries.out[i][d + u] = lane[u];
+    }
+  }
+}
+
+// ---- Query lanes.
+
+void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
+                        const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
   // Inactive lanes copy lane 0's range and have q = 0; their results are never stored.
   alignas(32) int32_t first_a[kLanes], last_a[kLanes];
@@ -68,11 +175,12 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   }
   const __m256i first = _mm256_load_si256(reinterpret_cast<const __m256i*>(first_a));
   const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(last_a));
+  const int64_t base = p0 / 8 * 8;
 
   float* qT = scratch;                      // [D][8]
-  float* scores = qT + round8(D * kLanes);  // [p1 - p0 + 1][8]
-  float* kf = scores + round8((p1 + 1) * kLanes);
-  float* vf = kf + round8(kKeyBlock * D);
+  float* scores = qT + round8(D * kLanes);  // [p1 - base + 1][8]
+  float* kf = scores + round8(p1 + 8) * kLanes;  // [D][8 positions]
+  float* vf = kf + round8(8 * D);
   float* oT = vf + round8(kValueBlock * DV);  // [DV][8]
   for (int64_t e = 0; e < D; ++e)
     for (int i = 0; i < kLanes; ++i) qT[e * kLanes + i] = i < n ? queries.q[i][e] : 0.0f;
@@ -81,22 +189,19 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   const __m256 scale = _mm256_set1_ps(shape.scale);
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   __m256 m = neg_inf;
-  for (int64_t pb = p0; pb <= p1; pb += kKeyBlock) {
-    const int64_t np = std::min(kKeyBlock, p1 - pb + 1);
-    convert_rows(kv.keys, kv, D, pb, np, kf);
-    for (int64_t j = np; j < kKeyBlock; ++j)
-      for (int64_t e = 0; e < D; ++e) kf[j * D + e] = 0.0f;
-    __m256 acc[kKeyBlock];
+  for (int64_t pb = base; pb <= p1; pb += 8) {
+    for (int64_t e = 0; e < D; ++e) _mm256_store_ps(kf + e * 8, key_lanes(kv, pb, e));
+    __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {
       const __m256 qe = _mm256_load_ps(qT + e * kLanes);
-      for (int j = 0; j < kKeyBlock; ++j)
-        acc[j] = _mm256_fmadd_ps(qe, _mm256_broadcast_ss(kf + j * D + e), acc[j]);
+      for (int j = 0; j < 8; ++j)
+        acc[j] = _mm256_fmadd_ps(qe, _mm256_broadcast_ss(kf + e * 8 + j), acc[j]);
     }
-    for (int64_t j = 0; j < np; ++j) {
+    for (int64_t j = 0; j < 8 && pb + j <= p1; ++j) {
       const __m256 s =
           _mm256_blendv_ps(neg_inf, _mm256_mul_ps(acc[j], scale), visible(first, last, pb + j));
-      _mm256_store_ps(scores + (pb + j - p0) * kLanes, s);
+      _mm256_store_ps(scores + (pb + j - base) * kLanes, s);
       m = _mm256_max_ps(m, s);
     }
   }
@@ -104,7 +209,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   // Weights and their double sums in increasing position (an unseen position adds +0).
   __m256d sum_lo = _mm256_setzero_pd(), sum_hi = _mm256_setzero_pd();
   for (int64_t p = p0; p <= p1; ++p) {
-    float* s = scores + (p - p0) * kLanes;
+    float* s = scores + (p - base) * kLanes;
     const __m256 w = exp8(_mm256_sub_ps(_mm256_load_ps(s), m));
     _mm256_store_ps(s, w);
     sum_lo = _mm256_add_pd(sum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(w)));
@@ -115,14 +220,14 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
-    convert_rows(kv.values, kv, DV, pb, np, vf);
+    convert_value_rows(kv, DV, pb, np, vf);
     for (int64_t dc = 0; dc < DV; dc += 8) {
       const int64_t width = std::min<int64_t>(8, DV - dc);
       __m256 acc[8];
       for (int u = 0; u < width; ++u) acc[u] = _mm256_load_ps(oT + (dc + u) * kLanes);
       for (int64_t j = 0; j < np; ++j) {
         const int64_t p = pb + j;
-        const __m256 w = _mm256_load_ps(scores + (p - p0) * kLanes);
+        const __m256 w = _mm256_load_ps(scores + (p - base) * kLanes);
         const float* v = vf + j * DV + dc;
         if (p >= all_from && p <= all_to) {
           for (int u = 0; u < width; ++u)
@@ -147,6 +252,17 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
     _mm256_store_ps(lane, _mm256_mul_ps(_mm256_load_ps(oT + d * kLanes), inv));
     for (int64_t i = 0; i < n; ++i) queries.out[i][d] = lane[i];
   }
+}
+
+}  // namespace
+
+void paged_attention(const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch) {
+  bool one_range = true;
+  for (int64_t i = 1; i < queries.n; ++i)
+    one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
+  if (one_range) return attend_one_token(shape, kv, queries, scratch);
+  attend_query_lanes(shape, kv, queries, scratch);
 }
 
 }  // namespace drift::kernels::avx2

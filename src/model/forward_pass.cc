@@ -268,8 +268,10 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
     const int64_t page = s.page_table[p / kv.page_size()];
     const int64_t slot = p % kv.page_size();
     for (int64_t h = 0; h < c.n_kv_heads; ++h) {
-      kernels::convert_f32_to_fp16(isa_, k + h * c.head_dim,
-                                   kv.keys(page, il, h) + slot * c.head_dim, c.head_dim);
+      // Keys go in a column of the page's transposed [head_dim][page_size] block.
+      uint16_t* key = kv.keys(page, il, h) + slot;
+      for (int64_t e = 0; e < c.head_dim; ++e)
+        key[e * kv.page_size()] = kernels::f32_to_fp16(k[h * c.head_dim + e]);
       kernels::convert_f32_to_fp16(isa_, v + h * c.head_dim_v,
                                    kv.values(page, il, h) + slot * c.head_dim_v, c.head_dim_v);
     }

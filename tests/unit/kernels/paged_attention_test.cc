@@ -145,10 +145,12 @@ TEST(PagedAttention, ScalarCloseToDouble) {
       std::vector<double> sc;
       double m = -INFINITY;
       for (int64_t p = block[i].first; p <= block[i].last; ++p) {
+        // Keys are stored transposed in a page: element e of slot j at [e][j].
         const uint16_t* k = s.keys.data() + s.page_table[p / s.page_size] * s.page_stride +
-                            (p % s.page_size) * head_dim;
+                            p % s.page_size;
         double dot = 0;
-        for (int64_t e = 0; e < head_dim; ++e) dot += double{q[e]} * fp16_to_f32(k[e]);
+        for (int64_t e = 0; e < head_dim; ++e)
+          dot += double{q[e]} * fp16_to_f32(k[e * s.page_size]);
         sc.push_back(dot * s.shape.scale);
         m = std::max(m, sc.back());
       }

@@ -46,7 +46,8 @@ struct SamplerOrder {
 
 // "top_k", "top_p", "min_p", "temperature" (llama.cpp's sampler names).
 std::string_view sampler_stage_name(SamplerStage stage);
-// The stages joined by ';', as general.sampling.sequence writes them: "top_k;top_p;min_p;temperature".
+// The stages joined by ';' as general.sampling.sequence writes them:
+// "top_k;top_p;min_p;temperature".
 std::string sampler_order_string(const SamplerOrder& order);
 
 struct SamplingParams {

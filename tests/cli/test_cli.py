@@ -141,6 +141,38 @@ def test_inspect_shows_the_sampling_defaults_and_their_source():
     assert re.search(r"^  order +top_k;top_p;min_p;temperature \(llama\.cpp\)$", out, re.M), out
 
 
+@pytest.fixture(scope="module")
+def smollm2_with_recommendation(tmp_path_factory):
+    """SmolLM2 with a sampling recommendation in its metadata, keyed as llama.cpp names them."""
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    from gguf_metadata import copy_with_metadata
+    path = tmp_path_factory.mktemp("models") / "smollm2-recommended.gguf"
+    copy_with_metadata(SMOLLM2, path, {
+        "general.sampling.temp": (6, 0.6),
+        "general.sampling.top_k": (5, 20),
+        "general.sampling.sequence": (8, "top_k;temperature;top_p;min_p"),
+        "general.sampling.xtc_probability": (6, 0.5),
+    })
+    return path
+
+
+def test_a_models_recommended_sampling_becomes_the_default(smollm2_with_recommendation):
+    out = drift("inspect", "-m", smollm2_with_recommendation).stdout
+    assert re.search(r"^  temperature +0\.6 \(model\)$", out, re.M), out
+    assert re.search(r"^  top_k +20 \(model\)$", out, re.M), out
+    assert re.search(r"^  top_p +0\.95 \(llama\.cpp\)$", out, re.M), out
+    assert re.search(r"^  order +top_k;temperature;top_p;min_p \(model\)$", out, re.M), out
+    assert "ignored: general.sampling.xtc_probability: drift has no such sampler" in out
+    # The engine loads it too: chat says what it uses; a flag still beats the model.
+    chat = drift("chat", "-m", smollm2_with_recommendation, "-n", 8, "--top-k", 5, stdin="Hi\n")
+    assert "temperature 0.6 (model), top_k 5 (configured)" in chat.stderr, chat.stderr
+    assert chat.stdout.strip(), chat.stdout
+    # --sampling-defaults llama.cpp ignores the recommendation.
+    plain = drift("chat", "-m", smollm2_with_recommendation, "-n", 8, "--sampling-defaults",
+                  "llama.cpp", stdin="Hi\n")
+    assert "temperature 0.8 (llama.cpp), top_k 40 (llama.cpp)" in plain.stderr, plain.stderr
+
+
 def test_chat_on_a_model_without_template_falls_back_to_chatml():
     result = drift("chat", "-m", GEMMA3, "-n", 4, "--temp", 0, stdin="Hi\n")
     assert "has no chat template; using ChatML" in result.stderr

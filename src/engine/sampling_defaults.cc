@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "gguf/gguf_file.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -200,6 +202,9 @@ RecommendedSampling read_recommended_sampling(const GgufFile& file) {
   auto integer = [](double d) {
     return d == std::floor(d) && std::abs(d) < 2e9 ? std::string() : std::string("is not an int");
   };
+  auto window = [&](double d) {  // llama.cpp: -1 the whole context, 0 off, n the last n
+    return !integer(d).empty() ? integer(d) : d < -1 ? std::string("is below -1") : std::string();
+  };
   // llama.cpp: top_k <= 0 means no limit, as 0 does here.
   read_number(file, "general.sampling.top_k", s.top_k, r.ignored, integer);
   if (s.top_k && *s.top_k < 0) s.top_k = 0;
@@ -208,12 +213,7 @@ RecommendedSampling read_recommended_sampling(const GgufFile& file) {
   // llama.cpp samples greedily at temp <= 0, as drift does at 0.
   read_number(file, "general.sampling.temp", s.temperature, r.ignored, any);
   if (s.temperature && *s.temperature < 0) s.temperature = 0.0f;
-  read_number(file, "general.sampling.penalty_last_n", s.penalty_last_n, r.ignored,
-              [&](double d) {
-                return !integer(d).empty() ? integer(d)
-                       : d < -1            ? std::string("is below -1")
-                                           : std::string();
-              });
+  read_number(file, "general.sampling.penalty_last_n", s.penalty_last_n, r.ignored, window);
   read_number(file, "general.sampling.penalty_repeat", s.repetition_penalty, r.ignored,
               [](double d) { return d > 0 ? std::string() : std::string("is not > 0"); });
   if (const GgufValue* v = file.find("general.sampling.sequence")) {

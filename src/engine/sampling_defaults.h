@@ -17,11 +17,12 @@
 #include <string_view>
 #include <vector>
 
-#include "gguf/gguf_file.h"
 #include "util/error.h"
 #include "util/sampling_params.h"
 
 namespace drift {
+
+class GgufFile;
 
 // What the defaults fall back to (--sampling-defaults).
 enum class SamplingDefaultsBase {

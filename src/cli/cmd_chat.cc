@@ -1,7 +1,9 @@
 // `drift chat -m MODEL`: a conversation in the terminal. Each line read from stdin is a user
 // turn; the whole conversation is rendered with the model's chat template (--chat-template FILE
 // overrides it; ChatML when the model has none) and the reply streams to stdout. Commands:
-// /reset starts over, /exit (or end of input) quits.
+// /reset starts over, /exit (or end of input) quits. At start it says (on stderr) which sampling
+// settings are in force and where each came from; --stats prints each reply's token count, time
+// to first token and decode speed after it (stderr too, so stdout is the conversation).
 #include <fmt/format.h>
 
 #include <chrono>
@@ -29,6 +31,7 @@ struct ChatOptions {
   std::optional<std::string> chat_template_file;
   std::optional<std::string> system;
   std::optional<int32_t> max_tokens;
+  bool stats = false;
   SamplingOptions sampling;
   EngineOptions engine;
 };
@@ -53,9 +56,23 @@ jinja::Json message(std::string_view role, const std::string& content) {
   return m;
 }
 
+// "-- 42 tokens, TTFT 85 ms, 31.2 tokens/s": decode speed over the tokens after the first.
+void print_stats(const Finish& finish) {
+  const RequestTimings& t = finish.timings;
+  const int32_t tokens = finish.usage.completion_tokens;
+  std::string ttft = t.time_to_first_token_seconds
+                         ? fmt::format("{:.0f} ms", *t.time_to_first_token_seconds * 1e3)
+                         : std::string("n/a");
+  std::string speed = "n/a";
+  if (t.time_to_first_token_seconds && tokens > 1 &&
+      t.end_to_end_seconds > *t.time_to_first_token_seconds)
+    speed = fmt::format("{:.1f}",
+                        (tokens - 1) / (t.end_to_end_seconds - *t.time_to_first_token_seconds));
+  fmt::print(stderr, "-- {} tokens, TTFT {}, {} tokens/s\n", tokens, ttft, speed);
+}
+
 int run_chat(ChatOptions o) {
-  auto sampling = to_sampling_params(o.sampling);
-  if (!sampling.ok()) return fail(sampling.error());
+  const SamplingSettings sampling = request_sampling(o.sampling);
   auto path = resolve_model_path(o.model);
   if (!path.ok()) return fail(path.error());
   std::optional<std::string> override_source;
@@ -75,8 +92,11 @@ int run_chat(ChatOptions o) {
                *path);
   auto config = to_engine_config(o.engine);
   if (!config.ok()) return fail(config.error());
+  if (Status s = apply_sampling_defaults(o.sampling, *config); !s.ok()) return fail(s.error());
   auto engine = Engine::load(*path, *config);
   if (!engine.ok()) return fail(engine.error());
+  fmt::print(stderr, "sampling: {}, seed {}\n", (*engine)->setup().sampling.describe(),
+             *sampling.seed);
 
   jinja::Json conversation = jinja::Json::array();
   if (o.system) conversation.push_back(message("system", *o.system));
@@ -104,7 +124,7 @@ int run_chat(ChatOptions o) {
     Request request;
     request.prompt = TextPrompt{prompt->text, prompt->add_special, /*parse_special=*/true};
     request.max_tokens = o.max_tokens;
-    request.sampling = *sampling;
+    request.sampling = sampling;
     RequestHandle handle = (*engine)->submit(std::move(request));
     std::string reply;
     std::optional<Finish> finish;
@@ -115,6 +135,8 @@ int run_chat(ChatOptions o) {
       if (event->finish) finish = event->finish;
     }
     fmt::print("\n");
+    std::fflush(stdout);  // the reply before its stats (stderr)
+    if (o.stats) print_stats(*finish);
     if (finish->reason == FinishReason::kError || finish->reason == FinishReason::kRejected) {
       // The turn is dropped so that the conversation stays one the model can continue.
       fmt::print(stderr, "error: {}\n", finish->message);
@@ -140,6 +162,7 @@ void register_chat(CLI::App& app) {
   cmd->add_option("-n,--n-predict", o->max_tokens,
                   "tokens per reply at most (default: the engine's, capped by the context)")
       ->check(CLI::Range(1, 1 << 24));
+  cmd->add_flag("--stats", o->stats, "after each reply, print tokens, TTFT and tokens/s");
   register_sampling_options(*cmd, o->sampling);
   register_engine_options(*cmd, o->engine);
   cmd->callback([o] {

@@ -65,7 +65,7 @@ Expected<std::vector<std::string>> read_prompts(const std::string& path) {
 }
 
 Request make_request(const std::string& prompt, const GenerateOptions& o,
-                     const SamplingParams& sampling) {
+                     const SamplingSettings& sampling) {
   Request r;
   r.prompt = TextPrompt{prompt, /*add_special=*/true, /*parse_special=*/true};
   r.max_tokens = o.max_tokens;
@@ -120,7 +120,7 @@ void report(const std::vector<RequestRecord>& records, Clock::time_point start,
 }
 
 // One prompt, streamed to stdout as its tokens arrive.
-int stream_one(Engine& engine, const GenerateOptions& o, const SamplingParams& sampling) {
+int stream_one(Engine& engine, const GenerateOptions& o, const SamplingSettings& sampling) {
   std::vector<RequestRecord> records(1);
   RequestRecord& record = records[0];
   const Clock::time_point start = Clock::now();
@@ -143,7 +143,7 @@ int stream_one(Engine& engine, const GenerateOptions& o, const SamplingParams& s
 
 // Every prompt of the file at once; the engine runs --parallel of them at a time.
 int run_batch(Engine& engine, const std::vector<std::string>& prompts, const GenerateOptions& o,
-              const SamplingParams& sampling) {
+              const SamplingSettings& sampling) {
   std::vector<RequestRecord> records(prompts.size());
   std::mutex mutex;
   std::condition_variable all_done;
@@ -190,8 +190,7 @@ int run_batch(Engine& engine, const std::vector<std::string>& prompts, const Gen
 int run_generate(GenerateOptions o) {
   if (o.prompt.has_value() == o.prompts_file.has_value())
     return fail(make_error("give exactly one of -p/--prompt and --prompts"));
-  auto sampling = to_sampling_params(o.sampling);
-  if (!sampling.ok()) return fail(sampling.error());
+  const SamplingSettings sampling = request_sampling(o.sampling);
   std::vector<std::string> prompts;
   if (o.prompts_file) {
     auto read = read_prompts(*o.prompts_file);
@@ -202,13 +201,14 @@ int run_generate(GenerateOptions o) {
   if (!path.ok()) return fail(path.error());
   auto config = to_engine_config(o.engine);
   if (!config.ok()) return fail(config.error());
+  if (Status s = apply_sampling_defaults(o.sampling, *config); !s.ok()) return fail(s.error());
   // Every prompt of the file is submitted at once: the queue must take them all.
   config->max_queued_requests =
       std::max<int32_t>(config->max_queued_requests, static_cast<int32_t>(prompts.size()));
   auto engine = Engine::load(*path, *config);
   if (!engine.ok()) return fail(engine.error());
   int code =
-      o.prompt ? stream_one(**engine, o, *sampling) : run_batch(**engine, prompts, o, *sampling);
+      o.prompt ? stream_one(**engine, o, sampling) : run_batch(**engine, prompts, o, sampling);
   (*engine)->shutdown(ShutdownMode::kDrain);
   return code;
 }

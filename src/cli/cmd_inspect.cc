@@ -1,5 +1,6 @@
 // `drift inspect -m MODEL`: what a user checks first about a GGUF file — architecture,
-// geometry, tensor formats, vocabulary, chat template and file size.
+// geometry, tensor formats, vocabulary, chat template, the sampling defaults the model gets and
+// file size.
 #include <fmt/format.h>
 
 #include <map>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "engine/sampling_defaults.h"
 #include "gguf/gguf_file.h"
 #include "model_locator.h"
 
@@ -108,6 +110,21 @@ void print_chat_template(const GgufFile& file) {
   if (start < text.size()) fmt::print("  | ... ({} more bytes)\n", text.size() - start);
 }
 
+// What a request that sets no sampling field gets with this model and no flags, and where each
+// value comes from (the model's general.sampling.* keys, else llama.cpp's defaults).
+void print_sampling_defaults(const GgufFile& file) {
+  RecommendedSampling recommended = read_recommended_sampling(file);
+  auto defaults = resolve_sampling_defaults({}, recommended.settings, SamplingDefaultsBase::kModel);
+  if (!defaults.ok()) {
+    fmt::print("sampling defaults: {}\n", defaults.error().message);
+    return;
+  }
+  fmt::print("sampling defaults (flags and --sampling-defaults change them):\n");
+  for (const SamplingDefaults::Field& f : defaults->fields())
+    fmt::print("  {:<40} {} ({})\n", f.name, f.value, sampling_source_name(f.source));
+  for (const std::string& why : recommended.ignored) fmt::print("  ignored: {}\n", why);
+}
+
 int run_inspect(const InspectOptions& options) {
   auto path = resolve_model_path(options.model);
   if (!path.ok()) {
@@ -130,6 +147,7 @@ int run_inspect(const InspectOptions& options) {
   print_tensor_formats(*file);
   print_vocabulary(*file);
   print_chat_template(*file);
+  print_sampling_defaults(*file);
   if (options.list_metadata) {
     fmt::print("metadata:\n");
     for (const GgufKeyValue& kv : file->metadata())

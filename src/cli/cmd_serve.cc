@@ -24,6 +24,7 @@
 #include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "model_locator.h"
+#include "sampling_options.h"
 #include "server/http_server.h"
 #include "server/openai_service.h"
 #include "tokenizer/chat_prompt.h"
@@ -46,6 +47,7 @@ struct ServeOptions {
   int64_t max_connections = 1024;
   double drain_timeout_seconds = 30;
   EngineOptions engine;  // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
+  SamplingOptions sampling;  // the server's defaults: --temp, --top-k, ..., --sampling-defaults
 };
 
 // Sockets are file descriptors: let the process use as many as it may.
@@ -69,6 +71,7 @@ Expected<std::string> read_text_file(const std::string& path) {
 Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& path,
                                                           const ServeOptions& o) {
   DRIFT_ASSIGN_OR_RETURN(EngineConfig config, to_engine_config(o.engine));
+  DRIFT_RETURN_IF_ERROR(apply_sampling_defaults(o.sampling, config));
   DRIFT_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
   DRIFT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(file));
   std::optional<std::string> override_source;
@@ -177,9 +180,10 @@ class ServeCommand {
         const EngineSetup& s = model->engine->setup();
         spdlog::info(
             "drift serve: ready: context {} tokens, {} KV pages of {} tokens, up to {} "
-            "sequences, queue limit {}, {} threads",
+            "sequences, queue limit {}, {} threads; sampling defaults ({}): {}",
             s.max_model_len, s.num_kv_pages, s.kv_layout.page_size, s.scheduler.max_num_seqs,
-            s.max_queued_requests, s.threads);
+            s.max_queued_requests, s.threads, sampling_defaults_base_name(s.sampling.base),
+            s.sampling.describe());
       });
     });
 
@@ -227,6 +231,7 @@ void register_serve(CLI::App& app) {
                   "seconds SIGTERM waits for requests in flight")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  register_sampling_default_options(*cmd, o->sampling);
   register_engine_options(*cmd, o->engine);
   cmd->add_option("--default-max-tokens", o->engine.default_max_tokens,
                   "max_tokens of a request that gives none (capped by the context left)")

@@ -141,6 +141,9 @@ Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
   AcceptedRequest accepted;
   SequenceRequest& seq = accepted.sequence;
   seq.id = id;
+  seq.sampling = setup_.sampling.resolve(request.sampling);
+  if (Status s = seq.sampling.validate(); !s.ok())
+    return make_error("request {}: sampling: {}", id, s.message());
   const EngineClock::time_point now = EngineClock::now();
   if (auto* tokens = std::get_if<std::vector<TokenId>>(&request.prompt)) {
     seq.prompt = std::move(*tokens);
@@ -166,7 +169,6 @@ Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
   } else {
     DRIFT_ASSIGN_OR_RETURN(seq.max_new_tokens, size_request(request, id, seq.prompt));
   }
-  seq.sampling = std::move(request.sampling);
   seq.priority = request.priority;
   accepted.text = codec_->start_stream();
   return accepted;
@@ -209,8 +211,6 @@ Expected<int32_t> Engine::size_request(const Request& request, RequestId id,
         "{} tokens, but the cache has {} pages ({} tokens)",
         id, prompt_len, max_new_tokens, pages, setup_.kv_layout.page_size, setup_.num_kv_pages,
         kv_tokens);
-  if (Status s = request.sampling.validate(); !s.ok())
-    return make_error("request {}: sampling: {}", id, s.message());
   return max_new_tokens;
 }
 

@@ -78,6 +78,9 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   if (config.default_max_tokens < 1)
     return make_error("default_max_tokens must be >= 1, got {}", config.default_max_tokens);
   setup.default_max_tokens = config.default_max_tokens;
+  DRIFT_ASSIGN_OR_RETURN(setup.sampling,
+                         resolve_sampling_defaults(config.sampling, model.recommended_sampling,
+                                                   config.sampling_defaults));
   if (config.max_queued_requests < 1)
     return make_error("max_queued_requests must be >= 1, got {}", config.max_queued_requests);
   setup.max_queued_requests = config.max_queued_requests;

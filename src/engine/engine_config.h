@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/sampling_defaults.h"
 #include "engine/session_store.h"
 #include "kv/kv_capacity.h"
 #include "kv/kv_layout.h"
@@ -47,6 +48,11 @@ struct EngineConfig {
   int32_t threads = 1;
   // Conversation sessions (Request::session_id): caps and idle time-to-live.
   SessionConfig sessions;
+  // Sampling defaults for the fields a request leaves unset (sampling_defaults.h): the
+  // operator's settings (e.g. `drift serve --temp`), over the model's recommendation, over
+  // llama.cpp's defaults, or OpenAI's with sampling_defaults = kOpenAI.
+  SamplingSettings sampling;
+  SamplingDefaultsBase sampling_defaults = SamplingDefaultsBase::kModel;
 };
 
 // What the engine must know about the model, whichever executor runs it.
@@ -60,6 +66,8 @@ struct ModelFacts {
   int32_t num_layers = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;  // the larger of the K and V head widths, so the budget is never exceeded
+  // The sampling the model's file recommends (general.sampling.*); empty when it has none.
+  SamplingSettings recommended_sampling;
 };
 
 // Everything the engine derives at construction; the executor is built from it.
@@ -73,6 +81,7 @@ struct EngineSetup {
   int32_t max_queued_requests = 0;
   int32_t threads = 0;
   SessionConfig sessions;
+  SamplingDefaults sampling;  // what unset sampling fields of a request take, and from where
 };
 
 // Validates every field (the error names it, e.g. "kv.dtype: ...", "scheduler.max_num_seqs ...")

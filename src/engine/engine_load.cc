@@ -7,12 +7,14 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/cpu_features.h"
+#include "util/log.h"
 
 namespace drift {
 
 namespace {
 
-ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer) {
+ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer,
+                       const GgufFile& file) {
   ModelFacts facts;
   std::span<const int32_t> eog = tokenizer.eog_tokens();
   facts.eog_token_ids.assign(eog.begin(), eog.end());
@@ -22,6 +24,10 @@ ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer) {
   facts.num_kv_heads = int32_t(config.n_kv_heads);
   // KVLayout has one head width; the larger of K's and V's keeps the budget an upper bound.
   facts.head_dim = int32_t(std::max(config.head_dim, config.head_dim_v));
+  RecommendedSampling recommended = read_recommended_sampling(file);
+  for (const std::string& why : recommended.ignored)
+    spdlog::warn("{}: sampling recommendation ignored: {}", file.path(), why);
+  facts.recommended_sampling = std::move(recommended.settings);
   return facts;
 }
 
@@ -32,7 +38,7 @@ Expected<std::unique_ptr<Engine>> Engine::load(const std::string& model_path,
   DRIFT_ASSIGN_OR_RETURN(Isa isa, select_isa(detect_cpu_features()));
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(model_path, isa));
   DRIFT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(model->file()));
-  const ModelFacts facts = model_facts(model->config(), tokenizer);
+  const ModelFacts facts = model_facts(model->config(), tokenizer, model->file());
   const Model& loaded = *model;
   auto make_executor = [&](const EngineSetup& setup) -> Expected<std::unique_ptr<Executor>> {
     CpuExecutorConfig c;

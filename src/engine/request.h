@@ -38,8 +38,9 @@ struct Request {
   // of max_model_len and of the KV cache after the prompt. Given: prompt + max_tokens must fit in
   // max_model_len, or the request is rejected.
   std::optional<int32_t> max_tokens;
-  // Temperature, top-k/p, penalties, seed, stop_token_ids, ignore_eos.
-  SamplingParams sampling;
+  // Temperature, top-k/p, penalties, seed, stop_token_ids, ignore_eos. Each field left unset
+  // takes the engine's default (EngineSetup::sampling, sampling_defaults.h).
+  SamplingSettings sampling;
   // Larger is admitted first under the priority policy, and preempted last.
   int32_t priority = 0;
   // Continue (or open) this conversation session (session_store.h): the prompt becomes the

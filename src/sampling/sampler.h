@@ -1,14 +1,26 @@
-// Turns one row of logits into a token: penalties, temperature, top-k, top-p, min-p, then a draw
-// from the request's counter-based random stream (or argmax when temperature is 0).
+// Turns one row of logits into a token: penalties, then top-k, top-p, min-p and temperature in
+// the order params.order gives, then a draw from the request's counter-based random stream (or
+// argmax when temperature is 0).
 //
-// Order of operations (as vLLM applies them):
-//   1. repetition penalty over prompt + generated tokens (logit / p if positive, * p if not),
-//      presence and frequency penalties over generated tokens only;
+// Order of operations:
+//   1. penalties, over the last penalty_last_n tokens of the history (all of it when -1): the
+//      repetition penalty over prompt and generated tokens (logit / p if positive, * p if not),
+//      presence and frequency penalties over generated tokens only (OpenAI's and vLLM's rule);
 //   2. temperature 0: argmax of the penalised logits (lowest id on ties), done;
-//   3. logits / temperature, softmax;
-//   4. top-k, then top-p (smallest set of most likely tokens whose mass reaches top_p), then
-//      min-p (drop tokens below min_p * the most likely one's probability), renormalised;
-//   5. inverse-CDF draw with u = stream_uniform(seed, index of the token being generated).
+//   3. the four filters, in params.order (default llama.cpp's: top-k, top-p, min-p,
+//      temperature), each on the candidates the previous ones kept, with the probabilities they
+//      give (softmax of logit / temperature if the temperature stage came before, else of the
+//      logit, renormalised over the kept candidates):
+//        top-k: the k most likely;
+//        top-p: the smallest most-likely-first set whose mass reaches top_p (the crossing token
+//               included);
+//        min-p: those with probability >= min_p * the most likely one's;
+//        temperature: divides the logits from here on;
+//   4. inverse-CDF draw over the kept candidates, in the order the filters left them (most
+//      likely first as far as one sorted them, by id when none ran), with
+//      u = stream_uniform(seed, index of the token being generated).
+// With the default order a temperature changes only how the kept tokens share the mass, not
+// which are kept; a model's general.sampling.sequence may put temperature first (as vLLM does).
 #pragma once
 
 #include <cstdint>
@@ -32,8 +44,7 @@ class SamplerScratch {
   std::vector<int32_t> counts_;      // [n_vocab] occurrences in the generated tokens
   std::vector<uint8_t> in_history_;  // [n_vocab] 1 if in prompt or generated tokens
   std::vector<int32_t> touched_;     // ids whose counts_/in_history_ entries are set
-  std::vector<int32_t> candidates_;  // [n_vocab] token ids, ordered by probability
-  std::vector<float> probs_;         // [n_vocab] probabilities by token id
+  std::vector<int32_t> candidates_;  // [n_vocab] token ids, most likely first as far as needed
 };
 
 // Samples the next token. `logits` ([n_vocab], modified in place by penalties and temperature);

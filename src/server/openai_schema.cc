@@ -152,9 +152,10 @@ MaybeError parse_common(const json& body, GenerationOptions& o) {
   if (auto e = get_number(body, "top_p", 0, 1, true, d)) return e;
   if (d) o.sampling.top_p = float(*d);
   d.reset();
-  // top_k: -1 and 0 mean "no limit", as in vLLM and llama.cpp.
+  // top_k: -1 and 0 mean "no limit", as in vLLM and llama.cpp: an explicit 0 that overrides a
+  // default top-k (absent would take it).
   if (auto e = get_int(body, "top_k", -1, kInt32Max, i)) return e;
-  if (i && *i >= 1) o.sampling.top_k = int32_t(*i);
+  if (i) o.sampling.top_k = *i >= 1 ? int32_t(*i) : 0;
   i.reset();
   if (auto e = get_number(body, "min_p", 0, 1, false, d)) return e;
   if (d) o.sampling.min_p = float(*d);

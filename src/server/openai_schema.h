@@ -29,7 +29,9 @@ inline constexpr int32_t kMaxTopLogprobs = 20;        // chat's top_logprobs (as
 // Generation settings shared by both endpoints.
 struct GenerationOptions {
   std::optional<int32_t> max_tokens;  // max_tokens or max_completion_tokens; >= 1
-  SamplingParams sampling;            // temperature, top_p/k, min_p, penalties, seed, ignore_eos
+  // temperature, top_p/k, min_p, penalties, seed, ignore_eos; the fields the body does not give
+  // stay unset and take the engine's defaults.
+  SamplingSettings sampling;
   int32_t n = 1;
   std::vector<std::string> stop;  // non-empty strings
   bool stream = false;

@@ -4,7 +4,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cmath>
 #include <random>
+#include <type_traits>
 
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
@@ -230,13 +232,46 @@ void OpenAIService::metrics(const HttpRequest& request,
   access_log(request, 200, 0, 0, std::nullopt);
 }
 
+namespace {
+
+// /v1/models' "sampling_defaults": what a request that leaves a field out gets, and where each
+// value came from ("configured" by the server's flags, "model", "llama.cpp", "openai").
+json sampling_defaults_json(const SamplingDefaults& d) {
+  const SamplingParams& p = d.params;
+  const SamplingDefaults::Sources& s = d.sources;
+  auto entry = [](auto value, SamplingSource source) {
+    if constexpr (std::is_same_v<decltype(value), float>) {
+      // 0.8f as a double is 0.800000011920929; clients compare against 0.8.
+      return json{{"value", std::round(double(value) * 1e6) / 1e6},
+                  {"source", sampling_source_name(source)}};
+    } else {
+      return json{{"value", value}, {"source", sampling_source_name(source)}};
+    }
+  };
+  return json{{"base", sampling_defaults_base_name(d.base)},
+              {"temperature", entry(p.temperature, s.temperature)},
+              {"top_k", entry(p.top_k.value_or(0), s.top_k)},
+              {"top_p", entry(p.top_p, s.top_p)},
+              {"min_p", entry(p.min_p, s.min_p)},
+              {"repetition_penalty", entry(p.repetition_penalty, s.repetition_penalty)},
+              {"penalty_last_n", entry(p.penalty_last_n, s.penalty_last_n)},
+              {"presence_penalty", entry(p.presence_penalty, s.presence_penalty)},
+              {"frequency_penalty", entry(p.frequency_penalty, s.frequency_penalty)},
+              {"order", entry(sampler_order_string(p.order), s.order)}};
+}
+
+}  // namespace
+
 void OpenAIService::models(const HttpRequest& request,
                            const std::shared_ptr<HttpExchange>& exchange) {
   json model{{"id", config_.served_model_name},
              {"object", "model"},
              {"created", unix_now()},
              {"owned_by", "drift"}};
-  if (model_) model["max_model_len"] = model_->engine->setup().max_model_len;
+  if (model_) {
+    model["max_model_len"] = model_->engine->setup().max_model_len;
+    model["sampling_defaults"] = sampling_defaults_json(model_->engine->setup().sampling);
+  }
   reply_json(request, exchange, 200,
              dump_json(json{{"object", "list"}, {"data", json::array({model})}}));
 }

@@ -1,12 +1,16 @@
 // Per-request sampling settings: a plain value shared by the scheduler, which hands each
 // sequence's settings to the executor in every StepPlan item, and the sampling library, which
-// applies them to the logits. The defaults sample from the model's distribution unchanged.
+// applies them to the logits. SamplingParams' own field defaults sample from the model's
+// distribution unchanged; what a request that sets nothing gets is decided by the engine
+// (engine/sampling_defaults.h), from SamplingSettings layered over those defaults.
 #pragma once
 
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/error.h"
@@ -26,6 +30,26 @@ struct TokenLogprobs {
   std::array<float, kMaxTopLogprobs> top_logprobs{};
 };
 
+// The filters of a draw, applied one after the other to the candidates that are left
+// (sampler.h). Penalties always come first, on the raw logits.
+enum class SamplerStage : uint8_t { kTopK, kTopP, kMinP, kTemperature };
+inline constexpr int kNumSamplerStages = 4;
+
+// The order of the filters: always all four, each once. The default is llama.cpp's
+// (top-k, top-p, min-p, then temperature), so top-p and min-p measure the untempered
+// distribution; a model may recommend another (general.sampling.sequence).
+struct SamplerOrder {
+  std::array<SamplerStage, kNumSamplerStages> stages = {
+      SamplerStage::kTopK, SamplerStage::kTopP, SamplerStage::kMinP, SamplerStage::kTemperature};
+  bool operator==(const SamplerOrder&) const = default;
+};
+
+// "top_k", "top_p", "min_p", "temperature" (llama.cpp's sampler names).
+std::string_view sampler_stage_name(SamplerStage stage);
+// The stages joined by ';' as general.sampling.sequence writes them:
+// "top_k;top_p;min_p;temperature".
+std::string sampler_order_string(const SamplerOrder& order);
+
 struct SamplingParams {
   // Logits are divided by this before softmax; 0 selects greedy decoding (argmax).
   float temperature = 1.0f;
@@ -40,6 +64,9 @@ struct SamplingParams {
   // Divides positive logits (multiplies negative ones) of every token present in the prompt or
   // the generated text. 1 disables it; above 1 discourages repetition.
   float repetition_penalty = 1.0f;
+  // Repetition, presence and frequency penalties look at the last penalty_last_n tokens of the
+  // history only (llama.cpp's penalty_last_n); -1: the whole history; 0: no penalties at all.
+  int32_t penalty_last_n = -1;
   // Subtracted once from the logit of every token that appears in the generated text.
   float presence_penalty = 0.0f;
   // Subtracted from a token's logit once per occurrence in the generated text.
@@ -54,6 +81,8 @@ struct SamplingParams {
   // Report each sampled token's log-probability and this many most likely alternatives
   // (0..kMaxTopLogprobs). Absent: none.
   std::optional<int32_t> logprobs;
+  // The order in which top-k, top-p, min-p and temperature are applied.
+  SamplerOrder order;
 
   bool greedy() const { return temperature == 0.0f; }
 
@@ -69,6 +98,9 @@ struct SamplingParams {
     if (!std::isfinite(repetition_penalty) || repetition_penalty <= 0.0f)
       return make_error("repetition_penalty must be a finite number > 0, got {}",
                         repetition_penalty);
+    if (penalty_last_n < -1)
+      return make_error("penalty_last_n must be -1 (whole history), 0 (off) or > 0, got {}",
+                        penalty_last_n);
     if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
       return make_error("presence_penalty must be in [-2, 2], got {}", presence_penalty);
     if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
@@ -79,6 +111,27 @@ struct SamplingParams {
       if (id < 0) return make_error("stop_token_ids must be >= 0, got {}", id);
     return Status::Ok();
   }
+};
+
+// Sampling as a caller asks for it: every field that has a default is optional, so a field the
+// caller did not set is told apart from one set to the default's value, and only unset fields
+// take the engine's defaults (engine/sampling_defaults.h). Also the shape of each layer of
+// defaults (a model's recommendation, an operator's flags).
+struct SamplingSettings {
+  std::optional<float> temperature;  // 0: greedy
+  std::optional<int32_t> top_k;      // 0: no limit (overrides a default top-k)
+  std::optional<float> top_p;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  std::optional<int32_t> penalty_last_n;
+  std::optional<float> presence_penalty;
+  std::optional<float> frequency_penalty;
+  std::optional<SamplerOrder> order;
+  // Not defaulted: taken as they are.
+  std::optional<uint64_t> seed;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  std::optional<int32_t> logprobs;
 };
 
 }  // namespace drift

@@ -7,11 +7,15 @@ prompt comes from the jinja2 fixtures (tests/data/templates/fixtures.json), not 
 import json
 import os
 import pathlib
+import re
 import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "common"))
+from plausible_text import dictionary_share  # noqa: E402
 DRIFT = os.environ.get("DRIFT_BIN", str(ROOT / "build" / "bin" / "drift"))
 CACHE = pathlib.Path(os.environ.get("DRIFT_CACHE", pathlib.Path.home() / ".cache" / "drift"))
 SMOLLM2 = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -98,6 +102,77 @@ def test_chat_keeps_the_conversation_and_reset_forgets_it():
     assert replies[1] != replies[0]
 
 
+CHAT_QUESTIONS = ["What is 2+2?", "What is the capital of France?", "Name three fruits."]
+
+
+def test_chat_with_default_sampling_says_which_and_answers_in_words():
+    # No sampling flags: the model's recommendation or llama.cpp's defaults (SmolLM2 has none).
+    out = drift("chat", "-m", SMOLLM2, "-n", 48, "--seed", 1, "--stats",
+                stdin="\n".join(CHAT_QUESTIONS) + "\n")
+    assert "sampling: temperature 0.8 (llama.cpp), top_k 40 (llama.cpp), top_p 0.95 (llama.cpp), " \
+        "min_p 0.05 (llama.cpp)" in out.stderr
+    assert "seed 1" in out.stderr
+    replies = [r.strip() for r in out.stdout.split("> ") if r.strip()]
+    assert len(replies) == 3, out.stdout
+    share, n = dictionary_share(replies)
+    assert n >= 30 and share >= 0.93, (share, replies)
+    stats = re.findall(r"^-- (\d+) tokens, TTFT (\d+) ms, ([\d.]+) tokens/s$", out.stderr, re.M)
+    assert len(stats) == 3, out.stderr
+    assert all(int(tokens) >= 1 and float(speed) > 0 for tokens, _, speed in stats)
+
+
+def test_chat_answers_arithmetic():
+    # Greedy: the answer contains the right number.
+    greedy = drift("chat", "-m", SMOLLM2, "-n", 32, "--temp", 0, stdin="What is 2+2?\n")
+    assert re.search(r"\b4\b", greedy.stdout), greedy.stdout
+    assert "temperature 0 (configured)" in greedy.stderr
+    # Sampled with the defaults, most seeds still say 4 (measured: 4 of these 8 with the
+    # llama.cpp defaults, 0 with the former temperature-1-nothing-else defaults).
+    right = 0
+    for seed in range(1, 9):
+        reply = drift("chat", "-m", SMOLLM2, "-n", 48, "--seed", seed, stdin="What is 2+2?\n")
+        right += bool(re.search(r"\b4\b", reply.stdout))
+    assert right >= 2
+
+
+def test_inspect_shows_the_sampling_defaults_and_their_source():
+    out = drift("inspect", "-m", SMOLLM2).stdout
+    assert re.search(r"^  temperature +0\.8 \(llama\.cpp\)$", out, re.M), out
+    assert re.search(r"^  order +top_k;top_p;min_p;temperature \(llama\.cpp\)$", out, re.M), out
+
+
+@pytest.fixture(scope="module")
+def smollm2_with_recommendation(tmp_path_factory):
+    """SmolLM2 with a sampling recommendation in its metadata, keyed as llama.cpp names them."""
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    from gguf_metadata import copy_with_metadata
+    path = tmp_path_factory.mktemp("models") / "smollm2-recommended.gguf"
+    copy_with_metadata(SMOLLM2, path, {
+        "general.sampling.temp": (6, 0.6),
+        "general.sampling.top_k": (5, 20),
+        "general.sampling.sequence": (8, "top_k;temperature;top_p;min_p"),
+        "general.sampling.xtc_probability": (6, 0.5),
+    })
+    return path
+
+
+def test_a_models_recommended_sampling_becomes_the_default(smollm2_with_recommendation):
+    out = drift("inspect", "-m", smollm2_with_recommendation).stdout
+    assert re.search(r"^  temperature +0\.6 \(model\)$", out, re.M), out
+    assert re.search(r"^  top_k +20 \(model\)$", out, re.M), out
+    assert re.search(r"^  top_p +0\.95 \(llama\.cpp\)$", out, re.M), out
+    assert re.search(r"^  order +top_k;temperature;top_p;min_p \(model\)$", out, re.M), out
+    assert "ignored: general.sampling.xtc_probability: drift has no such sampler" in out
+    # The engine loads it too: chat says what it uses; a flag still beats the model.
+    chat = drift("chat", "-m", smollm2_with_recommendation, "-n", 8, "--top-k", 5, stdin="Hi\n")
+    assert "temperature 0.6 (model), top_k 5 (configured)" in chat.stderr, chat.stderr
+    assert chat.stdout.strip(), chat.stdout
+    # --sampling-defaults llama.cpp ignores the recommendation.
+    plain = drift("chat", "-m", smollm2_with_recommendation, "-n", 8, "--sampling-defaults",
+                  "llama.cpp", stdin="Hi\n")
+    assert "temperature 0.8 (llama.cpp), top_k 40 (llama.cpp)" in plain.stderr, plain.stderr
+
+
 def test_chat_on_a_model_without_template_falls_back_to_chatml():
     result = drift("chat", "-m", GEMMA3, "-n", 4, "--temp", 0, stdin="Hi\n")
     assert "has no chat template; using ChatML" in result.stderr
@@ -109,6 +184,8 @@ def test_chat_on_a_model_without_template_falls_back_to_chatml():
     (["-p", "x", "--temp", "-1"], "temperature must be"),
     (["-p", "x", "-n", 100000, "-c", 64], "exceed"),
     (["-p", "x", "--admission", "sometimes"], "--admission"),
+    (["-p", "x", "--top-p", "1.5"], "top_p must be in (0, 1], got 1.5"),
+    (["-p", "x", "--sampling-defaults", "vllm"], "--sampling-defaults"),
 ])
 def test_bad_generate_options_fail_with_a_clear_message(args, message):
     result = drift("generate", "-m", SMOLLM2, *args, check=False)

@@ -10,6 +10,7 @@
 
 #include "counting_allocator.h"
 #include "engine/engine_step.h"
+#include "engine/sampling_defaults.h"
 #include "executor/cpu_executor.h"
 #include "model/model.h"
 #include "test_models.h"
@@ -56,15 +57,25 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
   auto executor = CpuExecutor::create(**model, ec);
   ASSERT_TRUE(executor.ok()) << executor.error().message;
 
-  // Four greedy requests whose decodes cross page boundaries inside the measured steps; two ask
-  // for logprobs (the chosen token's only, and 5 alternatives), which must not allocate either.
+  // Four requests whose decodes cross page boundaries inside the measured steps: two greedy, two
+  // sampled with the engine's default sampling (top-k 40, top-p, min-p, temperature) and a
+  // repetition penalty; two ask for logprobs (the chosen token's only, and 5 alternatives). None
+  // of it may allocate.
+  auto defaults = resolve_sampling_defaults({}, {}, SamplingDefaultsBase::kModel);
+  ASSERT_TRUE(defaults.ok());
   for (SeqId id = 1; id <= 4; ++id) {
     SequenceRequest r;
     r.id = id;
     for (int32_t i = 0; i < 20 + 9 * int32_t(id); ++i)
       r.prompt.push_back(100 + int32_t(id) * 50 + i);
     r.max_new_tokens = 40;
-    r.sampling.temperature = 0;
+    if (id <= 2) {
+      r.sampling.temperature = 0;
+    } else {
+      r.sampling = defaults->params;
+      r.sampling.repetition_penalty = 1.1f;
+      r.sampling.seed = id;
+    }
     if (id % 2 == 0) r.sampling.logprobs = id == 2 ? 0 : 5;
     ASSERT_TRUE((*scheduler)->add(std::move(r)).ok());
   }

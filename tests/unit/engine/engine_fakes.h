@@ -47,7 +47,7 @@ struct FakeModel {
 
   // What `seq` generates alone: EOS (unless ignored) and stop tokens end it, as does the limit.
   std::vector<TokenId> reference(SeqId seq, std::vector<TokenId> history, int32_t max_new_tokens,
-                                 const SamplingParams& sampling = {}) const {
+                                 const SamplingSettings& sampling = {}) const {
     std::vector<TokenId> out;
     while (int32_t(out.size()) < max_new_tokens) {
       TokenId t = next_token(seq, history);

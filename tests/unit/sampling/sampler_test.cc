@@ -105,14 +105,22 @@ TEST(Sampler, TopPNeverSamplesOutsideTheNucleus) {
 }
 
 TEST(Sampler, TopPOverALargeFlatVocabularySortsBeyondThePartialPrefix) {
-  // 4000 equally likely tokens: top_p 0.9 must keep 3600 of them, more than the partial sort
-  // looks at first.
+  // 4000 equally likely tokens (ties ordered by id): top_p 0.9 must keep ids 0..3599, far more
+  // than the 512 the first partial sort orders. Kept uniformly, 3088/3600 of the draws land in
+  // 512..3599; a nucleus cut at the partial-sort size would put none there.
   SamplingParams p;
   p.top_p = 0.9f;
   std::vector<float> flat(4000, 1.0f);
-  int beyond = 0;
-  for (int seed = 0; seed < 2000; ++seed) beyond += sample(flat, p, {}, 0, seed) >= 3600;
+  const int N = 2000;
+  int beyond = 0, past_first_sort = 0;
+  for (int seed = 0; seed < N; ++seed) {
+    const int32_t id = sample(flat, p, {}, 0, seed);
+    beyond += id >= 3600;
+    past_first_sort += id >= 512 && id < 3600;
+  }
   EXPECT_EQ(beyond, 0);
+  const double share = 3088.0 / 3600.0;
+  EXPECT_NEAR(past_first_sort, N * share, 5 * std::sqrt(N * share * (1 - share)));
 }
 
 TEST(Sampler, MinPDropsUnlikelyTokens) {
@@ -120,6 +128,102 @@ TEST(Sampler, MinPDropsUnlikelyTokens) {
   p.min_p = 0.2f;  // threshold 0.2 * 0.6 = 0.12: drops the 0.1 token
   std::vector<float> logits = {std::log(0.6f), std::log(0.3f), std::log(0.1f)};
   for (int seed = 0; seed < 3000; ++seed) EXPECT_NE(sample(logits, p, {}, 0, seed), 2);
+}
+
+// Empirical frequencies of `N` draws (one stream per seed) are each within 5 binomial standard
+// deviations of the hand-computed `want` (tokens absent from `want` must never be drawn).
+void expect_distribution(const std::vector<float>& logits, const SamplingParams& p,
+                         const std::vector<double>& want) {
+  const int N = 20000;
+  std::vector<int> counts(logits.size(), 0);
+  for (int seed = 0; seed < N; ++seed) counts[size_t(sample(logits, p, {}, 0, seed))] += 1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double q = i < want.size() ? want[i] : 0.0;
+    if (q == 0.0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " is outside the kept set";
+    } else {
+      EXPECT_NEAR(counts[i], N * q, 5 * std::sqrt(N * q * (1 - q))) << "token " << i;
+    }
+  }
+}
+
+std::vector<float> log_probs(const std::vector<float>& probs) {
+  std::vector<float> logits;
+  for (float q : probs) logits.push_back(std::log(q));
+  return logits;
+}
+
+TEST(Sampler, TopKRenormalisesOverTheKMostLikely) {
+  SamplingParams p;
+  p.top_k = 2;  // [0.5, 0.3] of [0.5, 0.3, 0.15, 0.05] -> [0.625, 0.375]
+  expect_distribution(log_probs({0.5f, 0.3f, 0.15f, 0.05f}), p, {0.625, 0.375});
+}
+
+TEST(Sampler, DefaultOrderCutsTopPBeforeTheTemperature) {
+  // llama.cpp's order: top_p 0.75 on [0.5, 0.3, 0.15, 0.05] keeps tokens 0 and 1 (0.5 < 0.75 <=
+  // 0.8), then temperature 2 takes square roots: sqrt(.5) : sqrt(.3) = 0.5635 : 0.4365.
+  SamplingParams p;
+  p.top_p = 0.75f;
+  p.temperature = 2.0f;
+  expect_distribution(log_probs({0.5f, 0.3f, 0.15f, 0.05f}), p, {0.5635, 0.4365});
+}
+
+TEST(Sampler, TemperatureFirstCutsTopPOnTheTemperedDistribution) {
+  // Temperature 2 first: sqrt of [0.5, 0.3, 0.15, 0.05] = [.7071, .5477, .3873, .2236] / 1.8657
+  // = [.3790, .2936, .2076, .1199]; top_p 0.75 then needs three tokens (.6726 < .75 <= .8802),
+  // renormalised: [.4306, .3335, .2359].
+  SamplingParams p;
+  p.top_p = 0.75f;
+  p.temperature = 2.0f;
+  p.order.stages = {SamplerStage::kTemperature, SamplerStage::kTopK, SamplerStage::kTopP,
+                    SamplerStage::kMinP};
+  expect_distribution(log_probs({0.5f, 0.3f, 0.15f, 0.05f}), p, {0.4306, 0.3335, 0.2359});
+}
+
+TEST(Sampler, MinPMeasuresTheDistributionAtItsPlaceInTheOrder) {
+  // [0.6, 0.3, 0.1], min_p 0.2: before the temperature the threshold is 0.12, so token 2 goes;
+  // temperature 3 first flattens them to cube roots [.8434, .6694, .4642], and .4642 >= 0.2 *
+  // .8434 keeps all three: [.4211, .3342, .2318].
+  const std::vector<float> logits = log_probs({0.6f, 0.3f, 0.1f});
+  SamplingParams p;
+  p.min_p = 0.2f;
+  p.temperature = 3.0f;
+  const double a = std::cbrt(0.6), b = std::cbrt(0.3);
+  expect_distribution(logits, p, {a / (a + b), b / (a + b)});
+  p.order.stages = {SamplerStage::kTemperature, SamplerStage::kTopK, SamplerStage::kTopP,
+                    SamplerStage::kMinP};
+  expect_distribution(logits, p, {0.4211, 0.3342, 0.2318});
+}
+
+TEST(Sampler, TheFourFiltersChainInTheDefaultOrder) {
+  // [.35, .25, .2, .1, .06, .04]: top_k 4 keeps 0..3 (mass .9); top_p .75 of that (.675) needs
+  // 0..2 (.6 < .675 <= .8); min_p .6 of the best (.21) drops token 2 (.2); temperature .5
+  // squares the rest: [.1225, .0625] / .185 = [.6622, .3378].
+  SamplingParams p;
+  p.top_k = 4;
+  p.top_p = 0.75f;
+  p.min_p = 0.6f;
+  p.temperature = 0.5f;
+  expect_distribution(log_probs({0.35f, 0.25f, 0.2f, 0.1f, 0.06f, 0.04f}), p, {0.6622, 0.3378});
+}
+
+TEST(Sampler, PenaltyLastNLimitsThePenaltiesToTheRecentHistory) {
+  SamplingParams p = greedy();
+  p.repetition_penalty = 4.0f;
+  // Token 0 (logit 3) is in the history but more than 2 tokens back: not penalised.
+  p.penalty_last_n = 2;
+  EXPECT_EQ(sample({3.0f, 2.0f, 0.0f}, p, {0, 2, 2}, 3), 0);
+  // Within the window it is: 3 / 4 < 2.
+  EXPECT_EQ(sample({3.0f, 2.0f, 0.0f}, p, {2, 2, 0}, 3), 1);
+  // 0 turns the penalties off; -1 looks at the whole history.
+  p.penalty_last_n = 0;
+  EXPECT_EQ(sample({3.0f, 2.0f, 0.0f}, p, {2, 2, 0}, 3), 0);
+  p.penalty_last_n = -1;
+  EXPECT_EQ(sample({3.0f, 2.0f, 0.0f}, p, {0, 2, 2}, 3), 1);
+}
+
+TEST(SamplerOrder, NamesFollowLlamaCpp) {
+  EXPECT_EQ(sampler_order_string(SamplerOrder{}), "top_k;top_p;min_p;temperature");
 }
 
 TEST(RandomStream, UniformIsInUnitIntervalAndDependsOnBothInputs) {

@@ -26,11 +26,11 @@ TEST(CompletionSchema, ReadsEveryParameter) {
   EXPECT_EQ(std::get<std::string>(c.prompts[0]), "hi");
   const GenerationOptions& o = c.options;
   EXPECT_EQ(o.max_tokens, 7);
-  EXPECT_FLOAT_EQ(o.sampling.temperature, 0.5f);
-  EXPECT_FLOAT_EQ(o.sampling.top_p, 0.9f);
+  EXPECT_FLOAT_EQ(o.sampling.temperature.value_or(-1), 0.5f);
+  EXPECT_FLOAT_EQ(o.sampling.top_p.value_or(-1), 0.9f);
   EXPECT_EQ(o.sampling.top_k, 40);
-  EXPECT_FLOAT_EQ(o.sampling.min_p, 0.05f);
-  EXPECT_FLOAT_EQ(o.sampling.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(o.sampling.min_p.value_or(-1), 0.05f);
+  EXPECT_FLOAT_EQ(o.sampling.repetition_penalty.value_or(-1), 1.1f);
   EXPECT_EQ(o.sampling.seed, ~uint64_t{0});  // -1 modulo 2^64
   EXPECT_TRUE(o.sampling.ignore_eos);
   EXPECT_EQ(o.stop, (std::vector<std::string>{"a", "b"}));
@@ -58,11 +58,30 @@ TEST(CompletionSchema, MaxCompletionTokensWinsAndNullIsAbsent) {
 }
 
 TEST(CompletionSchema, TopKMinusOneAndZeroMeanNoLimit) {
+  // An explicit "no limit" (0), which overrides a default top-k; absent would take it.
   for (int k : {-1, 0}) {
     auto r = parse_completion_request(json{{"prompt", "x"}, {"top_k", k}});
     ASSERT_TRUE(std::holds_alternative<CompletionRequest>(r));
-    EXPECT_FALSE(std::get<CompletionRequest>(r).options.sampling.top_k);
+    EXPECT_EQ(std::get<CompletionRequest>(r).options.sampling.top_k, 0);
   }
+}
+
+TEST(CompletionSchema, UnsetSamplingFieldsStayUnsetAndDefaultValuesStaySet) {
+  // The engine's defaults fill only what the body leaves out, so a field set to OpenAI's own
+  // default (temperature 1, top_p 1) must stay distinguishable from an absent one.
+  auto bare = parse_completion_request(json{{"prompt", "x"}});
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(bare));
+  const SamplingSettings& unset = std::get<CompletionRequest>(bare).options.sampling;
+  EXPECT_FALSE(unset.temperature || unset.top_k || unset.top_p || unset.min_p ||
+               unset.repetition_penalty || unset.presence_penalty || unset.frequency_penalty ||
+               unset.penalty_last_n || unset.order);
+  auto plain = parse_chat_request(json::parse(
+      R"({"messages": [{"role": "user", "content": "hi"}], "temperature": 1, "top_p": 1})"));
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(plain));
+  const SamplingSettings& set = std::get<ChatRequest>(plain).options.sampling;
+  EXPECT_EQ(set.temperature, 1.0f);
+  EXPECT_EQ(set.top_p, 1.0f);
+  EXPECT_FALSE(set.min_p);
 }
 
 TEST(CompletionSchema, RefusalsNameTheField) {

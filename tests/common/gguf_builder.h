@@ -1,6 +1,6 @@
-// Writes GGUF files in memory for tokenizer tests: a few metadata keys, no tensors. Tests build
-// tiny vocabularies with it and parse them back with GgufFile::parse, so every load path runs
-// without a model file.
+// Writes GGUF files in memory for tests: a few metadata keys, no tensors. Tests build tiny
+// vocabularies (or a model's sampling recommendation) with it and parse them back with
+// GgufFile::parse, so every load path runs without a model file.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,11 @@ class GgufBuilder {
   }
   GgufBuilder& add_int32(std::string_view key, int32_t value) {
     add_key(key, GgufType::kInt32);
+    put(value);
+    return *this;
+  }
+  GgufBuilder& add_float32(std::string_view key, float value) {
+    add_key(key, GgufType::kFloat32);
     put(value);
     return *this;
   }

@@ -13,6 +13,10 @@ namespace avx2 {
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
                      const AttentionQueries& queries, float* scratch);
 }  // namespace avx2
+namespace avx512 {
+void paged_attention(const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch);
+}  // namespace avx512
 
 namespace {
 
@@ -56,16 +60,19 @@ void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, 
 int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last) {
   const int64_t lanes = kAttentionLanes;
   // qT, the scores of every position (from the 8-aligned start, for up to `lanes` queries),
-  // 8 converted key columns, 32 converted value rows, oT; each part a multiple of 8 floats.
-  auto round8 = [](int64_t n) { return (n + 7) / 8 * 8; };
-  return round8(shape.head_dim * lanes) + round8(max_last + 8) * lanes +
-         round8(8 * shape.head_dim) + round8(32 * shape.head_dim_v) +
-         round8(shape.head_dim_v * lanes);
+  // 8 converted key columns, 32 converted value rows, oT; each part a multiple of 16 floats,
+  // plus 16 to align the start to 64 bytes.
+  auto round16 = [](int64_t n) { return (n + 15) / 16 * 16; };
+  return round16(shape.head_dim * lanes) + round16(max_last + 8) * lanes +
+         round16(8 * shape.head_dim) + round16(32 * shape.head_dim_v) +
+         round16(shape.head_dim_v * lanes) + 16;
 }
 
 void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
                      const AttentionQueries& queries, float* scratch) {
-  if (isa != Isa::kScalar && kv.page_size % 8 == 0)
+  if (isa == Isa::kAvx512 && kv.page_size % 8 == 0)
+    return avx512::paged_attention(shape, kv, queries, scratch);
+  if (isa == Isa::kAvx2 && kv.page_size % 8 == 0)
     return avx2::paged_attention(shape, kv, queries, scratch);
   for (int64_t i = 0; i < queries.n; ++i)
     attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i],

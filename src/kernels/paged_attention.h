@@ -26,7 +26,7 @@
 
 namespace drift::kernels {
 
-inline constexpr int64_t kAttentionLanes = 8;  // queries per block
+inline constexpr int64_t kAttentionLanes = 16;  // queries per block (one AVX-512 register)
 
 // K and V of one (layer, KV head) across pages: the block of page `pg` is at base + pg * stride.
 // Keys are stored transposed, [head_dim][page_size] (element e of the page's positions side by

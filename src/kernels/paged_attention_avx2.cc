@@ -258,6 +258,21 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
 
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
                      const AttentionQueries& queries, float* scratch) {
+  if (queries.n > kLanes) {
+    // Two blocks of at most 8: a query's result does not depend on its block.
+    AttentionQueries half{};
+    for (int64_t from = 0; from < queries.n; from += kLanes) {
+      half.n = std::min<int64_t>(kLanes, queries.n - from);
+      for (int64_t i = 0; i < half.n; ++i) {
+        half.q[i] = queries.q[from + i];
+        half.first[i] = queries.first[from + i];
+        half.last[i] = queries.last[from + i];
+        half.out[i] = queries.out[from + i];
+      }
+      paged_attention(shape, kv, half, scratch);
+    }
+    return;
+  }
   bool one_range = true;
   for (int64_t i = 1; i < queries.n; ++i)
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];

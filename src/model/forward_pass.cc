@@ -169,11 +169,7 @@ void ForwardPass::matmul(const WeightMatrix& m, const float* x, int64_t x_stride
 void ForwardPass::matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x,
                                       int64_t x_stride, int64_t n_tokens, ThreadPool& pool) {
   const WeightMatrix& first = *outputs[0].m;
-  kernels::quantize_activations(isa_, first.format, x, x_stride, n_tokens, first.cols, xq_.data(),
-                                xq_row_bytes_);
-  if (first.has_panels())
-    kernels::prepare_panel_sums(first.format, xq_.data(), xq_row_bytes_, n_tokens, first.cols,
-                                sums_.data(), sums_row_bytes_);
+  quantize_input(first, x, x_stride, n_tokens, pool);
   int64_t total_units = 0;  // panels, or 16-row groups of row-layout matrices
   for (const MatmulOutput& o : outputs) total_units += (o.m->rows + 15) / 16;
   pool.run([&](int index, int count) {
@@ -198,6 +194,28 @@ void ForwardPass::matmul_shared_input(std::span<const MatmulOutput> outputs, con
         m.matmul(args, std::min(m.rows, begin * 16), std::min(m.rows, end * 16));
       }
     }
+  });
+}
+
+// Quantizes x for `m` (and its panel sums) into xq_ / sums_. A batch of many tokens is split over
+// the pool (one more barrier, but the rows are independent and otherwise a serial tail of every
+// matmul); a few tokens are done on this thread.
+void ForwardPass::quantize_input(const WeightMatrix& m, const float* x, int64_t x_stride,
+                                 int64_t n_tokens, ThreadPool& pool) {
+  auto rows = [&](int64_t begin, int64_t end) {
+    if (begin >= end) return;
+    kernels::quantize_activations(isa_, m.format, x + begin * x_stride, x_stride, end - begin,
+                                  m.cols, xq_.data() + begin * xq_row_bytes_, xq_row_bytes_);
+    if (m.has_panels())
+      kernels::prepare_panel_sums(m.format, xq_.data() + begin * xq_row_bytes_, xq_row_bytes_,
+                                  end - begin, m.cols, sums_.data() + begin * sums_row_bytes_,
+                                  sums_row_bytes_);
+  };
+  constexpr int64_t kParallelRows = 16;
+  if (n_tokens < kParallelRows || pool.size() == 1) return rows(0, n_tokens);
+  pool.run([&](int index, int count) {
+    const Range r = split_range(n_tokens, index, count);
+    rows(r.begin, r.end);
   });
 }
 

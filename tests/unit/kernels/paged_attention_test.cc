@@ -35,9 +35,10 @@ struct KvSetup {
 };
 
 KvSetup make_setup(int64_t head_dim, int64_t head_dim_v, int64_t positions, int64_t n_queries,
-                 uint32_t seed) {
+                   uint32_t seed, int64_t page_size = 16) {
   std::mt19937 rng(seed);
   KvSetup s;
+  s.page_size = page_size;
   s.shape = {head_dim, head_dim_v, 1.0f / std::sqrt(static_cast<float>(head_dim))};
   const int64_t n_pages = (positions + s.page_size - 1) / s.page_size;
   // K and V blocks share one stride: a page holds [K block][V block].
@@ -93,15 +94,23 @@ std::vector<std::vector<Query>> blocks(int64_t positions) {
   b.push_back(window);
   // Grouped heads: three queries with the same range.
   b.push_back({{4, 3, positions - 1}, {5, 3, positions - 1}, {6, 3, positions - 1}});
+  // A full AVX-512 block: 16 consecutive tokens; 12 queries of 4 tokens x 3 heads; 16 heads of
+  // one token.
+  std::vector<Query> causal16, grouped, heads;
+  for (int64_t i = 0; i < 16; ++i) causal16.push_back({i, 0, positions - 16 + i});
+  for (int64_t i = 0; i < 12; ++i) grouped.push_back({i, 0, positions - 4 + i / 3});
+  for (int64_t i = 0; i < 16; ++i) heads.push_back({i, 0, positions - 1});
+  b.push_back(causal16);
+  b.push_back(grouped);
+  b.push_back(heads);
   return b;
 }
 
 TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
   uint32_t seed = 3;
   for (int64_t head_dim : {64, 72, 256}) {
-    for (int64_t positions : {1, 9, 40, 300}) {
-      if (positions < 8) continue;
-      const KvSetup s = make_setup(head_dim, head_dim, positions, 8, seed++);
+    for (int64_t positions : {17, 40, 300}) {
+      const KvSetup s = make_setup(head_dim, head_dim, positions, 16, seed++);
       for (const auto& block : blocks(positions)) {
         const auto want = run(Isa::kScalar, s, block);
         for (Isa isa : isas_under_test()) {
@@ -117,9 +126,22 @@ TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
   }
 }
 
+// Pages whose size is not a multiple of 8 take the scalar path on every ISA.
+TEST(PagedAttention, OddPageSizesMatchScalar) {
+  const KvSetup s = make_setup(64, 64, 61, 16, 5, /*page_size=*/12);
+  for (const auto& block : blocks(61)) {
+    const auto want = run(Isa::kScalar, s, block);
+    for (Isa isa : isas_under_test()) {
+      const auto got = run(isa, s, block);
+      for (size_t i = 0; i < block.size(); ++i)
+        for (int64_t d = 0; d < 64; ++d) ASSERT_EQ(bits(got[i][d]), bits(want[i][d]));
+    }
+  }
+}
+
 TEST(PagedAttention, QueryResultIndependentOfItsBlock) {
   const int64_t positions = 123;
-  const KvSetup s = make_setup(64, 64, positions, 8, 11);
+  const KvSetup s = make_setup(64, 64, positions, 16, 11);
   for (Isa isa : isas_under_test()) {
     for (const auto& block : blocks(positions)) {
       const auto together = run(isa, s, block);
@@ -137,7 +159,7 @@ TEST(PagedAttention, QueryResultIndependentOfItsBlock) {
 // relative to the output's magnitude holds with a wide margin for these sizes.
 TEST(PagedAttention, ScalarCloseToDouble) {
   const int64_t positions = 200, head_dim = 64;
-  const KvSetup s = make_setup(head_dim, head_dim, positions, 8, 17);
+  const KvSetup s = make_setup(head_dim, head_dim, positions, 16, 17);
   for (const auto& block : blocks(positions)) {
     const auto got = run(Isa::kScalar, s, block);
     for (size_t i = 0; i < block.size(); ++i) {

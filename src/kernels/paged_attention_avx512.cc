@@ -1,0 +1,183 @@
+// AVX-512 paged attention for blocks of queries of several tokens (prefill): the query-lanes
+// shape of paged_attention_avx2.cc with 16 queries per register, in the same canonical order.
+// Blocks of one token (decode) and small blocks go to the AVX2 code.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/exp_approx.h"
+#include "kernels/paged_attention.h"
+
+namespace drift::kernels {
+namespace avx2 {
+void paged_attention(const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch);
+}  // namespace avx2
+
+namespace avx512 {
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int64_t kValueBlock = 32;
+
+int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
+
+// exp_approx on 16 lanes: the operations of exp_approx.h one by one (no fma), bit-identical.
+__m512 exp16(__m512 x) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512 xc =
+      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
+  const __m512 round = _mm512_set1_ps(kExpRound);
+  const __m512 n =
+      _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kExpLog2e)), round), round);
+  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(kExpLn2Hi))),
+                                 _mm512_mul_ps(n, _mm512_set1_ps(kExpLn2Lo)));
+  __m512 p = _mm512_set1_ps(kExpC5);
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC4));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC3));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC2));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC1));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC0));
+  p = _mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r);
+  p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(ni, _mm512_srli_epi32(ni, 31)), 1);
+  const __m512i n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  return _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_mul_ps(p, s1), s2), nan, x);
+}
+
+// Keys e of positions [p, p + 8) (p a multiple of 8) as 8 fp32 values.
+__m256 key_lanes(const PagedKv& kv, int64_t p, int64_t e) {
+  const uint16_t* col =
+      kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + e * kv.page_size)));
+}
+
+void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t pos = p + j;
+    const uint16_t* row =
+        kv.values + kv.page_table[pos / kv.page_size] * kv.page_stride + (pos % kv.page_size) * dim;
+    for (int64_t e = 0; e < dim; e += 16) {
+      const int64_t width = std::min<int64_t>(16, dim - e);
+      const __mmask16 m = static_cast<__mmask16>((1u << width) - 1);
+      _mm512_mask_storeu_ps(out + j * dim + e, m,
+                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + e)));
+    }
+  }
+}
+
+__mmask16 visible(__m512i first, __m512i last, int64_t p) {
+  const __m512i pv = _mm512_set1_epi32(static_cast<int32_t>(p));
+  return _mm512_cmple_epi32_mask(first, pv) & _mm512_cmple_epi32_mask(pv, last);
+}
+
+void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
+                        const AttentionQueries& queries, float* scratch) {
+  const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
+  alignas(64) int32_t first_a[kLanes], last_a[kLanes];
+  int64_t p0 = queries.first[0], p1 = queries.last[0];
+  int64_t all_from = queries.first[0], all_to = queries.last[0];
+  for (int i = 0; i < kLanes; ++i) {
+    const int64_t f = i < n ? queries.first[i] : queries.first[0];
+    const int64_t l = i < n ? queries.last[i] : queries.last[0];
+    first_a[i] = static_cast<int32_t>(f);
+    last_a[i] = static_cast<int32_t>(l);
+    p0 = std::min(p0, f);
+    p1 = std::max(p1, l);
+    all_from = std::max(all_from, f);
+    all_to = std::min(all_to, l);
+  }
+  const __m512i first = _mm512_load_si512(first_a);
+  const __m512i last = _mm512_load_si512(last_a);
+  const int64_t base = p0 / 8 * 8;
+
+  // Scratch (64-byte aligned parts): qT [D][16], scores [p1 - base + 1][16], kf [D][8],
+  // vf [32][DV], oT [DV][16].
+  auto round16 = [](int64_t v) { return (v + 15) / 16 * 16; };
+  float* qT = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
+  float* scores = qT + round16(D * kLanes);
+  float* kf = scores + round8(p1 + 8) * kLanes;
+  float* vf = kf + round16(8 * D);
+  float* oT = vf + round16(kValueBlock * DV);
+  for (int64_t e = 0; e < D; ++e)
+    for (int i = 0; i < kLanes; ++i) qT[e * kLanes + i] = i < n ? queries.q[i][e] : 0.0f;
+
+  const __m512 scale = _mm512_set1_ps(shape.scale);
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  __m512 m = neg_inf;
+  for (int64_t pb = base; pb <= p1; pb += 8) {
+    for (int64_t e = 0; e < D; ++e) _mm256_store_ps(kf + e * 8, key_lanes(kv, pb, e));
+    __m512 acc[8];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    for (int64_t e = 0; e < D; ++e) {
+      const __m512 qe = _mm512_load_ps(qT + e * kLanes);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j)
+        acc[j] = _mm512_fmadd_ps(qe, _mm512_set1_ps(kf[e * 8 + j]), acc[j]);
+    }
+    for (int64_t j = 0; j < 8 && pb + j <= p1; ++j) {
+      const __m512 s =
+          _mm512_mask_mov_ps(neg_inf, visible(first, last, pb + j), _mm512_mul_ps(acc[j], scale));
+      _mm512_store_ps(scores + (pb + j - base) * kLanes, s);
+      m = _mm512_max_ps(m, s);
+    }
+  }
+
+  __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
+  for (int64_t p = p0; p <= p1; ++p) {
+    float* s = scores + (p - base) * kLanes;
+    const __m512 w = exp16(_mm512_sub_ps(_mm512_load_ps(s), m));
+    _mm512_store_ps(s, w);
+    sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(w)));
+    sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(w, 1)));
+  }
+
+  for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
+  for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
+    const int64_t np = std::min(kValueBlock, p1 - pb + 1);
+    convert_value_rows(kv, DV, pb, np, vf);
+    for (int64_t dc = 0; dc < DV; dc += 8) {
+      const int64_t width = std::min<int64_t>(8, DV - dc);
+      __m512 acc[8];
+      for (int u = 0; u < width; ++u) acc[u] = _mm512_load_ps(oT + (dc + u) * kLanes);
+      for (int64_t j = 0; j < np; ++j) {
+        const int64_t p = pb + j;
+        const __m512 w = _mm512_load_ps(scores + (p - base) * kLanes);
+        const float* v = vf + j * DV + dc;
+        const __mmask16 seen =
+            p >= all_from && p <= all_to ? __mmask16{0xffff} : visible(first, last, p);
+        for (int u = 0; u < width; ++u)
+          acc[u] = _mm512_mask3_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u], seen);
+      }
+      for (int u = 0; u < width; ++u) _mm512_store_ps(oT + (dc + u) * kLanes, acc[u]);
+    }
+  }
+
+  const __m256 inv_lo = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_set1_pd(1.0), sum_lo));
+  const __m256 inv_hi = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_set1_pd(1.0), sum_hi));
+  const __m512 inv = _mm512_insertf32x8(_mm512_castps256_ps512(inv_lo), inv_hi, 1);
+  alignas(64) float lane[kLanes];
+  for (int64_t d = 0; d < DV; ++d) {
+    _mm512_store_ps(lane, _mm512_mul_ps(_mm512_load_ps(oT + d * kLanes), inv));
+    for (int64_t i = 0; i < n; ++i) queries.out[i][d] = lane[i];
+  }
+}
+
+}  // namespace
+
+void paged_attention(const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch) {
+  bool one_range = true;
+  for (int64_t i = 1; i < queries.n; ++i)
+    one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
+  if (one_range || queries.n <= 8) return avx2::paged_attention(shape, kv, queries, scratch);
+  attend_query_lanes(shape, kv, queries, scratch);
+}
+
+}  // namespace avx512
+}  // namespace drift::kernels

@@ -1,5 +1,7 @@
-// Matrix multiplication of a weight matrix with a batch of activation rows, for every weight
-// format, on every ISA.
+// Matrix multiplication of a weight matrix with a batch of activation rows in the file's row
+// layout, for every weight format, on every ISA. The model uses it for the formats without a
+// panel layout (kernels/panel.h repacks the others at load, with a faster order of its own); the
+// dot products here also serve tests and tools that read rows directly.
 //
 // How a caller runs a linear layer Y = X W^T:
 //

@@ -3,9 +3,9 @@
 // allocates nothing.
 //
 // Numerical contract: each token's hidden state, K/V and logits are computed by per-token
-// operations with a fixed reduction order (matmul rows per kernels/matmul.h, attention over
-// positions in increasing order), so a token's result does not depend on which other tokens or
-// sequences share the batch, nor on where a prefill chunk starts.
+// operations with a fixed reduction order (matmuls per kernels/panel.h for the formats with panels,
+// else kernels/matmul.h; attention per kernels/paged_attention.h), so a token's result does not
+// depend on which other tokens or sequences share the batch, nor on where a prefill chunk starts.
 #pragma once
 
 #include <cstdint>

@@ -23,6 +23,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/engine_step.h"
 #include "engine/gateway.h"
+#include "engine/latency_planner.h"
 #include "engine/metrics_board.h"
 #include "engine/session_store.h"
 #include "kv/kv_cache_manager.h"
@@ -36,7 +37,8 @@ class EngineWorker {
  public:
   // Everything must outlive the worker.
   EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor, Gateway& gateway,
-               ProgressLog& log, MetricsBoard& board, SessionStore& sessions);
+               ProgressLog& log, MetricsBoard& board, SessionStore& sessions,
+               const LatencyConfig& latency);
 
   // The loop; returns once a shutdown has been requested and no request is left. An unexpected
   // exception in the loop ends every request with an error and leaves the engine unhealthy (it
@@ -66,6 +68,10 @@ class EngineWorker {
   void admit(std::vector<AcceptedRequest>& requests);
   void apply_cancels(std::span<const std::shared_ptr<RequestStream>> streams);
   void cancel_all(const std::string& why);
+  void set_step_budget();
+  void learn_step_cost(const StepReport& report);
+  void publish_forecast();
+  double oldest_unserved_seconds(EngineClock::time_point now) const;
   void stamp_scheduled(const StepPlan& plan);
   void collect(std::span<const SequenceOutcome> outcomes);
   void collect_one(const SequenceOutcome& outcome, EngineClock::time_point now);
@@ -86,6 +92,8 @@ class EngineWorker {
   ProgressLog& log_;
   MetricsBoard& board_;
   SessionStore& sessions_;
+  const LatencyConfig latency_;
+  StepCostModel cost_model_;  // one per engine: one model, one thread count
   std::atomic<bool> healthy_{true};
   std::string unhealthy_reason_;  // set before healthy_ turns false
 

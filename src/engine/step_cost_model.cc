@@ -58,7 +58,7 @@ void StepCostModel::observe(const StepShape& shape, double seconds) {
   refit();
 }
 
-bool StepCostModel::calibrated() const { return prefill_steps_ >= 2 && decode_steps_ >= 2; }
+bool StepCostModel::calibrated() const { return prefill_steps_ >= 1 && decode_steps_ >= 1; }
 
 void StepCostModel::refit() {
   // Rule: the non-negative least-squares fit. With four terms, every subset of free terms is

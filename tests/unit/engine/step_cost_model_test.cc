@@ -44,8 +44,8 @@ TEST(StepCostModel, UncalibratedUntilItHasSeenPrefillAndDecodeSteps) {
   model.observe(StepShape{200, 0, 20100}, 0.10);
   EXPECT_FALSE(model.calibrated()) << "no decode step seen";
   model.observe(StepShape{0, 4, 400}, 0.002);
-  model.observe(StepShape{0, 8, 800}, 0.003);
   EXPECT_TRUE(model.calibrated());
+  model.observe(StepShape{0, 8, 800}, 0.003);
   model.observe(StepShape{10, 1, 10}, -1.0);  // ignored: not a time
   model.observe(StepShape{10, 1, 10}, std::nan(""));
   EXPECT_EQ(model.steps_observed(), 4u);

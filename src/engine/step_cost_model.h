@@ -7,7 +7,8 @@
 // by `decay` per later step (an exponential moving average of the normal equations, so the model
 // follows a machine whose speed changes — another process, a thermal limit — within
 // ~1/(1-decay) steps).
-// Costs are never negative (the fit is constrained). The engine owns one per model and thread
+// Costs are never negative (the fit is constrained); attention's is learned only from steps that
+// attend over many positions. The engine owns one per model and thread
 // count (one per engine); the scheduler only ever sees the token budget derived from it.
 // observe and predict allocate nothing.
 #pragma once
@@ -63,8 +64,9 @@ class StepCostModel {
   void refit();
 
   double decay_;
-  Matrix gram_{};  // decayed sum of x x^T over steps, x the scaled shape
-  Vector moment_{};  // decayed sum of x * seconds
+  Matrix gram_{};  // decayed, weighted sum of x x^T over steps, x the scaled shape
+  Vector moment_{};  // decayed, weighted sum of x * seconds
+  bool attention_seen_ = false;  // a step attended over enough positions to fit its cost
   StepCosts costs_;
   uint64_t steps_ = 0;
   uint64_t prefill_steps_ = 0;

@@ -109,6 +109,22 @@ TEST(StepCostModel, FollowsAMachineThatSlowsDown) {
               0.01 * clock.truth.seconds(typical));
 }
 
+TEST(StepCostModel, AfterOneShortPrefillALongPromptCostsItsTokensNotTheirSquare) {
+  // What a server sees first: a warm-up of 51 prompt tokens, then its decodes. That one prefill
+  // step could be explained by attention (51 * 52 / 2 positions) as well as by tokens; taking
+  // the quadratic would predict a 600-token prompt at ~40 s instead of ~3.3 s.
+  const StepCosts truth{0.015, 0.0055, 0.005, 0};
+  StepCostModel model;
+  model.observe(StepShape{51, 0, 51 * 52 / 2}, truth.seconds(StepShape{51, 0, 0}));
+  // Decode times jitter (here: drift upwards by 0.3 ms a step as the context grows by one), which
+  // attention could "explain" too.
+  for (int i = 0; i < 7; ++i)
+    model.observe(StepShape{0, 1, 52 + i}, truth.seconds(StepShape{0, 1, 0}) + 3e-4 * i);
+  ASSERT_TRUE(model.calibrated());
+  const StepShape prompt{600, 0, 600 * 601 / 2};
+  EXPECT_NEAR(model.predict(prompt), truth.seconds(prompt), 0.1 * truth.seconds(prompt));
+}
+
 TEST(StepCostModel, NeverLearnsANegativeCost) {
   // Steps whose time does not grow with attended positions (a tiny model): the unconstrained fit
   // could give a negative cost per position to explain noise; the constrained one gives 0.

@@ -3,8 +3,11 @@
 //
 //   take intake (sleep on the gateway's condition variable when there is nothing to run)
 //   → admit new requests, apply cancels (and, on shutdown(abort), cancel everything)
+//   → plan the step's prefill token budget from the step cost model and the latency targets
 //   → run_engine_step: schedule_step, executor.run, on_step_executed      [allocation-free]
-//   → turn outcomes into events (detokenize, usage, timings), publish metrics, deliver events
+//   → teach the cost model the step's time
+//   → turn outcomes into events (detokenize, usage, timings), publish the forecast (for
+//     predictive admission) and the metrics, deliver events
 //   → if the executor reports itself unhealthy: end every request with an error, refuse new ones
 //
 // It is the only thread that touches the scheduler, the KV cache manager and the executor. The

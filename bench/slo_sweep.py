@@ -13,8 +13,9 @@ refused or failed request never does) — and drawing goodput against rate as a 
 Every request streams; TTFT is from sending to the first text chunk, ITL each gap between text
 chunks of one stream. Each rate runs for --duration seconds of arrivals (rate x duration
 requests), on a fresh server, --rounds times (default 1; systems alternate), and reports the
-median of each figure; the knee is the rate of highest goodput. Needs python3-matplotlib for the PNG (skipped, with a note,
-without it).
+median of each figure; the knee is the rate of highest goodput. The PNG needs Debian's
+python3-matplotlib: run the script with /usr/bin/python3 when another python3 comes first on the
+PATH (without matplotlib the PNG is skipped with a note).
 """
 import argparse
 import concurrent.futures

@@ -65,12 +65,14 @@ double predict_step_seconds(const StepCosts& costs, const StepLoad& load, int32_
 
 int32_t plan_prefill_budget(const StepCostModel& model, const LatencyConfig& config,
                             const BudgetInputs& in) {
-  // Rule: the whole budget when nothing decodes (or nothing is known yet); else the largest
-  // prefill that keeps the step under the inter-token target, grown to what the oldest waiting
-  // request needs for its first-token target, and at least the progress floor.
+  // Rule: the whole budget when nothing decodes; the progress floor while the model has not
+  // measured a step with decodes yet (one cheap step teaches it); else the largest prefill that
+  // keeps the step under the inter-token target, grown to what the oldest waiting request needs
+  // for its first-token target, and at least the floor.
   const int32_t whole = std::max(1, in.max_num_batched_tokens);
-  if (!config.target_itl_seconds || !model.calibrated() || in.load.decoding == 0) return whole;
+  if (!config.target_itl_seconds || in.load.decoding == 0) return whole;
   const int32_t cap = std::max(1, whole - in.load.decoding);
+  if (!model.calibrated()) return std::min(config.min_prefill_tokens, cap);
   int32_t budget =
       largest_prefill_within(model.costs(), in.load, cap, *config.target_itl_seconds);
   if (config.target_ttft_seconds && in.oldest_unserved_seconds > 0 &&

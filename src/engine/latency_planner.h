@@ -1,8 +1,9 @@
 // From the step cost model to the two decisions that hold latency targets:
 //   - the prefill token budget of the next step: the largest whose predicted step time stays
 //     under the inter-token latency target while sequences decode (the whole budget when none
-//     does), grown when the oldest request would otherwise miss its time-to-first-token target,
-//     and never below a floor, so long prefills keep progressing;
+//     does; the floor until the model has measured a step with decodes), grown when the oldest
+//     request would otherwise miss its time-to-first-token target, and never below a floor, so
+//     long prefills keep progressing;
 //   - the predicted time to first token of a request submitted now, for predictive admission.
 // Pure functions of their inputs: no clock, no allocation.
 #pragma once

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
@@ -121,8 +122,30 @@ class ServeCommand {
     int exit_code = 0;
     bool stopping = false;
     asio::signal_set signals(io, SIGINT, SIGTERM);
-    asio::steady_timer drain_deadline(io), poll(io);
+    asio::steady_timer drain_deadline(io), poll(io), cost_log(io);
     std::thread loader, drainer, aborter;
+
+    // The step cost model, logged every 30 s while steps run (the latency targets use it).
+    uint64_t steps_logged = 0;
+    std::function<void()> log_step_costs = [&] {
+      cost_log.expires_after(std::chrono::seconds(30));
+      cost_log.async_wait([&](const boost::system::error_code& ec) {
+        if (ec || stopping || !model) return;
+        const EngineMetrics m = model->engine->metrics();
+        if (m.step_costs_calibrated && m.steps != steps_logged) {
+          steps_logged = m.steps;
+          spdlog::info(
+              "drift serve: step cost ({} threads): {:.2f} ms per step + {:.3f} ms per prefill "
+              "token + {:.3f} ms per decode sequence + {:.2f} ns per attended position; last "
+              "step {:.1f} ms (predicted {:.1f} ms), prefill budget {} tokens",
+              m.threads, m.step_costs.per_step * 1e3, m.step_costs.per_prefill_token * 1e3,
+              m.step_costs.per_decode_sequence * 1e3, m.step_costs.per_attended_position * 1e9,
+              m.last_step_seconds * 1e3, m.last_step_predicted_seconds * 1e3,
+              m.prefill_token_budget);
+        }
+        log_step_costs();
+      });
+    };
 
     // Drain: refuse new work, let the engine finish what it accepted, then wait for the last
     // responses to be written before the loop stops.
@@ -141,6 +164,7 @@ class ServeCommand {
       spdlog::info("drift serve: draining (up to {} s)", o_.drain_timeout_seconds);
       server.stop_accepting();
       service.set_draining();
+      cost_log.cancel();
       if (!model) return;  // still loading: the loader stops the loop when it is done
       drain_deadline.expires_after(
           std::chrono::milliseconds(int64_t(o_.drain_timeout_seconds * 1e3)));
@@ -184,6 +208,14 @@ class ServeCommand {
             s.max_model_len, s.num_kv_pages, s.kv_layout.page_size, s.scheduler.max_num_seqs,
             s.max_queued_requests, s.threads, sampling_defaults_base_name(s.sampling.base),
             s.sampling.describe());
+        auto ms = [](const std::optional<double>& seconds) {
+          return seconds ? fmt::format("{:g} ms", *seconds * 1e3) : std::string("off");
+        };
+        spdlog::info("drift serve: latency targets: inter-token {}, first token {}, refuse above "
+                     "predicted first token {}",
+                     ms(s.latency.target_itl_seconds), ms(s.latency.target_ttft_seconds),
+                     ms(s.latency.max_ttft_seconds));
+        log_step_costs();
       });
     });
 

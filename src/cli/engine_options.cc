@@ -36,6 +36,19 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                "prefill each prompt in one step (needs --batch-tokens >= --ctx-size)");
   cmd.add_flag("--no-prefix-cache", o.no_prefix_cache,
                "do not keep finished requests' KV pages for reuse by later prompts");
+  cmd.add_option("--target-itl-ms", o.target_itl_ms,
+                 "inter-token latency target: while sequences decode, each step's prefill is cut "
+                 "so that the step's predicted time stays under it (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  cmd.add_option("--target-ttft-ms", o.target_ttft_ms,
+                 "time-to-first-token target: steps take more prefill than --target-itl-ms allows "
+                 "when the oldest waiting request would miss it (default: off)")
+      ->check(CLI::Range(0.001, 1e9));
+  cmd.add_option("--max-ttft-s", o.max_ttft_s,
+                 "refuse a request at once (429 with Retry-After) when its predicted time to "
+                 "first token exceeds this (default: off)")
+      ->check(CLI::Range(0.001, 1e7));
   cmd.add_option("--max-sessions", o.sessions.max_sessions, "conversation sessions open at once")
       ->capture_default_str();
   cmd.add_option("--session-max-tokens", o.sessions.max_total_tokens,
@@ -69,6 +82,10 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
                               : KVMemoryBudget::of_ram_fraction(o.kv_ram_fraction);
   config.max_queued_requests = o.max_queued;
   config.kv.enable_prefix_caching = !o.no_prefix_cache;
+  config.latency.target_itl_seconds =
+      o.target_itl_ms > 0 ? std::optional<double>(o.target_itl_ms / 1000) : std::nullopt;
+  if (o.target_ttft_ms) config.latency.target_ttft_seconds = *o.target_ttft_ms / 1000;
+  config.latency.max_ttft_seconds = o.max_ttft_s;
   config.sessions = o.sessions;
   config.default_max_tokens = o.default_max_tokens;
   return config;

@@ -27,11 +27,15 @@ struct EngineOptions {
   int32_t default_max_tokens = 256;
   bool no_chunked_prefill = false;
   bool no_prefix_cache = false;
+  double target_itl_ms = 100;  // 0: off (the whole token budget in every step)
+  std::optional<double> target_ttft_ms;
+  std::optional<double> max_ttft_s;
   SessionConfig sessions;
 };
 
 // Adds --threads, --parallel, --ctx-size, --batch-tokens, --kv-mib, --kv-ram-fraction,
 // --page-size, --admission, --policy, --max-queued, --no-chunked-prefill, --no-prefix-cache,
+// --target-itl-ms, --target-ttft-ms, --max-ttft-s,
 // --max-sessions, --session-max-tokens, --session-ttl; the defaults are the
 // values `options` holds when called.
 void register_engine_options(CLI::App& cmd, EngineOptions& options);

@@ -38,7 +38,8 @@ Expected<std::unique_ptr<Engine>> Engine::build(const EngineConfig& config, cons
                                                  engine->log_, engine->prefix_cache_.get()));
   engine->worker_ = std::make_unique<EngineWorker>(*engine->scheduler_, engine->kv_,
                                                    *engine->executor_, *engine->gateway_,
-                                                   engine->log_, engine->board_, engine->sessions_);
+                                                   engine->log_, engine->board_, engine->sessions_,
+                                                   setup.latency);
   // The last engine created in a process is the one whose events a crash prints.
   install_progress_crash_handler(engine->log_);
   engine->crash_handler_installed_ = true;
@@ -54,7 +55,8 @@ Engine::Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<con
       model_(std::move(model)),
       executor_(std::move(executor)),
       kv_(std::move(kv)),
-      gateway_(std::make_shared<Gateway>(setup.max_queued_requests)),
+      gateway_(
+          std::make_shared<Gateway>(setup.max_queued_requests, setup.latency.max_ttft_seconds)),
       sessions_(setup.sessions) {}
 
 Engine::~Engine() {
@@ -78,6 +80,7 @@ EngineMetrics Engine::metrics() const {
   EngineMetrics m = board_.read();
   m.num_waiting += gateway_->num_queued();
   m.sessions = sessions_.stats(EngineClock::now());
+  m.threads = setup_.threads;
   return m;
 }
 
@@ -104,15 +107,16 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
 
   int32_t prompt_tokens = 0;
   Expected<AcceptedRequest> accepted = accept(request, id, stream, prompt_tokens);
-  Status queued = accepted.ok() ? Status::Ok() : Status(accepted.error());
+  std::optional<Refusal> refused;
+  if (!accepted.ok()) refused = Refusal{accepted.error().message, std::nullopt};
   if (accepted.ok()) {
     accepted->stream = stream;
     accepted->submitted = submitted;
     std::optional<std::string> session = accepted->session_id;
-    queued = gateway_->push(*accepted);
-    if (!queued.ok() && session) sessions_.end_turn(*session, id, {}, false, EngineClock::now());
+    refused = gateway_->push(*accepted);
+    if (refused && session) sessions_.end_turn(*session, id, {}, false, EngineClock::now());
   }
-  if (!queued.ok()) {
+  if (refused) {
     const int64_t max_new = accepted.ok() ? accepted->sequence.max_new_tokens : 0;
     log_.record(ProgressEvent::kReject, id,
                 setup_.kv_layout.pages_for_tokens(int64_t(prompt_tokens) + max_new),
@@ -120,7 +124,8 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
     board_.count_rejected_at_submit();
     Finish finish;
     finish.reason = FinishReason::kRejected;
-    finish.message = queued.message();
+    finish.message = std::move(refused->message);
+    finish.retry_after_seconds = refused->retry_after_seconds;
     finish.usage.prompt_tokens = prompt_tokens;
     finish.timings.end_to_end_seconds =
         std::chrono::duration<double>(EngineClock::now() - submitted).count();
@@ -138,6 +143,11 @@ Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
   // with a message that gives the sizes; the worker only admits.
   if (request.id && *request.id >= kFirstEngineAssignedId)
     return make_error("request id {} is reserved: ids from 2^63 up are assigned by the engine", id);
+  if (request.priority != 0 && setup_.scheduler.policy != SchedulerPolicy::kPriority)
+    return make_error(
+        "request {}: priority {} needs the priority scheduling policy (--policy priority); this "
+        "engine runs {}",
+        id, request.priority, scheduler_policy_name(setup_.scheduler.policy));
   AcceptedRequest accepted;
   SequenceRequest& seq = accepted.sequence;
   seq.id = id;

@@ -55,6 +55,9 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   if (Status s = setup.scheduler.validate(); !s.ok())
     return make_error("scheduler.{}", s.message());
 
+  DRIFT_RETURN_IF_ERROR(config.latency.validate());
+  setup.latency = config.latency;
+
   if (config.kv.dtype != KVDtype::kF16)
     return make_error("kv.dtype: only f16 is implemented by the executor, got {}",
                       kv_dtype_name(config.kv.dtype));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampling_defaults.h"
+#include "engine/latency_planner.h"
 #include "engine/session_store.h"
 #include "kv/kv_capacity.h"
 #include "kv/kv_layout.h"
@@ -33,6 +34,9 @@ struct EngineConfig {
   // Step budgets, chunked prefill, waiting-queue policy and admission mode. Its max_model_len is
   // not read: the engine sets it to the resolved max_model_len below.
   SchedulerConfig scheduler;
+  // Latency targets: the inter-token target that cuts each step's prefill to fit, the
+  // first-token target, and predictive admission (latency_planner.h).
+  LatencyConfig latency;
   KVConfig kv;
   // Longest sequence, prompt plus generated tokens. Absent: the model's trained context, capped
   // by max_model_len_limit. Set: at most the trained context.
@@ -73,6 +77,7 @@ struct ModelFacts {
 // Everything the engine derives at construction; the executor is built from it.
 struct EngineSetup {
   SchedulerConfig scheduler;  // with max_model_len resolved
+  LatencyConfig latency;
   KVLayout kv_layout;
   int32_t num_kv_pages = 0;
   bool enable_prefix_caching = false;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/session_store.h"
+#include "engine/step_cost_model.h"
 #include "kv/prefix_cache.h"
 #include "scheduler/sequence_state.h"
 
@@ -59,6 +60,15 @@ struct EngineMetrics {
   uint64_t prefill_tokens_total = 0;
   uint64_t decode_tokens_total = 0;
   uint64_t preemptions = 0;
+  // The step cost model (step_cost_model.h), learned from the steps run so far, and what the
+  // latency targets made of it: the prefill token budget of the last step, and that step's
+  // predicted and measured executor time.
+  int32_t threads = 0;  // compute threads: the costs hold for this count
+  bool step_costs_calibrated = false;
+  StepCosts step_costs;
+  int32_t prefill_token_budget = 0;
+  double last_step_predicted_seconds = 0;
+  double last_step_seconds = 0;
   // Prefix cache counters, in tokens like vLLM's (queried, hit) and in pages (evictions); all
   // zero when prefix caching is off.
   bool prefix_cache_enabled = false;

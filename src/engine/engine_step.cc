@@ -1,5 +1,6 @@
 #include "engine/engine_step.h"
 
+#include <chrono>
 #include <exception>
 
 namespace drift {
@@ -19,6 +20,18 @@ Status run_guarded(Executor& executor, const StepPlan& plan, ExecutionResult& re
 
 }  // namespace
 
+StepShape step_shape(const StepPlan& plan) {
+  StepShape shape;
+  shape.prefill_tokens = plan.num_prefill_tokens;
+  shape.decode_sequences = plan.num_decode_tokens;
+  for (const StepItem& item : plan.items) {
+    // Tokens at positions s .. s+n-1 attend over s+1 .. s+n positions.
+    const int64_t s = item.start_position, n = item.num_tokens;
+    shape.attended_positions += n * s + n * (n + 1) / 2;
+  }
+  return shape;
+}
+
 StepReport run_engine_step(EngineScheduler& scheduler, Executor& executor, ExecutionResult& result,
                            ProgressLog& log, FunctionRef<void(const StepPlan&)> on_plan) {
   // Rule: schedule, run, report — and nothing else between two step boundaries.
@@ -29,9 +42,13 @@ StepReport run_engine_step(EngineScheduler& scheduler, Executor& executor, Execu
   report.num_items = int32_t(plan.items.size());
   report.prefill_tokens = plan.num_prefill_tokens;
   report.decode_tokens = plan.num_decode_tokens;
+  report.shape = step_shape(plan);
   on_plan(plan);
   const uint64_t step = plan.step;
+  const auto started = std::chrono::steady_clock::now();
   report.status = run_guarded(executor, plan, result);
+  report.executor_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (report.status.ok()) {
     report.outcomes = scheduler.on_step_executed(result);
   } else {

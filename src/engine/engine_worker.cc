@@ -1,5 +1,6 @@
 #include "engine/engine_worker.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "engine/utf8_repair.h"
@@ -16,14 +17,15 @@ double seconds_between(EngineClock::time_point from, EngineClock::time_point to)
 
 EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor,
                            Gateway& gateway, ProgressLog& log, MetricsBoard& board,
-                           SessionStore& sessions)
+                           SessionStore& sessions, const LatencyConfig& latency)
     : scheduler_(scheduler),
       kv_(kv),
       executor_(executor),
       gateway_(gateway),
       log_(log),
       board_(board),
-      sessions_(sessions) {
+      sessions_(sessions),
+      latency_(latency) {
   const size_t seqs = size_t(scheduler.config().max_num_seqs);
   live_.reserve(seqs);
   deliveries_.reserve(seqs);
@@ -61,8 +63,10 @@ void EngineWorker::loop() {
 
     StepReport report;
     if (healthy() && scheduler_.has_unfinished()) {
+      set_step_budget();
       report = run_engine_step(scheduler_, executor_, result_, log_,
                                [this](const StepPlan& plan) { stamp_scheduled(plan); });
+      learn_step_cost(report);
       collect(report.outcomes);
       if (!executor_.healthy()) {
         become_unhealthy(report.status.ok() ? std::string("the executor cannot run further steps")
@@ -74,6 +78,7 @@ void EngineWorker::loop() {
     }
     stepped = report.ran;
     gateway_.set_waiting(scheduler_.num_waiting());
+    publish_forecast();
     publish(report);
     deliver();
     if (intake_.shutdown && live_.empty()) return;
@@ -149,6 +154,48 @@ void EngineWorker::cancel_all(const std::string& why) {
     outcome->message = why;
     collect_one(*outcome, now);
   }
+}
+
+void EngineWorker::set_step_budget() {
+  // Rule: the scheduler gets a token budget, never a clock: the largest prefill the latency
+  // targets allow beside this step's decodes, by the step cost model.
+  BudgetInputs in;
+  in.load = scheduler_.load();
+  in.max_num_batched_tokens = scheduler_.config().max_num_batched_tokens;
+  if (latency_.target_ttft_seconds)
+    in.oldest_unserved_seconds = oldest_unserved_seconds(EngineClock::now());
+  const int32_t budget = plan_prefill_budget(cost_model_, latency_, in);
+  scheduler_.set_prefill_token_budget(budget);
+  metrics_.prefill_token_budget = scheduler_.prefill_token_budget();
+}
+
+void EngineWorker::learn_step_cost(const StepReport& report) {
+  // Rule: every step that ran to its end teaches the model its cost (a failed one says nothing).
+  if (!report.ran || !report.status.ok()) return;
+  metrics_.last_step_predicted_seconds = cost_model_.predict(report.shape);
+  metrics_.last_step_seconds = report.executor_seconds;
+  cost_model_.observe(report.shape, report.executor_seconds);
+  metrics_.step_costs_calibrated = cost_model_.calibrated();
+  metrics_.step_costs = cost_model_.costs();
+}
+
+void EngineWorker::publish_forecast() {
+  // Rule: submitters predict a new request's time to first token from the prefill still to do
+  // and the rate at which the next steps will do it.
+  if (!latency_.max_ttft_seconds) return;
+  BudgetInputs in;
+  in.load = scheduler_.load();
+  in.max_num_batched_tokens = scheduler_.config().max_num_batched_tokens;
+  const int32_t budget = plan_prefill_budget(cost_model_, latency_, in);
+  gateway_.publish_forecast(in.load.pending_prefill_tokens,
+                            seconds_per_prefill_token(cost_model_, in.load, budget));
+}
+
+double EngineWorker::oldest_unserved_seconds(EngineClock::time_point now) const {
+  double oldest = 0;
+  for (const auto& [id, live] : live_)
+    if (!live.first_token) oldest = std::max(oldest, seconds_between(live.submitted, now));
+  return oldest;
 }
 
 void EngineWorker::stamp_scheduled(const StepPlan& plan) {

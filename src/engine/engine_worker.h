@@ -3,8 +3,11 @@
 //
 //   take intake (sleep on the gateway's condition variable when there is nothing to run)
 //   → admit new requests, apply cancels (and, on shutdown(abort), cancel everything)
+//   → plan the step's prefill token budget from the step cost model and the latency targets
 //   → run_engine_step: schedule_step, executor.run, on_step_executed      [allocation-free]
-//   → turn outcomes into events (detokenize, usage, timings), publish metrics, deliver events
+//   → teach the cost model the step's time
+//   → turn outcomes into events (detokenize, usage, timings), publish the forecast (for
+//     predictive admission) and the metrics, deliver events
 //   → if the executor reports itself unhealthy: end every request with an error, refuse new ones
 //
 // It is the only thread that touches the scheduler, the KV cache manager and the executor. The
@@ -23,6 +26,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/engine_step.h"
 #include "engine/gateway.h"
+#include "engine/latency_planner.h"
 #include "engine/metrics_board.h"
 #include "engine/session_store.h"
 #include "kv/kv_cache_manager.h"
@@ -36,7 +40,8 @@ class EngineWorker {
  public:
   // Everything must outlive the worker.
   EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor, Gateway& gateway,
-               ProgressLog& log, MetricsBoard& board, SessionStore& sessions);
+               ProgressLog& log, MetricsBoard& board, SessionStore& sessions,
+               const LatencyConfig& latency);
 
   // The loop; returns once a shutdown has been requested and no request is left. An unexpected
   // exception in the loop ends every request with an error and leaves the engine unhealthy (it
@@ -66,6 +71,10 @@ class EngineWorker {
   void admit(std::vector<AcceptedRequest>& requests);
   void apply_cancels(std::span<const std::shared_ptr<RequestStream>> streams);
   void cancel_all(const std::string& why);
+  void set_step_budget();
+  void learn_step_cost(const StepReport& report);
+  void publish_forecast();
+  double oldest_unserved_seconds(EngineClock::time_point now) const;
   void stamp_scheduled(const StepPlan& plan);
   void collect(std::span<const SequenceOutcome> outcomes);
   void collect_one(const SequenceOutcome& outcome, EngineClock::time_point now);
@@ -86,6 +95,8 @@ class EngineWorker {
   ProgressLog& log_;
   MetricsBoard& board_;
   SessionStore& sessions_;
+  const LatencyConfig latency_;
+  StepCostModel cost_model_;  // one per engine: one model, one thread count
   std::atomic<bool> healthy_{true};
   std::string unhealthy_reason_;  // set before healthy_ turns false
 

@@ -1,23 +1,48 @@
 #include "engine/gateway.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "engine/latency_planner.h"
 
 namespace drift {
 
-Status Gateway::push(AcceptedRequest& request) {
+std::optional<Refusal> Gateway::push(AcceptedRequest& request) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_reason_) return Error{*closed_reason_};
+    if (closed_reason_) return Refusal{*closed_reason_, std::nullopt};
     const int64_t queued = int64_t(requests_.size()) + waiting_in_worker_;
     if (queued >= max_queued_)
-      return make_error(
-          "overloaded: {} requests are already waiting to be admitted (max_queued_requests is "
-          "{}); retry later",
-          queued, max_queued_);
+      return Refusal{fmt::format("overloaded: {} requests are already waiting to be admitted "
+                                 "(max_queued_requests is {}); retry later",
+                                 queued, max_queued_),
+                     1.0};
+    const int64_t prompt = int64_t(request.sequence.prompt.size());
+    const int64_t backlog = backlog_tokens_ + queued_prompt_tokens_;
+    if (max_ttft_ && seconds_per_prefill_token_ > 0 && backlog > 0) {
+      const double ttft = predict_ttft_seconds(backlog, prompt, seconds_per_prefill_token_);
+      if (ttft > *max_ttft_) {
+        // Waiting this long drains enough of the backlog (never more than all of it).
+        const double retry =
+            std::min(ttft - *max_ttft_, double(backlog) * seconds_per_prefill_token_);
+        return Refusal{fmt::format("overloaded: predicted time to first token {:.2f} s exceeds "
+                                   "max_ttft {:.2f} s ({} prompt tokens behind {} tokens of "
+                                   "prefill); retry in {:.1f} s",
+                                   ttft, *max_ttft_, prompt, backlog, retry),
+                       retry};
+      }
+    }
+    queued_prompt_tokens_ += prompt;
     requests_.push_back(std::move(request));
   }
   work_.notify_one();
-  return Status::Ok();
+  return std::nullopt;
+}
+
+void Gateway::publish_forecast(int64_t backlog_tokens, double seconds_per_prefill_token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  backlog_tokens_ = backlog_tokens;
+  seconds_per_prefill_token_ = seconds_per_prefill_token;
 }
 
 void Gateway::cancel(std::shared_ptr<RequestStream> stream) {
@@ -68,6 +93,7 @@ void Gateway::take(Intake& intake, bool wait) {
     });
   }
   intake.requests.swap(requests_);
+  queued_prompt_tokens_ = 0;
   intake.cancels.swap(cancels_);
   intake.shutdown = shutdown_;
   intake.flush_prefix_cache = std::exchange(flush_prefix_cache_, false);

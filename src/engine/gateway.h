@@ -33,6 +33,13 @@ struct AcceptedRequest {
   std::optional<std::string> session_id;
 };
 
+// Why push refused a request.
+struct Refusal {
+  std::string message;
+  // Overloaded: seconds after which a retry is predicted to succeed.
+  std::optional<double> retry_after_seconds;
+};
+
 enum class ShutdownMode : uint8_t {
   kDrain,  // every request accepted so far runs to its end
   kAbort,  // every unfinished request ends with finish reason "cancelled"
@@ -40,13 +47,19 @@ enum class ShutdownMode : uint8_t {
 
 class Gateway {
  public:
-  explicit Gateway(int32_t max_queued_requests) : max_queued_(max_queued_requests) {}
+  // `max_ttft_seconds`: predictive admission (see push); nullopt: off.
+  explicit Gateway(int32_t max_queued_requests,
+                   std::optional<double> max_ttft_seconds = std::nullopt)
+      : max_queued_(max_queued_requests), max_ttft_(max_ttft_seconds) {}
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
 
   // Queues the request, or returns why not (nothing is taken from `request` then): "overloaded"
-  // when max_queued_requests requests wait to be admitted, or the reason the gateway is closed.
-  Status push(AcceptedRequest& request);
+  // when max_queued_requests requests wait to be admitted, or when the request's predicted time
+  // to first token — its prompt behind the prefill backlog, at the worker's forecast rate —
+  // exceeds max_ttft_seconds (only when there is a backlog: a retry could not help an idle
+  // engine), with the predicted wait as retry time; or the reason the gateway is closed.
+  std::optional<Refusal> push(AcceptedRequest& request);
   // Queues a cancel of the request behind `stream` for the worker (ignored there if it has
   // finished). The stream, not the id, names the request: ids given by callers may repeat.
   // Ignored once the worker has stopped.
@@ -75,16 +88,24 @@ class Gateway {
   // count against max_queued_requests with those not taken yet.
   void set_waiting(int32_t num_waiting);
 
+  // Worker: the prefill tokens not computed yet in the scheduler, and the seconds per prefill
+  // token at the current load (0: not known yet, predictive admission stays off).
+  void publish_forecast(int64_t backlog_tokens, double seconds_per_prefill_token);
+
   int32_t num_queued() const;  // not taken yet
 
  private:
   const int32_t max_queued_;
+  const std::optional<double> max_ttft_;
   mutable std::mutex mutex_;
   std::condition_variable work_;
   std::vector<AcceptedRequest> requests_;
   std::vector<std::shared_ptr<RequestStream>> cancels_;
   bool stopped_ = false;
   int32_t waiting_in_worker_ = 0;
+  int64_t queued_prompt_tokens_ = 0;  // of requests_ (not taken yet)
+  int64_t backlog_tokens_ = 0;        // publish_forecast
+  double seconds_per_prefill_token_ = 0;
   std::optional<std::string> closed_reason_;
   std::optional<ShutdownMode> shutdown_;
   bool flush_prefix_cache_ = false;

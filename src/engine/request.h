@@ -72,6 +72,10 @@ struct Finish {
   std::string message;
   TokenUsage usage;
   RequestTimings timings;
+  // kRejected because the engine is overloaded: seconds after which a retry is predicted to be
+  // admitted in time (from the predicted time to first token, or 1 for a full queue). A server
+  // sends it as Retry-After.
+  std::optional<double> retry_after_seconds;
 };
 
 struct TokenEvent {

@@ -23,7 +23,8 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
       log_(log),
       prefix_(prefix_cache),
       capacity_(config.admission, kv),
-      waiting_order_(make_waiting_order(config)) {
+      waiting_order_(make_waiting_order(config)),
+      prefill_token_budget_(config.max_num_batched_tokens) {
   // Size everything a step touches once, so that steps do not allocate.
   size_t seqs = size_t(config.max_num_seqs);
   size_t tokens = size_t(config.max_num_batched_tokens);
@@ -102,6 +103,26 @@ std::optional<SequenceOutcome> EngineScheduler::cancel(SeqId id) {
   return outcomes_.back();
 }
 
+void EngineScheduler::set_prefill_token_budget(int32_t tokens) {
+  prefill_token_budget_ = std::clamp(tokens, 1, config_.max_num_batched_tokens);
+}
+
+StepLoad EngineScheduler::load() const {
+  StepLoad load;
+  for (const SequenceState* s : running_) {
+    if (s->phase == SequencePhase::kDecode) {
+      ++load.decoding;
+      load.decode_context += s->total_len();
+    } else {
+      load.prefill_start = std::max(load.prefill_start, s->num_computed_tokens);
+      load.pending_prefill_tokens += s->num_pending_tokens();
+    }
+  }
+  for (const SequenceState* s : waiting_) load.pending_prefill_tokens += s->num_pending_tokens();
+  load.waiting = int32_t(waiting_.size());
+  return load;
+}
+
 // ---- Step composition ----
 
 const StepPlan& EngineScheduler::schedule_step() {
@@ -123,10 +144,17 @@ const StepPlan& EngineScheduler::schedule_step() {
 }
 
 void EngineScheduler::begin_step() {
-  // Rule: a step starts with the whole budget; every running prefill is still unfinished.
+  // Rule: a step starts with the whole budgets; every running prefill is still unfinished; a
+  // short prompt at the head of the queue (at most half the prefill budget) gets room beside
+  // running prefills, so it is not kept waiting behind a long one.
   plan_.clear();
   plan_.step = step_;
   token_budget_ = config_.max_num_batched_tokens;
+  prefill_budget_ = prefill_token_budget_;
+  held_for_waiting_head_ = 0;
+  if (config_.enable_chunked_prefill && !waiting_.empty() &&
+      waiting_.front()->num_pending_tokens() <= prefill_budget_ / 2)
+    held_for_waiting_head_ = waiting_.front()->num_pending_tokens();
   partial_prefills_ = 0;
   decode_pages_held_back_ = 0;
   for (const SequenceState* s : running_) {
@@ -155,6 +183,8 @@ void EngineScheduler::schedule_running_prefills() {
     SequenceState& seq = *running_[i];
     if (seq.phase != SequencePhase::kPrefill || seq.last_scheduled_step == step_) continue;
     int32_t want = prefill_chunk_limit(seq.num_pending_tokens());
+    if (config_.enable_chunked_prefill)
+      want = std::min(want, std::max(0, prefill_budget_ - held_for_waiting_head_));
     if (want == 0) continue;
     int32_t at_least = config_.enable_chunked_prefill ? std::min(want, kv_.page_size()) : want;
     make_room(seq, at_least);
@@ -166,32 +196,52 @@ void EngineScheduler::schedule_running_prefills() {
 }
 
 void EngineScheduler::schedule_admissions() {
-  // Rule: admit waiting requests in policy order while seats, budget, partial-prefill slots and
-  // KV allow; stop at the first that does not fit, so that no request is overtaken forever. A
-  // request's prefill starts after its cached prefix; one whose next page a running prefill is
-  // computing waits for it instead of computing it a second time.
-  while (!waiting_.empty() && token_budget_ > 0 &&
+  // Rule: admit waiting requests in policy order while seats and budgets allow. One that waits
+  // for a page in flight stops the loop (it will share the page); one blocked by KV pages or the
+  // partial-prefill limit may be passed by later requests that fit, at most max_overtakes
+  // times, after which it stops the loop too — so no request is overtaken forever.
+  size_t i = 0;
+  while (i < waiting_.size() && token_budget_ > 0 &&
+         (prefill_budget_ > 0 || !config_.enable_chunked_prefill) &&
          int32_t(running_.size()) < config_.max_num_seqs) {
-    SequenceState& seq = *waiting_.front();
-    const CachedPrefix prefix = find_cached_prefix(seq);
-    if (next_page_in_flight(seq, int32_t(prefix.pages.size()))) {
-      ++stats_.prefix_waits;
-      break;
+    const Admission admission = try_admit(i);
+    if (admission == Admission::kAdmitted) {
+      bool passed_enough = false;  // a request passed over has reached its bound
+      for (size_t j = 0; j < i; ++j)
+        passed_enough |= ++waiting_[j]->times_overtaken >= config_.max_overtakes;
+      if (passed_enough) break;
+      continue;
     }
-    const int32_t pending = seq.total_len() - int32_t(prefix.pages.size()) * kv_.page_size();
-    int32_t want = prefill_chunk_limit(pending);
-    if (want == 0) break;
-    bool whole = want == pending;
-    if (!whole && partial_prefills_ >= config_.max_num_partial_prefills) break;
-    if (capacity_.admissible_tokens(seq, prefix, decode_pages_held_back_) < want) {
-      capacity_.count_blocked();
+    if (admission == Admission::kStop ||
+        waiting_[i]->times_overtaken >= config_.max_overtakes)
       break;
-    }
-    waiting_.erase(waiting_.begin());
-    admit(seq, prefix);
-    if (!whole) ++partial_prefills_;
-    add_item(seq, want);
+    ++i;
   }
+}
+
+EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
+  // Rule: a request's prefill starts after its cached prefix; one whose next page a running
+  // prefill is computing waits for it instead of computing it a second time.
+  SequenceState& seq = *waiting_[waiting_index];
+  const CachedPrefix prefix = find_cached_prefix(seq);
+  if (next_page_in_flight(seq, int32_t(prefix.pages.size()))) {
+    ++stats_.prefix_waits;
+    return Admission::kStop;
+  }
+  const int32_t pending = seq.total_len() - int32_t(prefix.pages.size()) * kv_.page_size();
+  const int32_t want = prefill_chunk_limit(pending);
+  if (want == 0) return Admission::kBlocked;
+  const bool whole = want == pending;
+  if (!whole && partial_prefills_ >= config_.max_num_partial_prefills) return Admission::kBlocked;
+  if (capacity_.admissible_tokens(seq, prefix, decode_pages_held_back_) < want) {
+    capacity_.count_blocked();
+    return Admission::kBlocked;
+  }
+  waiting_.erase(waiting_.begin() + std::ptrdiff_t(waiting_index));
+  admit(seq, prefix);
+  if (!whole) ++partial_prefills_;
+  add_item(seq, want);
+  return Admission::kAdmitted;
 }
 
 void EngineScheduler::end_step() {
@@ -208,7 +258,7 @@ void EngineScheduler::end_step() {
 
 int32_t EngineScheduler::prefill_chunk_limit(int32_t pending) const {
   if (!config_.enable_chunked_prefill) return pending <= token_budget_ ? pending : 0;
-  int32_t n = std::min(pending, token_budget_);
+  int32_t n = std::min({pending, token_budget_, prefill_budget_});
   if (config_.long_prefill_token_threshold) n = std::min(n, *config_.long_prefill_token_threshold);
   return n;
 }
@@ -346,6 +396,7 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
     log_.record(ProgressEvent::kDecode, seq.id, start, item.num_pages);
   } else {
     plan_.num_prefill_tokens += num_tokens;
+    prefill_budget_ -= num_tokens;
     log_.record(ProgressEvent::kPrefillChunk, seq.id, start, num_tokens);
   }
 }

@@ -16,7 +16,11 @@
 //
 // A step gives every decoding sequence its token and fills the rest of the token budget with
 // prefill chunks (or the other way round, see prefer_decode_over_prefill), never exceeding
-// max_num_batched_tokens tokens or max_num_seqs sequences. Phases move only on what the executor
+// max_num_batched_tokens tokens or max_num_seqs sequences, nor the prefill token budget the
+// engine sets from its latency targets (set_prefill_token_budget). A running long prefill leaves
+// room for a short prompt at the head of the queue, and a waiting request blocked by KV pages or
+// the partial-prefill limit may be passed by later ones that fit, a bounded number of times.
+// Phases move only on what the executor
 // reports. Each sequence's pages are released exactly once, when it finishes, is cancelled,
 // fails, or is preempted (then re-acquired on re-admission).
 //
@@ -44,6 +48,7 @@
 #include "scheduler/capacity_scheduler.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
+#include "scheduler/step_load.h"
 #include "scheduler/step_plan.h"
 #include "scheduler/waiting_order.h"
 #include "util/error.h"
@@ -111,6 +116,15 @@ class EngineScheduler {
   // flushes the prefix cache: K/V written by a failing executor is not trusted.
   std::span<const SequenceOutcome> abort_all(const Error& error);
 
+  // The prefill tokens each following step may carry besides its decodes, clamped to
+  // [1, max_num_batched_tokens] (initially max_num_batched_tokens). The engine sets it before
+  // each step from its step cost model and latency targets; the scheduler never reads a clock.
+  // Prompts prefilled whole (no chunking) ignore it, or they could never start.
+  void set_prefill_token_budget(int32_t tokens);
+  int32_t prefill_token_budget() const { return prefill_token_budget_; }
+  // What the next step's cost depends on (O(sequences), no allocation).
+  StepLoad load() const;
+
   // Evicts every cached page (pages that sequences hold stay registered). Returns how many; 0
   // without a prefix cache.
   int32_t flush_prefix_cache() { return prefix_ ? prefix_->flush() : 0; }
@@ -141,6 +155,13 @@ class EngineScheduler {
   void schedule_running_prefills();
   void schedule_admissions();
   void end_step();
+
+  enum class Admission : uint8_t {
+    kAdmitted,  // erased from waiting_ and scheduled
+    kBlocked,   // lacks KV pages, a partial-prefill slot or budget: later requests may pass it
+    kStop,      // waits for a page in flight: admission order is kept
+  };
+  Admission try_admit(size_t waiting_index);
 
   // Helpers.
   int32_t prefill_chunk_limit(int32_t pending) const;
@@ -179,6 +200,10 @@ class EngineScheduler {
   // The step being composed.
   int32_t token_budget_ = 0;      // tokens still free in this step
   int32_t partial_prefills_ = 0;  // sequences that will end this step with an unfinished prefill
+  int32_t prefill_token_budget_;  // set_prefill_token_budget
+  int32_t prefill_budget_ = 0;    // prefill tokens still free in this step
+  // Prefill tokens running prefills leave for the short prompt at the head of the queue.
+  int32_t held_for_waiting_head_ = 0;
   // Pages kept from admissions for the decodes still to be scheduled in this step (prefill-first
   // optimistic mode), so that admitting a request never preempts a running one in the same step.
   int64_t decode_pages_held_back_ = 0;

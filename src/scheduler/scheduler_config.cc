@@ -63,6 +63,7 @@ Status SchedulerConfig::validate() const {
     if (!enable_chunked_prefill)
       return make_error("long_prefill_token_threshold needs enable_chunked_prefill");
   }
+  if (max_overtakes < 0) return make_error("max_overtakes must be >= 0, got {}", max_overtakes);
   if (scheduler_policy_name(policy) == "unknown")
     return make_error("policy has invalid value {}", static_cast<int>(policy));
   if (admission_mode_name(admission) == "unknown")

@@ -50,6 +50,11 @@ struct SchedulerConfig {
   // When set, no prefill chunk of one sequence exceeds this many tokens in a step, so a long
   // prompt cannot take the whole budget. Needs chunked prefill.
   std::optional<int32_t> long_prefill_token_threshold;
+  // A waiting request blocked by KV pages or by the partial-prefill limit (a long prompt) may be
+  // passed by later requests that fit — a 4-token prompt is not held for seconds behind a large
+  // one — but at most this many times; after that it keeps its place until admitted, so no
+  // request is overtaken forever. 0: strict order.
+  int32_t max_overtakes = 32;
   // true: a step first gives every decoding sequence its token, then fills the rest of the budget
   // with prefill chunks (steady inter-token latency). false: prefill chunks first (lower time to
   // first token); decodes take what is left of the token budget, and a decode that does not fit

@@ -65,6 +65,8 @@ struct SequenceState {
   double waiting_rank = 0;     // virtual arrival step (policy with aging); lower is admitted first
   SequencePhase phase = SequencePhase::kWaiting;
   int32_t num_preemptions = 0;
+  // Times a later request was admitted while this one, blocked, waited (max_overtakes).
+  int32_t times_overtaken = 0;
   std::optional<uint64_t> first_admitted_step;
   std::optional<uint64_t> last_scheduled_step;
   // Cancelled while in the outstanding plan: retired when the plan is reported.

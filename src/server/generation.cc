@@ -5,9 +5,18 @@
 
 #include "server/sse.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace drift::server {
 
-ApiError error_for_rejection(const std::string& message) {
+ApiError error_for_rejection(const Finish& finish) {
+  const std::string& message = finish.message;
+  if (finish.retry_after_seconds) {
+    ApiError e = overloaded(message);
+    e.retry_after_seconds = std::max(1, int(std::ceil(*finish.retry_after_seconds)));
+    return e;
+  }
   if (message.rfind("overloaded", 0) == 0) return overloaded(message);
   if (message.find("shutting down") != std::string::npos ||
       message.find("unhealthy") != std::string::npos)
@@ -71,7 +80,7 @@ void Generation::on_event(size_t index, TokenEvent event) {
                        event.finish->reason == FinishReason::kError ||
                        event.finish->reason == FinishReason::kCancelled)) {
     const Finish& f = *event.finish;
-    if (f.reason == FinishReason::kRejected) return fail(error_for_rejection(f.message));
+    if (f.reason == FinishReason::kRejected) return fail(error_for_rejection(f));
     if (f.reason == FinishReason::kCancelled)
       return fail(
           unavailable(f.message.empty() ? "the request was cancelled by the server" : f.message));

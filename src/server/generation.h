@@ -103,8 +103,9 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::chrono::steady_clock::time_point started_;
 };
 
-// The HTTP error for an engine rejection: "overloaded: ..." -> 429, shutting down or unhealthy
-// -> 503, anything else (sizes, ids) -> 400.
-ApiError error_for_rejection(const std::string& message);
+// The HTTP error for an engine rejection: overloaded (a retry time given: the queue is full or
+// the predicted time to first token is too long) -> 429 with Retry-After, the seconds rounded
+// up; shutting down or unhealthy -> 503; anything else (sizes, ids, priority) -> 400.
+ApiError error_for_rejection(const Finish& finish);
 
 }  // namespace drift::server

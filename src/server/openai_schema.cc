@@ -178,6 +178,9 @@ MaybeError parse_common(const json& body, GenerationOptions& o) {
   if (auto e = get_bool(body, "ignore_eos", b)) return e;
   if (b) o.sampling.ignore_eos = *b;
   b.reset();
+  if (auto e = get_int(body, "priority", -kMaxPriority, kMaxPriority, i)) return e;
+  if (i) o.priority = int32_t(*i);
+  i.reset();
 
   if (auto e = parse_stop(body, o.stop)) return e;
   if (auto e = get_bool(body, "stream", b)) return e;

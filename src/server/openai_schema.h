@@ -25,6 +25,7 @@ inline constexpr size_t kMaxPrompts = 32;             // a list of prompts in on
 inline constexpr size_t kMaxMessages = 4096;          // messages of one chat request
 inline constexpr int32_t kMaxCompletionLogprobs = 5;  // completions' logprobs (as OpenAI)
 inline constexpr int32_t kMaxTopLogprobs = 20;        // chat's top_logprobs (as OpenAI)
+inline constexpr int32_t kMaxPriority = 1000000;      // |priority|
 
 // Generation settings shared by both endpoints.
 struct GenerationOptions {
@@ -43,6 +44,9 @@ struct GenerationOptions {
   // Completions only: continue this conversation session (the prompt is appended to the
   // session's history, whose KV is reused). Absent: no session.
   std::optional<std::string> session_id;
+  // vLLM's request priority: lower is handled earlier (default 0). Needs the engine's priority
+  // policy (`--policy priority`), which ages it so that no request waits forever.
+  int32_t priority = 0;
 };
 
 // A completion prompt: text, or token ids (checked against the vocabulary later).

@@ -423,6 +423,8 @@ void OpenAIService::completions(const HttpRequest& request,
       choice.request.max_tokens = options.max_tokens;
       choice.request.sampling = options.sampling;
       choice.request.session_id = options.session_id;
+      // The engine admits larger priorities first; vLLM's field is the other way round.
+      choice.request.priority = -options.priority;
       // Choices of one request differ by seed: seed, seed+1, ... (engine-derived when unset).
       if (options.sampling.seed)
         choice.request.sampling.seed = *options.sampling.seed + uint64_t(i);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 namespace drift::server {
 namespace {
 
@@ -49,6 +51,9 @@ class Writer {
   }
   void labelled_counter_header(std::string_view name, std::string_view help) {
     header(name, help, "counter");
+  }
+  void labelled_gauge_header(std::string_view name, std::string_view help) {
+    header(name, help, "gauge");
   }
   void sample(std::string_view name, std::string_view extra_labels, double value) {
     fmt::format_to(std::back_inserter(out_), "{}{{{}{}}} {}\n", name, labels_, extra_labels, value);
@@ -119,6 +124,29 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
             double(m.prefix_cache.evictions));
   w.counter("drift:prefix_cache_evicted_bytes_total", "Bytes of KV evicted from the cache.",
             double(m.prefix_cache.evicted_bytes));
+  // The step cost model, per model (model_name) and thread count: what the latency targets are
+  // computed from.
+  w.gauge("drift:step_cost_calibrated",
+          "1 once the step cost model has measured prefill and decode steps.",
+          m.step_costs_calibrated ? 1 : 0);
+  w.labelled_gauge_header("drift:step_cost_seconds",
+                          "Learned seconds per step, prefill token, decode sequence and attended "
+                          "context position.");
+  const std::pair<const char*, double> costs[] = {
+      {"step", m.step_costs.per_step},
+      {"prefill_token", m.step_costs.per_prefill_token},
+      {"decode_sequence", m.step_costs.per_decode_sequence},
+      {"attended_position", m.step_costs.per_attended_position}};
+  for (const auto& [component, seconds] : costs)
+    w.sample("drift:step_cost_seconds",
+             fmt::format(",threads=\"{}\",component=\"{}\"", m.threads, component), seconds);
+  w.gauge("drift:prefill_token_budget",
+          "Prefill tokens the last step could carry under the latency targets.",
+          m.prefill_token_budget);
+  w.gauge("drift:last_step_seconds", "Executor time of the last step.", m.last_step_seconds);
+  w.gauge("drift:last_step_predicted_seconds",
+          "The step cost model's prediction of the last step's time, made before it ran.",
+          m.last_step_predicted_seconds);
   w.gauge("drift:sessions_open", "Conversation sessions open.", m.sessions.open);
   w.gauge("drift:session_tokens", "Tokens held by sessions (running turns at their worst case).",
           double(m.sessions.tokens));

@@ -11,6 +11,8 @@
 #include "counting_allocator.h"
 #include "engine/engine_step.h"
 #include "engine/sampling_defaults.h"
+#include "engine/latency_planner.h"
+#include "engine/step_cost_model.h"
 #include "executor/cpu_executor.h"
 #include "model/model.h"
 #include "test_models.h"
@@ -81,8 +83,17 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
   }
   ExecutionResult result;
   auto on_plan = [](const StepPlan&) {};
+  // The worker's latency machinery is part of the step: the budget from the cost model before
+  // it, the model learning the step's time after it.
+  StepCostModel costs;
+  const LatencyConfig latency;
   auto step = [&] {
+    BudgetInputs in;
+    in.load = (*scheduler)->load();
+    in.max_num_batched_tokens = sc.max_num_batched_tokens;
+    (*scheduler)->set_prefill_token_budget(plan_prefill_budget(costs, latency, in));
     StepReport report = run_engine_step(**scheduler, **executor, result, log, on_plan);
+    if (report.ran && report.status.ok()) costs.observe(report.shape, report.executor_seconds);
     EXPECT_TRUE(report.status.ok()) << report.status.message();
     for (const SequenceOutcome& o : report.outcomes) {
       EXPECT_NE(o.finish, FinishReason::kError);
@@ -112,6 +123,7 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
   const uint64_t allocations = g_allocations.load() - before;
   EXPECT_EQ(decode_steps, 20);
   EXPECT_EQ(allocations, 0u) << "heap allocations in " << decode_steps << " decode steps";
+  EXPECT_TRUE(costs.calibrated()) << "the cost model saw prefill and decode steps";
   // Page boundaries were crossed (16 tokens per page).
   EXPECT_GT((*scheduler)->find(1)->total_len() / 16, first_len / 16);
 }

@@ -58,6 +58,7 @@ TEST(SchedulerConfig, EveryErrorNamesItsField) {
                      "small_first_tokens_per_step");
   EXPECT_ERROR_NAMES([](auto& c) { c.priority_steps_per_level = std::nan(""); },
                      "priority_steps_per_level");
+  EXPECT_ERROR_NAMES([](auto& c) { c.max_overtakes = -1; }, "max_overtakes");
 }
 
 TEST(SchedulerConfig, NamesRoundTrip) {

@@ -190,3 +190,23 @@ TEST(TokenizeSchema, PromptOrMessagesExactlyOne) {
 
 }  // namespace
 }  // namespace drift::server
+
+namespace drift::server {
+namespace {
+
+TEST(CompletionSchema, PriorityIsVllmsIntegerField) {
+  auto r = parse_completion_request(json::parse(R"({"prompt": "hi", "priority": -5})"));
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(r));
+  EXPECT_EQ(std::get<CompletionRequest>(r).options.priority, -5);
+  auto chat = parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "priority": 2})"));
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(chat));
+  EXPECT_EQ(std::get<ChatRequest>(chat).options.priority, 2);
+  EXPECT_EQ(completion_error(json::parse(R"({"prompt": "hi", "priority": "high"})")).param,
+            "priority");
+  EXPECT_EQ(completion_error(json::parse(R"({"prompt": "hi", "priority": 1e9})")).param,
+            "priority");
+}
+
+}  // namespace
+}  // namespace drift::server

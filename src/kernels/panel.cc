@@ -197,59 +197,30 @@ int32_t sum_q8(const int8_t* a, int n) {
   return s;
 }
 
-float row_q4_0(const TileQ4_0* t, int64_t r, const BlockQ8_0* a, int64_t nb) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t p = 0;
-    for (int e = 0; e < 32; ++e) p += (nibble_group_value(t[b].qs, r, e) - 8) * a[b].qs[e];
-    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
-  }
-  return acc;
-}
-
-float row_q4_1(const TileQ4_1* t, int64_t r, const BlockQ8_1* a, int64_t nb) {
-  float acc = 0.0f, summ = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t p = 0;
-    for (int e = 0; e < 32; ++e) p += nibble_group_value(t[b].qs, r, e) * a[b].qs[e];
-    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
-    summ = std::fma(fp16_to_f32(t[b].m[r]), fp16_to_f32(a[b].s), summ);
-  }
-  return acc + summ;
-}
-
 int q5_value(const uint8_t (*qs)[64], const uint64_t* qh, int64_t r, int e) {
   return nibble_group_value(qs, r, e) | static_cast<int>((qh[e / 4] >> (4 * r + e % 4)) & 1) << 4;
 }
 
-float row_q5_0(const TileQ5_0* t, int64_t r, const BlockQ8_0* a, int64_t nb) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t p = 0;
-    for (int e = 0; e < 32; ++e) p += (q5_value(t[b].qs, t[b].qh, r, e) - 16) * a[b].qs[e];
-    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
-  }
-  return acc;
-}
+// The weight of element e of row r in a 32-element tile (the signed w for Q4_0, Q5_0 and Q8_0,
+// the unsigned q for the formats with a min).
+int weight(const TileQ4_0& t, int64_t r, int e) { return nibble_group_value(t.qs, r, e) - 8; }
+int weight(const TileQ4_1& t, int64_t r, int e) { return nibble_group_value(t.qs, r, e); }
+int weight(const TileQ5_0& t, int64_t r, int e) { return q5_value(t.qs, t.qh, r, e) - 16; }
+int weight(const TileQ5_1& t, int64_t r, int e) { return q5_value(t.qs, t.qh, r, e); }
+int weight(const TileQ8_0& t, int64_t r, int e) { return t.qs[e / 4][4 * r + e % 4] - 128; }
 
-float row_q5_1(const TileQ5_1* t, int64_t r, const BlockQ8_1* a, int64_t nb) {
+// 32-element formats: P per block, one fma chain, and for Q4_1/Q5_1 the min chain (panel.h).
+template <class Tile, class ABlock>
+float row_blocks32(const Tile* t, int64_t r, const ABlock* a, int64_t nb) {
+  constexpr bool kHasMin = std::is_same_v<ABlock, BlockQ8_1>;
   float acc = 0.0f, summ = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     int32_t p = 0;
-    for (int e = 0; e < 32; ++e) p += q5_value(t[b].qs, t[b].qh, r, e) * a[b].qs[e];
+    for (int e = 0; e < 32; ++e) p += weight(t[b], r, e) * a[b].qs[e];
     acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
-    summ = std::fma(fp16_to_f32(t[b].m[r]), fp16_to_f32(a[b].s), summ);
+    if constexpr (kHasMin) summ = std::fma(fp16_to_f32(t[b].m[r]), fp16_to_f32(a[b].s), summ);
   }
-  return acc + summ;
-}
-
-float row_q8_0(const TileQ8_0* t, int64_t r, const BlockQ8_0* a, int64_t nb) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t p = 0;
-    for (int e = 0; e < 32; ++e) p += (t[b].qs[e / 4][4 * r + e % 4] - 128) * a[b].qs[e];
-    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
-  }
+  if constexpr (kHasMin) return acc + summ;
   return acc;
 }
 
@@ -382,15 +353,15 @@ PanelMatmulFn panel_matmul(Isa isa, Format format) {
   if (isa == Isa::kAvx2) return avx2::panel_matmul(format);
   switch (format) {
     case Format::kQ4_0:
-      return scalar_panels<TileQ4_0, BlockQ8_0, row_q4_0>;
+      return scalar_panels<TileQ4_0, BlockQ8_0, row_blocks32<TileQ4_0, BlockQ8_0>>;
     case Format::kQ4_1:
-      return scalar_panels<TileQ4_1, BlockQ8_1, row_q4_1>;
+      return scalar_panels<TileQ4_1, BlockQ8_1, row_blocks32<TileQ4_1, BlockQ8_1>>;
     case Format::kQ5_0:
-      return scalar_panels<TileQ5_0, BlockQ8_0, row_q5_0>;
+      return scalar_panels<TileQ5_0, BlockQ8_0, row_blocks32<TileQ5_0, BlockQ8_0>>;
     case Format::kQ5_1:
-      return scalar_panels<TileQ5_1, BlockQ8_1, row_q5_1>;
+      return scalar_panels<TileQ5_1, BlockQ8_1, row_blocks32<TileQ5_1, BlockQ8_1>>;
     case Format::kQ8_0:
-      return scalar_panels<TileQ8_0, BlockQ8_0, row_q8_0>;
+      return scalar_panels<TileQ8_0, BlockQ8_0, row_blocks32<TileQ8_0, BlockQ8_0>>;
     case Format::kQ4_K:
       return scalar_panels<TileQ4_K, BlockQ8_K, row_q4_k>;
     case Format::kQ6_K:

@@ -84,13 +84,13 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
   // 64 sequences one after another would be a serial tail on every decode step.
   pool_.run([&](int index, int count) {
     const Range rows = split_range(n_sampled, index, count);
-    for (int64_t row = rows.begin; row < rows.end; ++row)
-      sample_row(plan, row, index, result);
+    for (int64_t row = rows.begin; row < rows.end; ++row) sample_row(plan, row, index, result);
   });
   return Status::Ok();
 }
 
-void CpuExecutor::sample_row(const StepPlan& plan, int64_t row, int thread, ExecutionResult& result) {
+void CpuExecutor::sample_row(const StepPlan& plan, int64_t row, int thread,
+                             ExecutionResult& result) {
   const int64_t n_vocab = model_.config().n_vocab;
   const int64_t i = logit_row_item_[row];
   const StepItem& item = plan.items[i];

@@ -75,8 +75,7 @@ void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
   if (isa == Isa::kAvx2 && kv.page_size % 8 == 0)
     return avx2::paged_attention(shape, kv, queries, scratch);
   for (int64_t i = 0; i < queries.n; ++i)
-    attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i],
-               scratch);
+    attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i], scratch);
 }
 
 }  // namespace drift::kernels

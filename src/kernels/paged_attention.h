@@ -40,11 +40,11 @@ struct PagedKv {
 };
 
 struct AttentionQueries {
-  int64_t n;                // 1 .. kAttentionLanes
-  const float* q[kAttentionLanes];    // [head_dim] each
-  int64_t first[kAttentionLanes];     // visible positions [first, last], first <= last
+  int64_t n;                        // 1 .. kAttentionLanes
+  const float* q[kAttentionLanes];  // [head_dim] each
+  int64_t first[kAttentionLanes];   // visible positions [first, last], first <= last
   int64_t last[kAttentionLanes];
-  float* out[kAttentionLanes];        // [head_dim_v] each
+  float* out[kAttentionLanes];  // [head_dim_v] each
 };
 
 struct AttentionShape {

@@ -177,8 +177,8 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(last_a));
   const int64_t base = p0 / 8 * 8;
 
-  float* qT = scratch;                      // [D][8]
-  float* scores = qT + round8(D * kLanes);  // [p1 - base + 1][8]
+  float* qT = scratch;                           // [D][8]
+  float* scores = qT + round8(D * kLanes);       // [p1 - base + 1][8]
   float* kf = scores + round8(p1 + 8) * kLanes;  // [D][8 positions]
   float* vf = kf + round8(8 * D);
   float* oT = vf + round8(kValueBlock * DV);  // [DV][8]

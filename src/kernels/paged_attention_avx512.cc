@@ -26,8 +26,7 @@ int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 // exp_approx on 16 lanes: the operations of exp_approx.h one by one (no fma), bit-identical.
 __m512 exp16(__m512 x) {
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512 xc =
-      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
   const __m512 round = _mm512_set1_ps(kExpRound);
   const __m512 n =
       _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kExpLog2e)), round), round);

@@ -159,7 +159,8 @@ void repack_block(const BlockQ6_K& b, int64_t r, TileQ6_K& t) {
     TileQ6_K::Sub& sub = t.sub[j];
     for (int i = 0; i < 4; ++i) {
       for (int h = 0; h < 2; ++h)
-        sub.lo[h][4 * r + i] = static_cast<uint8_t>((s[4 * h + i] & 15) | (s[8 + 4 * h + i] & 15) << 4);
+        sub.lo[h][4 * r + i] =
+            static_cast<uint8_t>((s[4 * h + i] & 15) | (s[8 + 4 * h + i] & 15) << 4);
       int hi = 0;
       for (int g = 0; g < 4; ++g) hi |= (s[4 * g + i] >> 4) << (2 * g);
       sub.hi[4 * r + i] = static_cast<uint8_t>(hi);

@@ -79,10 +79,10 @@ struct PanelSums32 {  // per 32-element block (Q8_0, Q8_1 activations)
                       // o * sum to P (Q4_0: o = 8, Q5_0: 16, Q8_0 codes: 128); 0 for Q8_1
   int32_t unused;
 };
-struct PanelSumsK {         // per 256-element super-block (Q8_K activations)
-  float d;                  // d_a
-  int16_t bsums32[8];       // bsums[2j] + bsums[2j + 1]: the quant sum of 32-element sub-block j
-  int32_t offsets6[16];     // 32 * bsums[j]: Q6_K's -32 per 16-element sub-block
+struct PanelSumsK {      // per 256-element super-block (Q8_K activations)
+  float d;               // d_a
+  int16_t bsums32[8];    // bsums[2j] + bsums[2j + 1]: the quant sum of 32-element sub-block j
+  int32_t offsets6[16];  // 32 * bsums[j]: Q6_K's -32 per 16-element sub-block
 };
 
 // Bytes of one token's sums for a k-element row.
@@ -94,14 +94,14 @@ void prepare_panel_sums(Format format, const void* xq, int64_t xq_row_bytes, int
                         int64_t k, void* sums, int64_t sums_row_bytes);
 
 struct PanelArgs {
-  const uint8_t* panels;   // repack_panels output
-  int64_t rows;            // real rows of the matrix (outputs are written for r < rows only)
-  int64_t k;               // elements per row
-  const uint8_t* x;        // [n_tokens][x_row_bytes] quantized activations
+  const uint8_t* panels;  // repack_panels output
+  int64_t rows;           // real rows of the matrix (outputs are written for r < rows only)
+  int64_t k;              // elements per row
+  const uint8_t* x;       // [n_tokens][x_row_bytes] quantized activations
   int64_t x_row_bytes;
-  const uint8_t* sums;     // [n_tokens][sums_row_bytes] prepare_panel_sums output
+  const uint8_t* sums;  // [n_tokens][sums_row_bytes] prepare_panel_sums output
   int64_t sums_row_bytes;
-  float* y;                // y[t * y_row_stride + r]
+  float* y;  // y[t * y_row_stride + r]
   int64_t y_row_stride;
   int64_t n_tokens;
 };

@@ -83,8 +83,8 @@ struct Q4_1 {
 template <class Tile>
 void add_fifth_bits(const Tile& t, int h, __m256i (&w)[8]) {
   // Byte j takes the byte of the 32-bit word holding bit j, then tests bit j % 8 of it.
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
-                                          2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   for (int l = 0; l < 8; ++l) {
     const auto bits32 = static_cast<int32_t>(t.qh[l] >> (32 * h));
@@ -133,8 +133,8 @@ struct Q8_0 {
 
 template <class F, int kT>
 void half32(const typename F::Tile* tiles, int64_t nb, int h,
-            const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y,
-            int64_t y_stride, int64_t valid) {
+            const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y, int64_t y_stride,
+            int64_t valid) {
   __m256 acc[kT], summ[kT];
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -235,8 +235,8 @@ void half_q6_k(const TileQ6_K* tiles, int64_t nb, int h,
       for (int t = 0; t < kT; ++t) {
         const int8_t* aq = tok[t].a[b].qs + 16 * j;
         __m256i p = _mm256_add_epi32(dot4(w[0], broadcast4(aq)), dot4(w[1], broadcast4(aq + 4)));
-        p = _mm256_add_epi32(p, _mm256_add_epi32(dot4(w[2], broadcast4(aq + 8)),
-                                                 dot4(w[3], broadcast4(aq + 12))));
+        p = _mm256_add_epi32(
+            p, _mm256_add_epi32(dot4(w[2], broadcast4(aq + 8)), dot4(w[3], broadcast4(aq + 12))));
         p = _mm256_sub_epi32(p, _mm256_set1_epi32(tok[t].s[b].offsets6[j]));
         l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
       }

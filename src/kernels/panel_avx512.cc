@@ -41,7 +41,7 @@ __mmask16 row_mask(int64_t valid) {
 // Groups g and g + 4 of a nibble-packed block are the low and high nibbles of byte run g.
 void unpack_nibbles(const uint8_t (*qs)[64], __m512i (&w)[8]) {
   const __m512i m4 = _mm512_set1_epi8(15);
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     const __m512i v = load512(qs[g]);
     w[g] = _mm512_and_si512(v, m4);
@@ -102,21 +102,21 @@ struct Q8_0 {
 
 template <class F, int kT>
 void tile32(const typename F::Tile* tiles, int64_t nb,
-            const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y,
-            int64_t y_stride, __mmask16 mask) {
+            const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y, int64_t y_stride,
+            __mmask16 mask) {
   __m512 acc[kT], summ[kT];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename F::Tile& tile = tiles[b];
     __m512i w[8];
     F::unpack(tile, w);
     const __m512 dw = load_fp16x16(tile.d);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) {
       const int8_t* aq = tok[t].a[b].qs;
       __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int l = 0; l < 8; l += 2) {
         p0 = _mm512_dpbusd_epi32(p0, w[l], broadcast4(aq + 4 * l));
         p1 = _mm512_dpbusd_epi32(p1, w[l + 1], broadcast4(aq + 4 * l + 4));
@@ -131,7 +131,7 @@ void tile32(const typename F::Tile* tiles, int64_t nb,
         summ[t] = _mm512_fmadd_ps(load_fp16x16(tile.m), _mm512_set1_ps(s.s), summ[t]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) {
     const __m512 out = F::kHasMin ? _mm512_add_ps(acc[t], summ[t]) : acc[t];
     _mm512_mask_storeu_ps(y + t * y_stride, mask, out);
@@ -144,22 +144,23 @@ template <int kT>
 void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
                float* y, int64_t y_stride, __mmask16 mask) {
   __m512 acc[kT], summ[kT];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ4_K& tile = tiles[b];
     __m512i l_sum[kT];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
       __m512i w[8];
       unpack_nibbles(tile.qs[j], w);
-      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.sc[j])));
-      #pragma GCC unroll 16
+      const __m512i sc =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.sc[j])));
+#pragma GCC unroll 16
       for (int t = 0; t < kT; ++t) {
         const int8_t* aq = tok[t].a[b].qs + 32 * j;
         __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int l = 0; l < 8; l += 2) {
           p0 = _mm512_dpbusd_epi32(p0, w[l], broadcast4(aq + 4 * l));
           p1 = _mm512_dpbusd_epi32(p1, w[l + 1], broadcast4(aq + 4 * l + 4));
@@ -170,14 +171,15 @@ void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
     const __m512 dw = load_fp16x16(tile.d);
     const __m512 dmw = load_fp16x16(tile.dmin);
     __m512i mn[4];  // int16 pairs (mn[2i], mn[2i + 1]) per row lane
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < 4; ++i)
-      mn[i] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile.mn[i])));
-    #pragma GCC unroll 16
+      mn[i] =
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile.mn[i])));
+#pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) {
       const PanelSumsK& s = tok[t].s[b];
       __m512i m_sum = _mm512_setzero_si512();
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         int32_t pair;
         std::memcpy(&pair, s.bsums32 + 2 * i, 4);
@@ -188,7 +190,7 @@ void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
       summ[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmw, da), _mm512_cvtepi32_ps(m_sum), summ[t]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < kT; ++t)
     _mm512_mask_storeu_ps(y + t * y_stride, mask, _mm512_sub_ps(acc[t], summ[t]));
 }
@@ -197,13 +199,13 @@ template <int kT>
 void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
                float* y, int64_t y_stride, __mmask16 mask) {
   __m512 acc[kT];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(15);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ6_K& tile = tiles[b];
     __m512i l_sum[kT];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 16; ++j) {
       const TileQ6_K::Sub& sub = tile.sub[j];
@@ -218,26 +220,27 @@ void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
       w[3] = _mm512_or_si512(
           _mm512_and_si512(_mm512_srli_epi16(lo1, 4), m4),
           _mm512_srli_epi16(_mm512_and_si512(hi, _mm512_set1_epi8(static_cast<char>(0xc0))), 2));
-      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.sc[j])));
-      #pragma GCC unroll 16
+      const __m512i sc =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.sc[j])));
+#pragma GCC unroll 16
       for (int t = 0; t < kT; ++t) {
         const int8_t* aq = tok[t].a[b].qs + 16 * j;
         __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], broadcast4(aq));
         __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], broadcast4(aq + 4));
         p0 = _mm512_dpbusd_epi32(p0, w[2], broadcast4(aq + 8));
         p1 = _mm512_dpbusd_epi32(p1, w[3], broadcast4(aq + 12));
-        const __m512i p = _mm512_sub_epi32(_mm512_add_epi32(p0, p1),
-                                           _mm512_set1_epi32(tok[t].s[b].offsets6[j]));
+        const __m512i p =
+            _mm512_sub_epi32(_mm512_add_epi32(p0, p1), _mm512_set1_epi32(tok[t].s[b].offsets6[j]));
         l_sum[t] = _mm512_add_epi32(l_sum[t], _mm512_mullo_epi32(p, sc));
       }
     }
     const __m512 dw = load_fp16x16(tile.d);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < kT; ++t)
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(tok[t].s[b].d)),
                                _mm512_cvtepi32_ps(l_sum[t]), acc[t]);
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, acc[t]);
 }
 
@@ -247,17 +250,19 @@ template <class Kernel, int kT>
 void run_tile(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t nb, int64_t t0,
               float* y, __mmask16 mask) {
   TokenRows<typename Kernel::ABlock, typename Kernel::Sums> tok[kT];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) {
-    tok[t].a = reinterpret_cast<const typename Kernel::ABlock*>(args.x + (t0 + t) * args.x_row_bytes);
-    tok[t].s = reinterpret_cast<const typename Kernel::Sums*>(args.sums + (t0 + t) * args.sums_row_bytes);
+    tok[t].a =
+        reinterpret_cast<const typename Kernel::ABlock*>(args.x + (t0 + t) * args.x_row_bytes);
+    tok[t].s =
+        reinterpret_cast<const typename Kernel::Sums*>(args.sums + (t0 + t) * args.sums_row_bytes);
   }
   Kernel::template tile<kT>(tiles, nb, tok, y + t0 * args.y_row_stride, args.y_row_stride, mask);
 }
 
 template <class Kernel, int kT>
-void run_remainder(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t nb, int64_t t0,
-                   int64_t count, float* y, __mmask16 mask) {
+void run_remainder(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t nb,
+                   int64_t t0, int64_t count, float* y, __mmask16 mask) {
   if constexpr (kT > 0) {
     if (count == kT) return run_tile<Kernel, kT>(args, tiles, nb, t0, y, mask);
     run_remainder<Kernel, kT - 1>(args, tiles, nb, t0, count, y, mask);
@@ -273,7 +278,8 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
     const __mmask16 mask = row_mask(args.rows - p * kPanelRows);
     float* y = args.y + p * kPanelRows;
     int64_t t0 = 0;
-    for (; t0 + kT <= args.n_tokens; t0 += kT) run_tile<Kernel, kT>(args, tiles + p * nb, nb, t0, y, mask);
+    for (; t0 + kT <= args.n_tokens; t0 += kT)
+      run_tile<Kernel, kT>(args, tiles + p * nb, nb, t0, y, mask);
     if (t0 < args.n_tokens)
       run_remainder<Kernel, kT - 1>(args, tiles + p * nb, nb, t0, args.n_tokens - t0, y, mask);
   }
@@ -287,8 +293,8 @@ struct Kernel32 {
   static constexpr int kTokens = kPanelTokens;
   static constexpr int64_t kBlock = kQK;
   template <int kT>
-  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT], float* y,
-                   int64_t y_stride, __mmask16 mask) {
+  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, __mmask16 mask) {
     tile32<F, kT>(tiles, nb, tok, y, y_stride, mask);
   }
 };
@@ -299,8 +305,8 @@ struct KernelQ4K {
   static constexpr int kTokens = 4;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
-  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT], float* y,
-                   int64_t y_stride, __mmask16 mask) {
+  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, __mmask16 mask) {
     tile_q4_k<kT>(tiles, nb, tok, y, y_stride, mask);
   }
 };
@@ -311,8 +317,8 @@ struct KernelQ6K {
   static constexpr int kTokens = 4;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
-  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT], float* y,
-                   int64_t y_stride, __mmask16 mask) {
+  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, __mmask16 mask) {
     tile_q6_k<kT>(tiles, nb, tok, y, y_stride, mask);
   }
 };

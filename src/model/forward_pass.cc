@@ -32,8 +32,7 @@ int64_t max_activation_row_bytes(const ModelWeights& w) {
 int64_t max_panel_sums_row_bytes(const ModelWeights& w) {
   int64_t bytes = 0;
   auto consider = [&](const WeightMatrix& m) {
-    if (m.has_panels())
-      bytes = std::max(bytes, kernels::panel_sums_row_bytes(m.format, m.cols));
+    if (m.has_panels()) bytes = std::max(bytes, kernels::panel_sums_row_bytes(m.format, m.cols));
   };
   consider(w.output);
   for (const LayerWeights& l : w.layers)
@@ -183,10 +182,9 @@ void ForwardPass::matmul_shared_input(std::span<const MatmulOutput> outputs, con
       base += units;
       if (begin >= end) continue;
       if (m.has_panels()) {
-        const kernels::PanelArgs args{m.panels,    m.rows,          m.cols,
-                                      xq_.data(),  xq_row_bytes_,   sums_.data(),
-                                      sums_row_bytes_, o.y,         o.y_stride,
-                                      n_tokens};
+        const kernels::PanelArgs args{m.panels,      m.rows,       m.cols,          xq_.data(),
+                                      xq_row_bytes_, sums_.data(), sums_row_bytes_, o.y,
+                                      o.y_stride,    n_tokens};
         m.panel_matmul(args, begin, end);
       } else {
         const kernels::MatmulArgs args{m.data, m.row_bytes, xq_.data(), xq_row_bytes_,
@@ -235,8 +233,7 @@ bool ForwardPass::can_share_input(std::span<const MatmulOutput> outputs) const {
 void ForwardPass::matmuls(std::span<const MatmulOutput> outputs, const float* x, int64_t x_stride,
                           int64_t n_tokens, ThreadPool& pool) {
   if (can_share_input(outputs)) return matmul_shared_input(outputs, x, x_stride, n_tokens, pool);
-  for (const MatmulOutput& o : outputs)
-    matmul(*o.m, x, x_stride, n_tokens, o.y, o.y_stride, pool);
+  for (const MatmulOutput& o : outputs) matmul(*o.m, x, x_stride, n_tokens, o.y, o.y_stride, pool);
 }
 
 void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv,
@@ -325,7 +322,8 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
   pool.run([&](int index, int count) {
     float* scratch = reinterpret_cast<float*>(
         (reinterpret_cast<uintptr_t>(&scores_[static_cast<size_t>(index) * scores_per_thread_]) +
-         31) / 32 * 32);
+         31) /
+        32 * 32);
     const Range work = split_range(total, index, count);
     int64_t base = 0;
     for (const ForwardSequence& s : batch.sequences) {
@@ -367,7 +365,7 @@ void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {
     kernels::rms_norm(isa_, &x_[t * c.n_embd], l.ffn_norm.data, &xn_[t * xn_stride_], c.n_embd,
                       c.rms_eps);
   const MatmulOutput gate_up[] = {{&l.ffn_gate, gate_.data(), c.n_ff},
-                                   {&l.ffn_up, up_.data(), c.n_ff}};
+                                  {&l.ffn_up, up_.data(), c.n_ff}};
   matmuls(gate_up, xn_.data(), xn_stride_, n, pool);
   for (int64_t t = 0; t < n; ++t) {
     const float* g = &gate_[t * c.n_ff];

@@ -62,8 +62,8 @@ class ForwardPass {
   bool can_share_input(std::span<const MatmulOutput> outputs) const;
   void quantize_input(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_tokens,
                       ThreadPool& pool);
-  void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x,
-                           int64_t x_stride, int64_t n_tokens, ThreadPool& pool);
+  void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, int64_t x_stride,
+                           int64_t n_tokens, ThreadPool& pool);
   void attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
 
   const Model& model_;

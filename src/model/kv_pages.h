@@ -4,7 +4,8 @@
 //
 // Layout of one page, fp16:  [layer][K, V][kv_head][...]: the keys of one head in one page are a
 // contiguous [head_dim][page_size] matrix (transposed, so that a decode query scores consecutive
-// positions in SIMD lanes), the values a [page_size][head_dim_v] matrix (kernels/paged_attention.h).
+// positions in SIMD lanes), the values a [page_size][head_dim_v] matrix
+// (kernels/paged_attention.h).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,8 @@ class KvPages {
   // Copies every K/V byte of page `src` into page `dst` (copy-on-write of a shared page).
   void copy_page(int64_t src, int64_t dst);
 
-  // [head_dim][page_size] keys (element e of slot j at [e][j]) of one head of one layer in one page.
+  // [head_dim][page_size] keys (element e of slot j at [e][j]) of one head of one layer in one
+  // page.
   uint16_t* keys(int64_t page, int64_t layer, int64_t kv_head) {
     return base(page, layer) + kv_head * page_size_ * head_dim_;
   }

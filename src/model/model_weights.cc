@@ -42,8 +42,8 @@ class Binder {
     const int64_t bytes = kernels::panel_matrix_bytes(m.format, m.rows, m.cols);
     // 64 spare bytes to align the start to a cache line.
     auto storage = std::make_unique<uint8_t[]>(static_cast<size_t>(bytes) + 64);
-    auto* aligned = reinterpret_cast<uint8_t*>(
-        (reinterpret_cast<uintptr_t>(storage.get()) + 63) / 64 * 64);
+    auto* aligned =
+        reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.get()) + 63) / 64 * 64);
     repack_in_parallel(m, aligned);
     m.panels = aligned;
     m.panel_matmul = kernels::panel_matmul(isa_, m.format);

@@ -65,7 +65,8 @@ std::vector<std::vector<float>> run(Isa isa, const KvSetup& s, const std::vector
   int64_t max_last = 0;
   for (const Query& q : block) max_last = std::max(max_last, q.last);
   std::vector<float> scratch(paged_attention_scratch_floats(s.shape, max_last) + 8);
-  float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 31) / 32 * 32);
+  float* aligned =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 31) / 32 * 32);
   std::vector<std::vector<float>> out(block.size(), std::vector<float>(s.shape.head_dim_v, -7.0f));
   AttentionQueries qs{};
   qs.n = static_cast<int64_t>(block.size());
@@ -168,8 +169,8 @@ TEST(PagedAttention, ScalarCloseToDouble) {
       double m = -INFINITY;
       for (int64_t p = block[i].first; p <= block[i].last; ++p) {
         // Keys are stored transposed in a page: element e of slot j at [e][j].
-        const uint16_t* k = s.keys.data() + s.page_table[p / s.page_size] * s.page_stride +
-                            p % s.page_size;
+        const uint16_t* k =
+            s.keys.data() + s.page_table[p / s.page_size] * s.page_stride + p % s.page_size;
         double dot = 0;
         for (int64_t e = 0; e < head_dim; ++e)
           dot += double{q[e]} * fp16_to_f32(k[e * s.page_size]);

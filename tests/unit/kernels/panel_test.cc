@@ -40,8 +40,17 @@ struct PanelProblem {
 
 PanelProblem make_problem(Format f, int64_t n_rows, int64_t k, int64_t n_tokens, uint32_t seed) {
   std::mt19937 rng(seed);
-  PanelProblem p{f,  n_rows, k, n_tokens, {}, row_bytes(f, k), {}, {}, activation_row_bytes(f, k),
-                 {}, panel_sums_row_bytes(f, k)};
+  PanelProblem p{f,
+                 n_rows,
+                 k,
+                 n_tokens,
+                 {},
+                 row_bytes(f, k),
+                 {},
+                 {},
+                 activation_row_bytes(f, k),
+                 {},
+                 panel_sums_row_bytes(f, k)};
   p.w = testing::random_weight_rows(f, n_rows, k, rng);
   p.panels.resize(static_cast<size_t>(panel_matrix_bytes(f, n_rows, k)));
   repack_panels(f, p.w.data(), p.w_row_bytes, n_rows, k, p.panels.data());

@@ -167,6 +167,91 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   }
 }
 
+// Queries of one token (decode): 16 consecutive positions of the transposed keys per register
+// (page_size % 16 == 0, so 16 positions from a multiple of 16 lie in one page), and the value rows
+// read once per position for up to 4 queries x 64 dimensions in registers. At most 8 queries.
+void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
+                      const AttentionQueries& queries, float* scratch) {
+  const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
+  const int64_t first = queries.first[0], last = queries.last[0];
+  const int64_t base = first / 16 * 16;
+  const int64_t span = (last + 1 - base + 15) / 16 * 16;
+  float* scores = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
+  const __m512 scale = _mm512_set1_ps(shape.scale);
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const __m512i lane_index =
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+
+  __m512 m[8];
+  for (int64_t i = 0; i < n; ++i) m[i] = neg_inf;
+  for (int64_t pb = base; pb <= last; pb += 16) {
+    const uint16_t* col =
+        kv.keys + kv.page_table[pb / kv.page_size] * kv.page_stride + pb % kv.page_size;
+    __m512 acc[8];
+    for (int64_t i = 0; i < n; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < D; ++e) {
+      const __m512 k = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + e * kv.page_size)));
+      for (int64_t i = 0; i < n; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(queries.q[i][e]), k, acc[i]);
+    }
+    const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(pb)), lane_index);
+    const __mmask16 inside =
+        _mm512_cmple_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(first)), pos) &
+        _mm512_cmple_epi32_mask(pos, _mm512_set1_epi32(static_cast<int32_t>(last)));
+    for (int64_t i = 0; i < n; ++i) {
+      const __m512 sc = _mm512_mask_mov_ps(neg_inf, inside, _mm512_mul_ps(acc[i], scale));
+      _mm512_store_ps(scores + i * span + (pb - base), sc);
+      m[i] = _mm512_max_ps(m[i], sc);
+    }
+  }
+
+  float inv[8];
+  for (int64_t i = 0; i < n; ++i) {
+    const __m512 mi = _mm512_set1_ps(_mm512_reduce_max_ps(m[i]));
+    float* sc = scores + i * span;
+    double sum = 0.0;
+    for (int64_t j = 0; j < span; j += 16) {
+      const __m512 w = exp16(_mm512_sub_ps(_mm512_load_ps(sc + j), mi));
+      _mm512_store_ps(sc + j, w);
+      for (int l = 0; l < 16; ++l) sum += static_cast<double>(sc[j + l]);
+    }
+    inv[i] = static_cast<float>(1.0 / sum);
+  }
+
+  // Up to 4 queries x 64 output dimensions per pass over the visible value rows.
+  for (int64_t i0 = 0; i0 < n; i0 += 4) {
+    const int64_t nq = std::min<int64_t>(4, n - i0);
+    for (int64_t d0 = 0; d0 < DV; d0 += 64) {
+      const int64_t chunks = std::min<int64_t>(4, (DV - d0 + 15) / 16);
+      __m512 o[4][4];
+      for (auto& row : o)
+        for (auto& v : row) v = _mm512_setzero_ps();
+      for (int64_t p = first; p <= last; ++p) {
+        const uint16_t* row = kv.values + kv.page_table[p / kv.page_size] * kv.page_stride +
+                              (p % kv.page_size) * DV + d0;
+        __m512 v[4];
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t width = std::min<int64_t>(16, DV - d0 - 16 * c);
+          const __mmask16 mk = static_cast<__mmask16>((1u << width) - 1);
+          v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, row + 16 * c));
+        }
+        for (int64_t i = 0; i < nq; ++i) {
+          const __m512 w = _mm512_set1_ps(scores[(i0 + i) * span + (p - base)]);
+          for (int64_t c = 0; c < chunks; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
+        }
+      }
+      for (int64_t i = 0; i < nq; ++i)
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t width = std::min<int64_t>(16, DV - d0 - 16 * c);
+          const __mmask16 mk = static_cast<__mmask16>((1u << width) - 1);
+          _mm512_mask_storeu_ps(queries.out[i0 + i] + d0 + 16 * c, mk,
+                                _mm512_mul_ps(o[i][c], _mm512_set1_ps(inv[i0 + i])));
+        }
+    }
+  }
+}
+
 }  // namespace
 
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
@@ -174,6 +259,8 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   bool one_range = true;
   for (int64_t i = 1; i < queries.n; ++i)
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
+  if (one_range && queries.n <= 8 && kv.page_size % 16 == 0)
+    return attend_one_token(shape, kv, queries, scratch);
   if (one_range || queries.n <= 8) return avx2::paged_attention(shape, kv, queries, scratch);
   attend_query_lanes(shape, kv, queries, scratch);
 }

@@ -64,6 +64,16 @@ TEST(EnginePrefixCache, SharedPrefixesHitAndAResetLeavesEveryPageFree) {
   EXPECT_GT(m.prefix_cache.evictions, 0u);
 }
 
+// The gauge says the cache is on before any request has run (it read 0 until the first step).
+TEST(EnginePrefixCache, EnabledGaugeHoldsBeforeTheFirstRequest) {
+  FakeEngine on = make_fake_engine(small_config());
+  EXPECT_TRUE(on.engine->metrics().prefix_cache_enabled);
+  EngineConfig config = small_config();
+  config.kv.enable_prefix_caching = false;
+  FakeEngine off = make_fake_engine(config);
+  EXPECT_FALSE(off.engine->metrics().prefix_cache_enabled);
+}
+
 TEST(EnginePrefixCache, OffKeepsNoPageAndCountsNothing) {
   EngineConfig config = small_config();
   config.kv.enable_prefix_caching = false;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <boost/asio/io_context.hpp>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -21,13 +22,19 @@ namespace drift::server {
 
 using nlohmann::json;
 
+// "Bearer <key>": the scheme is case-insensitive (RFC 9110 11.1), the key compared in constant
+// time.
 bool api_key_matches(std::string_view authorization, std::string_view key) {
-  const std::string expected = fmt::format("Bearer {}", key);
-  const size_t n = std::max(authorization.size(), expected.size());
-  size_t diff = authorization.size() ^ expected.size();
+  constexpr std::string_view kScheme = "bearer ";
+  bool scheme_ok = authorization.size() >= kScheme.size();
+  for (size_t i = 0; scheme_ok && i < kScheme.size(); ++i)
+    scheme_ok = std::tolower(static_cast<unsigned char>(authorization[i])) == kScheme[i];
+  const std::string_view given = scheme_ok ? authorization.substr(kScheme.size()) : "";
+  const size_t n = std::max(given.size(), key.size());
+  size_t diff = (given.size() ^ key.size()) | size_t(!scheme_ok);
   for (size_t i = 0; i < n; ++i) {
-    const unsigned char a = i < authorization.size() ? authorization[i] : 0;
-    const unsigned char b = i < expected.size() ? expected[i] : 0;
+    const unsigned char a = i < given.size() ? given[i] : 0;
+    const unsigned char b = i < key.size() ? key[i] : 0;
     diff |= size_t(a ^ b);
   }
   return diff == 0;

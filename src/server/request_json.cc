@@ -74,12 +74,18 @@ std::variant<nlohmann::json, ApiError> parse_request_json(std::string_view body,
   if (json_nesting_depth(body, max_depth) > max_depth)
     return bad_request(
         fmt::format("the request body nests arrays/objects deeper than {} levels", max_depth));
-  nlohmann::json json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json json;
+  try {
+    // A number beyond double's range (1e400) throws out_of_range even without exceptions.
+    json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  } catch (const nlohmann::json::exception& e) {
+    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
+  }
   if (json.is_discarded()) {
     // Parse again with exceptions for the position and reason; only reached for a bad body.
     try {
       (void)nlohmann::json::parse(body);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
       return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
     }
     return bad_request("the request body is not valid JSON");

@@ -42,7 +42,8 @@ TEST(ParseRequestJson, ReturnsTheObject) {
 TEST(ParseRequestJson, RefusesEachBadBodyWith400) {
   for (std::string body : {std::string("{\"prompt\": "), std::string("[1, 2]"), std::string("42"),
                            std::string("{\"a\": \"\xC3(\"}"), std::string(""),
-                           "{\"a\": " + std::string(100, '[') + std::string(100, ']') + "}"}) {
+                           "{\"a\": " + std::string(100, '[') + std::string(100, ']') + "}",
+                           std::string("{\"max_tokens\": 1e400}")}) {
     auto r = parse_request_json(body);
     ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << body;
     EXPECT_EQ(std::get<ApiError>(r).status, 400) << body;

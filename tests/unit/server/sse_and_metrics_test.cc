@@ -123,6 +123,15 @@ TEST(ApiKey, ExactMatchOnly) {
   EXPECT_FALSE(api_key_matches("sekret", "sekret"));
   EXPECT_FALSE(api_key_matches("", "sekret"));
   EXPECT_FALSE(api_key_matches("Bearer Sekret", "sekret"));
+  EXPECT_FALSE(api_key_matches("Basic sekret", "sekret"));
+}
+
+// The scheme is case-insensitive (RFC 9110); the key is not.
+TEST(ApiKey, SchemeIsCaseInsensitive) {
+  EXPECT_TRUE(api_key_matches("bearer sekret", "sekret"));
+  EXPECT_TRUE(api_key_matches("BEARER sekret", "sekret"));
+  EXPECT_FALSE(api_key_matches("bearer SEKRET", "sekret"));
+  EXPECT_FALSE(api_key_matches("bearer", ""));
 }
 
 }  // namespace

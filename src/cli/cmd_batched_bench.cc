@@ -23,6 +23,7 @@
 #include "engine_options.h"
 #include "model_locator.h"
 #include "sampling/random_stream.h"
+#include "runtime/load_engine.h"
 
 namespace drift::cli {
 namespace {
@@ -110,7 +111,7 @@ int run_batched_bench(const BatchedBenchOptions& o) {
   if (!config.ok()) return fail(config.error());
   config->max_queued_requests = std::max(config->max_queued_requests, engine_options.parallel);
   config->max_model_len = o.prompt_tokens + o.gen_tokens;
-  auto engine = Engine::load(*path, *config);
+  auto engine = load_engine(*path, *config);
   if (!engine.ok()) return fail(engine.error());
   const int32_t n_vocab = (*engine)->vocab_size();
 

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "engine/engine.h"
 #include "model_locator.h"
+#include "runtime/load_engine.h"
 
 namespace drift::cli {
 namespace {
@@ -157,7 +158,7 @@ int run_bench_prefix(const PrefixBenchOptions& o) {
     c.max_model_len_limit = *c.max_model_len;
     c.scheduler.max_num_seqs = std::max(o.requests, o.conversations);
     c.max_queued_requests = std::max(o.requests, o.conversations) + 1;
-    auto engine = Engine::load(*path, c);
+    auto engine = load_engine(*path, c);
     if (!engine.ok()) return fail(engine.error());
     auto report = [&](const char* name, Expected<Figures> f, const char* what) -> bool {
       if (!f.ok()) {
@@ -180,7 +181,7 @@ int run_bench_prefix(const PrefixBenchOptions& o) {
     if (shared && !report("shared", run_shared(**engine, o), "")) return 1;
     if (chat) {
       (*engine)->shutdown(ShutdownMode::kDrain);  // a fresh engine: no cache left from `shared`
-      engine = Engine::load(*path, c);
+      engine = load_engine(*path, c);
       if (!engine.ok()) return fail(engine.error());
       if (!report("chat", run_chat(**engine, o), " turns 2+")) return 1;
     }

@@ -22,6 +22,7 @@
 #include "sampling_options.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
+#include "runtime/load_engine.h"
 
 namespace drift::cli {
 namespace {
@@ -93,7 +94,7 @@ int run_chat(ChatOptions o) {
   auto config = to_engine_config(o.engine);
   if (!config.ok()) return fail(config.error());
   if (Status s = apply_sampling_defaults(o.sampling, *config); !s.ok()) return fail(s.error());
-  auto engine = Engine::load(*path, *config);
+  auto engine = load_engine(*path, *config);
   if (!engine.ok()) return fail(engine.error());
   fmt::print(stderr, "sampling: {}, seed {}\n", (*engine)->setup().sampling.describe(),
              *sampling.seed);

@@ -22,6 +22,7 @@
 #include "latency_summary.h"
 #include "model_locator.h"
 #include "sampling_options.h"
+#include "runtime/load_engine.h"
 
 namespace drift::cli {
 namespace {
@@ -205,7 +206,7 @@ int run_generate(GenerateOptions o) {
   // Every prompt of the file is submitted at once: the queue must take them all.
   config->max_queued_requests =
       std::max<int32_t>(config->max_queued_requests, static_cast<int32_t>(prompts.size()));
-  auto engine = Engine::load(*path, *config);
+  auto engine = load_engine(*path, *config);
   if (!engine.ok()) return fail(engine.error());
   int code =
       o.prompt ? stream_one(**engine, o, sampling) : run_batch(**engine, prompts, o, sampling);

@@ -31,6 +31,7 @@
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
+#include "runtime/load_engine.h"
 
 namespace drift::cli {
 namespace {
@@ -86,7 +87,7 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
     spdlog::warn(
         "the model has no chat template: chat requests use ChatML (--chat-template FILE "
         "gives another)");
-  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::load(path, config));
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config));
   auto loaded = std::make_shared<server::LoadedModel>(
       server::LoadedModel{std::move(engine), std::move(tokenizer), std::move(chat)});
   return loaded;

@@ -3,21 +3,14 @@
 #include <algorithm>
 
 #include "engine/engine_worker.h"
-#include "model/model.h"
 
 namespace drift {
 
 Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
                                                  const ModelFacts& model,
                                                  std::shared_ptr<const TextCodec> codec,
-                                                 ExecutorFactory make_executor) {
-  return build(config, model, std::move(codec), make_executor, nullptr);
-}
-
-Expected<std::unique_ptr<Engine>> Engine::build(const EngineConfig& config, const ModelFacts& model,
-                                                std::shared_ptr<const TextCodec> codec,
-                                                ExecutorFactory make_executor,
-                                                std::unique_ptr<Model> owned_model) {
+                                                 ExecutorFactory make_executor,
+                                                 std::shared_ptr<const void> executor_resources) {
   if (!codec) return make_error("codec: the engine needs a tokenizer (text codec), got none");
   std::optional<uint64_t> ram = physical_ram_bytes();
   if (!ram && config.kv.budget.ram_fraction)
@@ -29,7 +22,7 @@ Expected<std::unique_ptr<Engine>> Engine::build(const EngineConfig& config, cons
                          KVCacheManager::create(setup.kv_layout, setup.num_kv_pages));
 
   std::unique_ptr<Engine> engine(new Engine(setup, model.vocab_size, std::move(codec),
-                                            std::move(owned_model), std::move(executor),
+                                            std::move(executor_resources), std::move(executor),
                                             std::move(kv)));
   if (setup.enable_prefix_caching)
     engine->prefix_cache_ = std::make_unique<PrefixCache>(engine->kv_);
@@ -48,11 +41,12 @@ Expected<std::unique_ptr<Engine>> Engine::build(const EngineConfig& config, cons
 }
 
 Engine::Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<const TextCodec> codec,
-               std::unique_ptr<Model> model, std::unique_ptr<Executor> executor, KVCacheManager kv)
+               std::shared_ptr<const void> executor_resources,
+               std::unique_ptr<Executor> executor, KVCacheManager kv)
     : setup_(setup),
       vocab_size_(vocab_size),
       codec_(std::move(codec)),
-      model_(std::move(model)),
+      executor_resources_(std::move(executor_resources)),
       executor_(std::move(executor)),
       kv_(std::move(kv)),
       gateway_(

@@ -2,7 +2,7 @@
 // the Gateway (intake), the EngineScheduler with its KV cache manager, an Executor and a text
 // codec, and runs them on one worker thread (engine_worker.h).
 //
-//   auto engine = Engine::load("model.gguf", config);          // or Engine::create(...) with fakes
+//   auto engine = load_engine("model.gguf", config);  // runtime/; or Engine::create(...) with fakes
 //   RequestHandle h = (*engine)->submit(request);              // from any thread
 //   while (auto event = h.next()) { ... event->text ... }      // or submit(request, callback)
 //   h.cancel();                                                // at any point; ~RequestHandle too
@@ -47,24 +47,22 @@
 namespace drift {
 
 class EngineWorker;
-class Model;
 
 class Engine {
  public:
   // Builds the executor for the resolved setup (KV pages, page size, batch limits, context).
   using ExecutorFactory = FunctionRef<Expected<std::unique_ptr<Executor>>(const EngineSetup&)>;
 
-  // The general constructor (tests pass fakes): validates `config` against `model` (errors name
-  // the field), sizes the KV cache, builds the executor with `make_executor`, installs the
-  // progress-log crash handler and starts the worker.
+  // Validates `config` against `model` (errors name the field), sizes the KV cache, builds the
+  // executor with `make_executor`, installs the progress-log crash handler and starts the
+  // worker. `executor_resources` (e.g. the loaded weights) is kept alive until the executor is
+  // destroyed; the engine never looks inside it. Programs get an engine for a GGUF file from the
+  // composition root (runtime/load_engine.h); tests pass fakes.
   static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config,
                                                   const ModelFacts& model,
                                                   std::shared_ptr<const TextCodec> codec,
-                                                  ExecutorFactory make_executor);
-  // Loads the GGUF model and its tokenizer and runs it on the CPU executor with
-  // config.threads compute threads.
-  static Expected<std::unique_ptr<Engine>> load(const std::string& model_path,
-                                                const EngineConfig& config);
+                                                  ExecutorFactory make_executor,
+                                                  std::shared_ptr<const void> executor_resources = {});
 
   // shutdown(kAbort), then removes the crash handler.
   ~Engine();
@@ -111,12 +109,8 @@ class Engine {
 
  private:
   Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<const TextCodec> codec,
-         std::unique_ptr<Model> model, std::unique_ptr<Executor> executor, KVCacheManager kv);
-  static Expected<std::unique_ptr<Engine>> build(const EngineConfig& config,
-                                                 const ModelFacts& model,
-                                                 std::shared_ptr<const TextCodec> codec,
-                                                 ExecutorFactory make_executor,
-                                                 std::unique_ptr<Model> owned_model);
+         std::shared_ptr<const void> executor_resources, std::unique_ptr<Executor> executor,
+         KVCacheManager kv);
   // Tokenizes, validates and sizes a request on the submitting thread (and begins its session
   // turn); `prompt_tokens` is set as soon as the prompt is known (for the usage of a rejection).
   Expected<AcceptedRequest> accept(Request& request, RequestId id,
@@ -129,7 +123,7 @@ class Engine {
   const EngineSetup setup_;
   const int32_t vocab_size_;
   const std::shared_ptr<const TextCodec> codec_;
-  const std::unique_ptr<Model> model_;  // load() only; outlives the executor that reads it
+  const std::shared_ptr<const void> executor_resources_;  // outlives the executor that reads it
   const std::unique_ptr<Executor> executor_;
   ProgressLog log_;
   KVCacheManager kv_;

@@ -48,7 +48,7 @@ struct EngineConfig {
   // Requests submitted but not yet admitted (in the gateway or the scheduler's waiting queue)
   // beyond which submit rejects at once with an "overloaded" error.
   int32_t max_queued_requests = 256;
-  // Compute threads of the executor, the engine worker included (Engine::load).
+  // Compute threads of the executor, the engine worker included (runtime/load_engine.h).
   int32_t threads = 1;
   // Conversation sessions (Request::session_id): caps and idle time-to-live.
   SessionConfig sessions;

@@ -13,6 +13,7 @@
 #include "gguf/gguf_file.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
+#include "runtime/load_engine.h"
 
 namespace drift {
 namespace {
@@ -90,7 +91,7 @@ EngineConfig base_config() {
 std::unique_ptr<Engine> load_engine(const EngineConfig& config) {
   const auto path = test::model_path(test::kSmolLm2File);
   EXPECT_TRUE(test::model_available(path));
-  auto engine = Engine::load(path.string(), config);
+  auto engine = load_engine(path.string(), config);
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   return engine.ok() ? std::move(engine).value() : nullptr;
 }

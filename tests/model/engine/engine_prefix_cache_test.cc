@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "test_models.h"
+#include "runtime/load_engine.h"
 
 namespace drift {
 namespace {
@@ -61,7 +62,7 @@ Outputs run(const EngineConfig& config, bool concurrent, int32_t max_tokens, con
   Outputs result;
   const auto path = test::model_path(model_file);
   EXPECT_TRUE(test::model_available(path));
-  auto engine = Engine::load(path.string(), config);
+  auto engine = load_engine(path.string(), config);
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   if (!engine.ok()) return result;
   const auto start = Clock::now();

@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "test_models.h"
+#include "runtime/load_engine.h"
 
 namespace drift {
 namespace {
@@ -25,7 +26,7 @@ EngineConfig config(bool prefix_caching) {
 std::unique_ptr<Engine> load(const EngineConfig& c) {
   const auto path = test::model_path(test::kSmolLm2File);
   EXPECT_TRUE(test::model_available(path));
-  auto engine = Engine::load(path.string(), c);
+  auto engine = load_engine(path.string(), c);
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   return engine.ok() ? std::move(engine).value() : nullptr;
 }

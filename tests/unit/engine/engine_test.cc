@@ -298,13 +298,6 @@ TEST(Engine, MetricsCountStepsTokensFinishesAndLatencies) {
   EXPECT_EQ(m.end_to_end.counts.size(), std::size(kEndToEndBuckets) + 1);
 }
 
-TEST(Engine, LoadReportsAMissingModelFile) {
-  auto engine = Engine::load("/nonexistent/model.gguf", small_config());
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.error().message.find("/nonexistent/model.gguf"), std::string::npos)
-      << engine.error().message;
-}
-
 TEST(Histogram, ValuesLandInTheirLeBucket) {
   Histogram h = Histogram::with_bounds(std::vector<double>{0.1, 1.0});
   for (double v : {0.05, 0.1, 0.5, 1.0, 7.0}) h.observe(v);

@@ -1,7 +1,10 @@
-// Engine::load: the one place that knows the engine runs a GGUF model on the CPU executor.
+// The composition root: the one place that knows the engine runs a GGUF model on the CPU
+// executor.
+#include "runtime/load_engine.h"
+
 #include <algorithm>
 
-#include "engine/engine.h"
+#include "engine/sampling_defaults.h"
 #include "engine/tokenizer_codec.h"
 #include "executor/cpu_executor.h"
 #include "model/model.h"
@@ -33,10 +36,12 @@ ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer,
 
 }  // namespace
 
-Expected<std::unique_ptr<Engine>> Engine::load(const std::string& model_path,
-                                               const EngineConfig& config) {
+Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
+                                              const EngineConfig& config) {
   DRIFT_ASSIGN_OR_RETURN(Isa isa, select_isa(detect_cpu_features()));
-  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(model_path, isa));
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded_model, Model::load(model_path, isa));
+  // Shared with the engine, which keeps it alive for the executor that reads its weights.
+  std::shared_ptr<const Model> model = std::move(loaded_model);
   DRIFT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(model->file()));
   const ModelFacts facts = model_facts(model->config(), tokenizer, model->file());
   const Model& loaded = *model;
@@ -51,8 +56,8 @@ Expected<std::unique_ptr<Engine>> Engine::load(const std::string& model_path,
     DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor, CpuExecutor::create(loaded, c));
     return std::unique_ptr<Executor>(std::move(executor));
   };
-  return build(config, facts, make_tokenizer_codec(std::move(tokenizer)), make_executor,
-               std::move(model));
+  return Engine::create(config, facts, make_tokenizer_codec(std::move(tokenizer)), make_executor,
+                        std::move(model));
 }
 
 }  // namespace drift

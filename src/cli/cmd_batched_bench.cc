@@ -22,8 +22,8 @@
 #include "engine/engine.h"
 #include "engine_options.h"
 #include "model_locator.h"
-#include "sampling/random_stream.h"
 #include "runtime/load_engine.h"
+#include "sampling/random_stream.h"
 
 namespace drift::cli {
 namespace {

@@ -19,10 +19,10 @@
 #include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "model_locator.h"
+#include "runtime/load_engine.h"
 #include "sampling_options.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
-#include "runtime/load_engine.h"
 
 namespace drift::cli {
 namespace {

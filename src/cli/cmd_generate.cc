@@ -21,8 +21,8 @@
 #include "engine_options.h"
 #include "latency_summary.h"
 #include "model_locator.h"
-#include "sampling_options.h"
 #include "runtime/load_engine.h"
+#include "sampling_options.h"
 
 namespace drift::cli {
 namespace {

@@ -25,13 +25,13 @@
 #include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "model_locator.h"
+#include "runtime/load_engine.h"
 #include "sampling_options.h"
 #include "server/http_server.h"
 #include "server/openai_service.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
-#include "runtime/load_engine.h"
 
 namespace drift::cli {
 namespace {
@@ -48,7 +48,7 @@ struct ServeOptions {
   uint64_t max_body_bytes = 8u << 20;
   int64_t max_connections = 1024;
   double drain_timeout_seconds = 30;
-  EngineOptions engine;  // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
+  EngineOptions engine;      // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
   SamplingOptions sampling;  // the server's defaults: --temp, --top-k, ..., --sampling-defaults
 };
 
@@ -212,10 +212,11 @@ class ServeCommand {
         auto ms = [](const std::optional<double>& seconds) {
           return seconds ? fmt::format("{:g} ms", *seconds * 1e3) : std::string("off");
         };
-        spdlog::info("drift serve: latency targets: inter-token {}, first token {}, refuse above "
-                     "predicted first token {}",
-                     ms(s.latency.target_itl_seconds), ms(s.latency.target_ttft_seconds),
-                     ms(s.latency.max_ttft_seconds));
+        spdlog::info(
+            "drift serve: latency targets: inter-token {}, first token {}, refuse above "
+            "predicted first token {}",
+            ms(s.latency.target_itl_seconds), ms(s.latency.target_ttft_seconds),
+            ms(s.latency.max_ttft_seconds));
         log_step_costs();
       });
     });

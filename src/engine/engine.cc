@@ -29,10 +29,9 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   DRIFT_ASSIGN_OR_RETURN(engine->scheduler_,
                          EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_,
                                                  engine->log_, engine->prefix_cache_.get()));
-  engine->worker_ = std::make_unique<EngineWorker>(*engine->scheduler_, engine->kv_,
-                                                   *engine->executor_, *engine->gateway_,
-                                                   engine->log_, engine->board_, engine->sessions_,
-                                                   setup.latency);
+  engine->worker_ = std::make_unique<EngineWorker>(
+      *engine->scheduler_, engine->kv_, *engine->executor_, *engine->gateway_, engine->log_,
+      engine->board_, engine->sessions_, setup.latency);
   // The last engine created in a process is the one whose events a crash prints.
   install_progress_crash_handler(engine->log_);
   engine->crash_handler_installed_ = true;
@@ -41,8 +40,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
 }
 
 Engine::Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<const TextCodec> codec,
-               std::shared_ptr<const void> executor_resources,
-               std::unique_ptr<Executor> executor, KVCacheManager kv)
+               std::shared_ptr<const void> executor_resources, std::unique_ptr<Executor> executor,
+               KVCacheManager kv)
     : setup_(setup),
       vocab_size_(vocab_size),
       codec_(std::move(codec)),

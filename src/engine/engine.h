@@ -2,10 +2,10 @@
 // the Gateway (intake), the EngineScheduler with its KV cache manager, an Executor and a text
 // codec, and runs them on one worker thread (engine_worker.h).
 //
-//   auto engine = load_engine("model.gguf", config);  // runtime/; or Engine::create(...) with fakes
-//   RequestHandle h = (*engine)->submit(request);              // from any thread
-//   while (auto event = h.next()) { ... event->text ... }      // or submit(request, callback)
-//   h.cancel();                                                // at any point; ~RequestHandle too
+//   auto engine = load_engine("model.gguf", config);  // runtime/; or Engine::create(...) with
+//   fakes RequestHandle h = (*engine)->submit(request);              // from any thread while (auto
+//   event = h.next()) { ... event->text ... }      // or submit(request, callback) h.cancel(); //
+//   at any point; ~RequestHandle too
 //   (*engine)->shutdown(ShutdownMode::kDrain);
 //
 // Errors reach the caller as events: submit always returns a handle, and a request that cannot
@@ -58,11 +58,9 @@ class Engine {
   // worker. `executor_resources` (e.g. the loaded weights) is kept alive until the executor is
   // destroyed; the engine never looks inside it. Programs get an engine for a GGUF file from the
   // composition root (runtime/load_engine.h); tests pass fakes.
-  static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config,
-                                                  const ModelFacts& model,
-                                                  std::shared_ptr<const TextCodec> codec,
-                                                  ExecutorFactory make_executor,
-                                                  std::shared_ptr<const void> executor_resources = {});
+  static Expected<std::unique_ptr<Engine>> create(
+      const EngineConfig& config, const ModelFacts& model, std::shared_ptr<const TextCodec> codec,
+      ExecutorFactory make_executor, std::shared_ptr<const void> executor_resources = {});
 
   // shutdown(kAbort), then removes the crash handler.
   ~Engine();

@@ -7,8 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include "engine/sampling_defaults.h"
 #include "engine/latency_planner.h"
+#include "engine/sampling_defaults.h"
 #include "engine/session_store.h"
 #include "kv/kv_capacity.h"
 #include "kv/kv_layout.h"

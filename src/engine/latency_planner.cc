@@ -73,14 +73,13 @@ int32_t plan_prefill_budget(const StepCostModel& model, const LatencyConfig& con
   if (!config.target_itl_seconds || in.load.decoding == 0) return whole;
   const int32_t cap = std::max(1, whole - in.load.decoding);
   if (!model.calibrated()) return std::min(config.min_prefill_tokens, cap);
-  int32_t budget =
-      largest_prefill_within(model.costs(), in.load, cap, *config.target_itl_seconds);
+  int32_t budget = largest_prefill_within(model.costs(), in.load, cap, *config.target_itl_seconds);
   if (config.target_ttft_seconds && in.oldest_unserved_seconds > 0 &&
       in.load.pending_prefill_tokens > 0) {
     const double slack = *config.target_ttft_seconds - in.oldest_unserved_seconds;
-    budget = std::max(budget,
-                      smallest_prefill_draining(model.costs(), in.load, cap, std::max(budget, 1),
-                                                in.load.pending_prefill_tokens, slack));
+    budget =
+        std::max(budget, smallest_prefill_draining(model.costs(), in.load, cap, std::max(budget, 1),
+                                                   in.load.pending_prefill_tokens, slack));
   }
   return std::clamp(budget, std::min(config.min_prefill_tokens, cap), cap);
 }

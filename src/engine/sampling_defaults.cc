@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "gguf/gguf_file.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+
+#include "gguf/gguf_file.h"
 
 namespace drift {
 namespace {
@@ -142,8 +142,7 @@ void apply_layer(const SamplingSettings& layer, SamplingSource source, SamplingP
        s.repetition_penalty);
   take(layer.penalty_last_n, taken.penalty_last_n, p.penalty_last_n, s.penalty_last_n);
   take(layer.presence_penalty, taken.presence_penalty, p.presence_penalty, s.presence_penalty);
-  take(layer.frequency_penalty, taken.frequency_penalty, p.frequency_penalty,
-       s.frequency_penalty);
+  take(layer.frequency_penalty, taken.frequency_penalty, p.frequency_penalty, s.frequency_penalty);
   take(layer.order, taken.order, p.order, s.order);
   if (layer.top_k && !taken.top_k) {
     taken.top_k = layer.top_k;
@@ -223,10 +222,9 @@ RecommendedSampling read_recommended_sampling(const GgufFile& file) {
       r.ignored.push_back("general.sampling.sequence: not a string");
   }
   // Samplers drift does not have: say so rather than pretend.
-  for (std::string_view key :
-       {"general.sampling.xtc_probability", "general.sampling.xtc_threshold",
-        "general.sampling.mirostat", "general.sampling.mirostat_tau",
-        "general.sampling.mirostat_eta"}) {
+  for (std::string_view key : {"general.sampling.xtc_probability", "general.sampling.xtc_threshold",
+                               "general.sampling.mirostat", "general.sampling.mirostat_tau",
+                               "general.sampling.mirostat_eta"}) {
     if (file.find(key)) r.ignored.push_back(fmt::format("{}: drift has no such sampler", key));
   }
   return r;
@@ -277,9 +275,9 @@ Expected<SamplingDefaults> resolve_sampling_defaults(const SamplingSettings& ope
   const bool openai = base == SamplingDefaultsBase::kOpenAI;
   const SamplingSource base_source = openai ? SamplingSource::kOpenAI : SamplingSource::kLlamaCpp;
   d.params = openai ? openai_defaults() : llama_cpp_defaults();
-  d.sources = SamplingDefaults::Sources{base_source, base_source, base_source,
-                                        base_source, base_source, base_source,
-                                        base_source, base_source, base_source};
+  d.sources =
+      SamplingDefaults::Sources{base_source, base_source, base_source, base_source, base_source,
+                                base_source, base_source, base_source, base_source};
   SamplingSettings taken;
   apply_layer(operator_settings, SamplingSource::kOperator, d.params, d.sources, taken);
   if (base == SamplingDefaultsBase::kModel)

@@ -107,8 +107,8 @@ void StepCostModel::refit() {
       best = theta;
     }
   }
-  costs_ = StepCosts{best[0] * kScale[0], best[1] * kScale[1], best[2] * kScale[2],
-                     best[3] * kScale[3]};
+  costs_ =
+      StepCosts{best[0] * kScale[0], best[1] * kScale[1], best[2] * kScale[2], best[3] * kScale[3]};
 }
 
 }  // namespace drift

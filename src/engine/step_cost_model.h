@@ -64,8 +64,8 @@ class StepCostModel {
   void refit();
 
   double decay_;
-  Matrix gram_{};  // decayed, weighted sum of x x^T over steps, x the scaled shape
-  Vector moment_{};  // decayed, weighted sum of x * seconds
+  Matrix gram_{};                // decayed, weighted sum of x x^T over steps, x the scaled shape
+  Vector moment_{};              // decayed, weighted sum of x * seconds
   bool attention_seen_ = false;  // a step attended over enough positions to fit its cost
   StepCosts costs_;
   uint64_t steps_ = 0;

@@ -212,8 +212,7 @@ void EngineScheduler::schedule_admissions() {
       if (passed_enough) break;
       continue;
     }
-    if (admission == Admission::kStop ||
-        waiting_[i]->times_overtaken >= config_.max_overtakes)
+    if (admission == Admission::kStop || waiting_[i]->times_overtaken >= config_.max_overtakes)
       break;
     ++i;
   }

@@ -1,12 +1,11 @@
 #include "server/generation.h"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <cmath>
 
 #include "server/sse.h"
-
-#include <algorithm>
-#include <cmath>
 
 namespace drift::server {
 

@@ -11,9 +11,9 @@
 
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
+#include "runtime/load_engine.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
-#include "runtime/load_engine.h"
 
 namespace drift {
 namespace {

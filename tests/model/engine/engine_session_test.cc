@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "test_models.h"
 #include "runtime/load_engine.h"
+#include "test_models.h"
 
 namespace drift {
 namespace {

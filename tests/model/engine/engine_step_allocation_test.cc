@@ -10,8 +10,8 @@
 
 #include "counting_allocator.h"
 #include "engine/engine_step.h"
-#include "engine/sampling_defaults.h"
 #include "engine/latency_planner.h"
+#include "engine/sampling_defaults.h"
 #include "engine/step_cost_model.h"
 #include "executor/cpu_executor.h"
 #include "model/model.h"

@@ -26,8 +26,8 @@ FakeHooks timed_hooks(StepGate* gate) {
   FakeHooks hooks;
   hooks.before_step = [gate](const StepPlan& plan) {
     if (gate) gate->on_step(plan);
-    std::this_thread::sleep_for(std::chrono::microseconds(200 * plan.num_prefill_tokens +
-                                                          500 * plan.num_decode_tokens));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(200 * plan.num_prefill_tokens + 500 * plan.num_decode_tokens));
   };
   return hooks;
 }

@@ -133,13 +133,13 @@ TEST(RecommendedSampling, ReadsLlamaCppsKeys) {
 }
 
 TEST(RecommendedSampling, AcceptsLlamaCppsAliasesAndSaysWhatItCannotUse) {
-  auto file = parse_gguf(GgufBuilder()
-                             .add_uint32("general.sampling.top_k", 0)
-                             .add_float32("general.sampling.top_p", 1.5f)
-                             .add_string("general.sampling.temp", "0.6")
-                             .add_float32("general.sampling.xtc_probability", 0.5f)
-                             .add_string("general.sampling.sequence",
-                                         "penalties;dry;top-k;nucleus;minp;temp"));
+  auto file = parse_gguf(
+      GgufBuilder()
+          .add_uint32("general.sampling.top_k", 0)
+          .add_float32("general.sampling.top_p", 1.5f)
+          .add_string("general.sampling.temp", "0.6")
+          .add_float32("general.sampling.xtc_probability", 0.5f)
+          .add_string("general.sampling.sequence", "penalties;dry;top-k;nucleus;minp;temp"));
   ASSERT_TRUE(file.ok()) << file.error().message;
   RecommendedSampling r = read_recommended_sampling(file->file);
   EXPECT_EQ(r.settings.top_k, 0);  // llama.cpp: <= 0 is no limit
@@ -148,8 +148,7 @@ TEST(RecommendedSampling, AcceptsLlamaCppsAliasesAndSaysWhatItCannotUse) {
   ASSERT_TRUE(r.settings.order);
   EXPECT_EQ(*r.settings.order, SamplerOrder{});
   ASSERT_EQ(r.ignored.size(), 3u);
-  EXPECT_NE(r.ignored[0].find("general.sampling.top_p: 1.5 is outside (0, 1]"),
-            std::string::npos)
+  EXPECT_NE(r.ignored[0].find("general.sampling.top_p: 1.5 is outside (0, 1]"), std::string::npos)
       << r.ignored[0];
   EXPECT_NE(r.ignored[1].find("sampler \"dry\""), std::string::npos) << r.ignored[1];
   EXPECT_NE(r.ignored[2].find("xtc_probability"), std::string::npos) << r.ignored[2];
@@ -160,8 +159,8 @@ TEST(RecommendedSampling, NoKeysNoRecommendation) {
   ASSERT_TRUE(file.ok());
   RecommendedSampling r = read_recommended_sampling(file->file);
   EXPECT_TRUE(r.ignored.empty());
-  EXPECT_FALSE(r.settings.temperature || r.settings.top_k || r.settings.top_p ||
-               r.settings.min_p || r.settings.order);
+  EXPECT_FALSE(r.settings.temperature || r.settings.top_k || r.settings.top_p || r.settings.min_p ||
+               r.settings.order);
 }
 
 TEST(EngineSampling, TheExecutorGetsTheRequestsFieldsOverTheEnginesDefaults) {

@@ -62,8 +62,7 @@ TEST(StepCostModel, ConvergesToTheCostsOfASyntheticClock) {
   const StepCosts& c = model.costs();
   EXPECT_NEAR(c.per_step, kTruth.per_step, 1e-3 * kTruth.per_step);
   EXPECT_NEAR(c.per_prefill_token, kTruth.per_prefill_token, 1e-3 * kTruth.per_prefill_token);
-  EXPECT_NEAR(c.per_decode_sequence, kTruth.per_decode_sequence,
-              1e-3 * kTruth.per_decode_sequence);
+  EXPECT_NEAR(c.per_decode_sequence, kTruth.per_decode_sequence, 1e-3 * kTruth.per_decode_sequence);
   EXPECT_NEAR(c.per_attended_position, kTruth.per_attended_position,
               1e-3 * kTruth.per_attended_position);
   for (int i = 0; i < 100; ++i) {

@@ -101,9 +101,9 @@ void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* r
         const SequenceState* w = d.scheduler().find(id);
         if (w && w->phase == SequencePhase::kWaiting && waits_before(*w, *admitted)) {
           ASSERT_GT(w->times_overtaken, overtaken_at_start[id])
-              << "request " << id << " (rank " << w->waiting_rank << ") waits while "
-              << item.seq_id << " (rank " << admitted->waiting_rank
-              << ") is admitted, uncounted; " << name_of(sc) << " step " << plan.step;
+              << "request " << id << " (rank " << w->waiting_rank << ") waits while " << item.seq_id
+              << " (rank " << admitted->waiting_rank << ") is admitted, uncounted; " << name_of(sc)
+              << " step " << plan.step;
           ASSERT_LE(w->times_overtaken, c.max_overtakes) << "request " << id;
         }
       }

@@ -1,7 +1,7 @@
 // Internal: the ISA-specific entry points, one namespace per ISA. Each is defined in a *_avx2.cc or
 // *_avx512.cc file compiled with that ISA's flags, and is called only after the dispatcher in the
 // matching portable .cc file has been asked for that ISA (which the caller checked the CPU has).
-// The vector ops (norm, softmax, activations, elementwise, attention pieces, RoPE) have AVX2
+// The vector ops (norm, softmax, activations, elementwise, RoPE) have AVX2
 // implementations only; the AVX-512 ISA uses them.
 #pragma once
 
@@ -33,10 +33,6 @@ void gelu(const float* x, float* y, int64_t n, const uint16_t* table);
 void add(const float* a, const float* b, float* y, int64_t n);
 void mul(const float* a, const float* b, float* y, int64_t n);
 void scale(const float* x, float s, float* y, int64_t n);
-float dot_f32(const float* a, const float* b, int64_t n);
-float dot_f32_f16(const float* q, const uint16_t* k, int64_t n);
-void axpy_f16(float alpha, const uint16_t* v, float* acc, int64_t n);
-void axpy_f32(float alpha, const float* v, float* acc, int64_t n);
 void rope_apply(RopeLayout layout, const float* cache, int64_t n_dims, float* x, int64_t n_heads,
                 int64_t head_stride);
 }  // namespace avx2

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "kernels/activation.h"
-#include "kernels/attention_ops.h"
 #include "kernels/dequantize.h"
 #include "kernels/elementwise.h"
 #include "kernels/fp16.h"
@@ -14,7 +13,6 @@
 #include "kernels/panel.h"
 #include "kernels/quantize.h"
 #include "kernels/rope.h"
-#include "kernels/softmax.h"
 
 namespace drift {
 namespace {

@@ -10,7 +10,6 @@
 
 #include "kernel_test_util.h"
 #include "kernels/activation.h"
-#include "kernels/attention_ops.h"
 #include "kernels/elementwise.h"
 #include "kernels/exp_approx.h"
 #include "kernels/norm.h"
@@ -240,52 +239,6 @@ TEST(Elementwise, EveryIsaIsOneRoundingPerElement) {
       scale(isa, a.data(), 0.37f, y.data(), n);
       EXPECT_TRUE(same_bits(y, scaled)) << isa_label(isa);
     }
-  }
-}
-
-// ---- Attention pieces
-
-TEST(AttentionOps, EveryIsaEqualsScalarBitwise) {
-  std::mt19937 rng(29);
-  for (int64_t n : kLengths) {
-    const std::vector<float> q = testing::random_floats(n, rng),
-                             kf = testing::random_floats(n, rng);
-    std::vector<uint16_t> k(n);
-    for (int64_t i = 0; i < n; ++i) k[i] = f32_to_fp16(kf[i]);
-    const std::vector<float> acc0 = testing::random_floats(n, rng);
-    const float d32 = dot_f32(Isa::kScalar, q.data(), kf.data(), n);
-    const float d16 = dot_f32_f16(Isa::kScalar, q.data(), k.data(), n);
-    std::vector<float> ax16 = acc0, ax32 = acc0;
-    axpy_f16(Isa::kScalar, 0.3f, k.data(), ax16.data(), n);
-    axpy_f32(Isa::kScalar, 0.3f, kf.data(), ax32.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(bits(ax16[i]), bits(std::fma(0.3f, fp16_to_f32(k[i]), acc0[i])));
-      ASSERT_EQ(bits(ax32[i]), bits(std::fma(0.3f, kf[i], acc0[i])));
-    }
-    for (Isa isa : isas_under_test()) {
-      EXPECT_EQ(bits(dot_f32(isa, q.data(), kf.data(), n)), bits(d32)) << isa_label(isa) << n;
-      EXPECT_EQ(bits(dot_f32_f16(isa, q.data(), k.data(), n)), bits(d16)) << isa_label(isa) << n;
-      std::vector<float> y16 = acc0, y32 = acc0;
-      axpy_f16(isa, 0.3f, k.data(), y16.data(), n);
-      axpy_f32(isa, 0.3f, kf.data(), y32.data(), n);
-      EXPECT_TRUE(same_bits(y16, ax16)) << isa_label(isa);
-      EXPECT_TRUE(same_bits(y32, ax32)) << isa_label(isa);
-    }
-  }
-}
-
-// Lane chains of ceil(n / 16) fmas and 4 reduction levels: gamma_{ceil(n/16) + 4} sum |a b|.
-TEST(AttentionOps, DotWithinDerivedBoundOfDouble) {
-  std::mt19937 rng(30);
-  for (int64_t n : kLengths) {
-    const std::vector<float> a = testing::random_floats(n, rng), b = testing::random_floats(n, rng);
-    double want = 0, mag = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      want += double{a[i]} * b[i];
-      mag += std::fabs(double{a[i]} * b[i]);
-    }
-    const double got = dot_f32(Isa::kScalar, a.data(), b.data(), n);
-    EXPECT_LE(std::fabs(got - want), (gamma_n((n + 15) / 16 + 4) + n * 0x1p-53) * mag) << n;
   }
 }
 

@@ -84,7 +84,7 @@ class ForwardPass {
   std::vector<uint8_t> xq_;      // [T][largest activation row] quantized matmul input
   std::vector<uint8_t> sums_;    // [T][sums_row_bytes_] per-block sums of xq_ for panel matmuls
   // [threads][scores_per_thread_] attention scratch (scores of every position for a block of
-  // queries, converted K/V rows); 32-byte aligned.
+  // queries, converted K/V rows); attend() hands the kernel a 32-byte aligned start within it.
   std::vector<float> scores_;
   int64_t scores_per_thread_ = 0;
   std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch

@@ -167,90 +167,176 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   }
 }
 
-// Queries of one token (decode): 16 consecutive positions of the transposed keys per register
-// (page_size % 16 == 0, so 16 positions from a multiple of 16 lie in one page), and the value rows
-// read once per position for up to 4 queries x 64 dimensions in registers. At most 8 queries.
+// Queries of one token (decode): the heads of one group, all with the same range. Scores of 16
+// consecutive positions per register from the transposed keys (page_size % 16 == 0, so 16
+// positions from a multiple of 16 lie in one page); value rows read once per position for all
+// queries and up to 64 dimensions in registers.
+//
+// Why it is shaped this way: with one accumulator per query the scores are bound by the fma
+// latency, so B blocks of 16 positions are scored at once (N x B independent chains); N, B and
+// the value chunks are template parameters so that every accumulator lives in a register (with
+// run-time counts the compiler kept them on the stack: 1.7x slower with the K/V in cache).
+// Software prefetch of the next pages was tried and gained nothing: the hardware prefetcher
+// follows the 2 KB blocks.
+
+// Scores of positions [pb, pb + 16 B) for N queries (B blocks of 16, all inside [base, last]).
+template <int N, int B>
+inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int64_t D, int64_t pb,
+                         int64_t first, int64_t last, __m512 scale, float* scores, int64_t span,
+                         int64_t base, __m512* m) {
+  const uint16_t* col[B];
+  for (int b = 0; b < B; ++b) {
+    const int64_t p = pb + 16 * b;
+    col[b] = kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+  }
+  __m512 acc[B][N];
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < N; ++i) acc[b][i] = _mm512_setzero_ps();
+  for (int64_t e = 0; e < D; ++e) {
+    __m512 k[B];
+    for (int b = 0; b < B; ++b)
+      k[b] = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col[b] + e * kv.page_size)));
+    for (int i = 0; i < N; ++i) {
+      const __m512 q = _mm512_set1_ps(queries.q[i][e]);
+      for (int b = 0; b < B; ++b) acc[b][i] = _mm512_fmadd_ps(q, k[b], acc[b][i]);
+    }
+  }
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const __m512i lane_index =
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int b = 0; b < B; ++b) {
+    const int64_t p = pb + 16 * b;
+    const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(p)), lane_index);
+    const __mmask16 inside =
+        _mm512_cmple_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(first)), pos) &
+        _mm512_cmple_epi32_mask(pos, _mm512_set1_epi32(static_cast<int32_t>(last)));
+    for (int i = 0; i < N; ++i) {
+      const __m512 sc = _mm512_mask_mov_ps(neg_inf, inside, _mm512_mul_ps(acc[b][i], scale));
+      _mm512_store_ps(scores + i * span + (p - base), sc);
+      m[i] = _mm512_max_ps(m[i], sc);
+    }
+  }
+}
+
+// Dimensions [d0, d0 + width) of the weighted value rows over positions [first, last], for the
+// queries whose weights start at `weights` (one row of `span` per query, position p at p - base).
+struct WeightedRows {
+  const PagedKv& kv;
+  const float* weights;
+  int64_t span, base, first, last, dim_v, d0, width;
+};
+
+// out[i][d0 ..] = (sum over p of w_i[p] * v_p) * float(1 / sum[i]) for Q (at most `n`) queries,
+// C chunks of 16 dimensions in registers.
+template <int Q, int C>
+inline void weighted_value_rows(const WeightedRows& r, float* const* out, const double* sum) {
+  __mmask16 mk[C];
+  for (int c = 0; c < C; ++c) {
+    const int64_t w = std::min<int64_t>(16, r.width - 16 * c);
+    mk[c] = static_cast<__mmask16>((1u << w) - 1);
+  }
+  __m512 o[Q][C];
+  for (int i = 0; i < Q; ++i)
+    for (int c = 0; c < C; ++c) o[i][c] = _mm512_setzero_ps();
+  for (int64_t p = r.first; p <= r.last; ++p) {
+    const uint16_t* row = r.kv.values + r.kv.page_table[p / r.kv.page_size] * r.kv.page_stride +
+                          (p % r.kv.page_size) * r.dim_v + r.d0;
+    __m512 v[C];
+    for (int c = 0; c < C; ++c)
+      v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk[c], row + 16 * c));
+    for (int i = 0; i < Q; ++i) {
+      const __m512 w = _mm512_set1_ps(r.weights[i * r.span + (p - r.base)]);
+      for (int c = 0; c < C; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
+    }
+  }
+  for (int i = 0; i < Q; ++i) {
+    const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum[i]));
+    for (int c = 0; c < C; ++c)
+      _mm512_mask_storeu_ps(out[i] + r.d0 + 16 * c, mk[c], _mm512_mul_ps(o[i][c], inv));
+  }
+}
+
+// Every 64-dimension slice of the output for Q queries.
+template <int Q>
+inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
+                         int64_t base, int64_t first, int64_t last, float* const* out,
+                         const double* sum) {
+  for (int64_t d0 = 0; d0 < DV; d0 += 64) {
+    const int64_t width = std::min<int64_t>(64, DV - d0);
+    const WeightedRows rows{kv, weights, span, base, first, last, DV, d0, width};
+    switch ((width + 15) / 16) {
+      case 4:
+        weighted_value_rows<Q, 4>(rows, out, sum);
+        break;
+      case 3:
+        weighted_value_rows<Q, 3>(rows, out, sum);
+        break;
+      case 2:
+        weighted_value_rows<Q, 2>(rows, out, sum);
+        break;
+      default:
+        weighted_value_rows<Q, 1>(rows, out, sum);
+        break;
+    }
+  }
+}
+
+template <int N>
 void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
                       const AttentionQueries& queries, float* scratch) {
-  const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
+  const int64_t D = shape.head_dim, DV = shape.head_dim_v;
   const int64_t first = queries.first[0], last = queries.last[0];
   const int64_t base = first / 16 * 16;
   const int64_t span = (last + 1 - base + 15) / 16 * 16;
   float* scores = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
   const __m512 scale = _mm512_set1_ps(shape.scale);
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  const __m512i lane_index =
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // Enough blocks per pass that N x B independent fma chains cover the fma latency.
+  constexpr int B = N == 1 ? 8 : N == 2 ? 6 : N <= 4 ? 4 : 2;
 
-  __m512 m[8];
-  for (int64_t i = 0; i < n; ++i) m[i] = neg_inf;
-  for (int64_t pb = base; pb <= last; pb += 16) {
-    const uint16_t* col =
-        kv.keys + kv.page_table[pb / kv.page_size] * kv.page_stride + pb % kv.page_size;
-    __m512 acc[8];
-    for (int64_t i = 0; i < n; ++i) acc[i] = _mm512_setzero_ps();
-    for (int64_t e = 0; e < D; ++e) {
-      const __m512 k = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + e * kv.page_size)));
-      for (int64_t i = 0; i < n; ++i)
-        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(queries.q[i][e]), k, acc[i]);
+  __m512 m[N];
+  for (int i = 0; i < N; ++i) m[i] = _mm512_set1_ps(-INFINITY);
+  int64_t pb = base;
+  for (; pb + 16 * (B - 1) <= last; pb += 16 * B) {
+    score_blocks<N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+  }
+  for (; pb <= last; pb += 16)
+    score_blocks<N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+
+  // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position; the
+  // queries' sums are interleaved so that their add chains overlap.
+  __m512 mi[N];
+  for (int i = 0; i < N; ++i) mi[i] = _mm512_set1_ps(_mm512_reduce_max_ps(m[i]));
+  double sum[N] = {};
+  for (int64_t j = 0; j < span; j += 16) {
+    for (int i = 0; i < N; ++i) {
+      float* sc = scores + i * span + j;
+      _mm512_store_ps(sc, exp16(_mm512_sub_ps(_mm512_load_ps(sc), mi[i])));
     }
-    const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(pb)), lane_index);
-    const __mmask16 inside =
-        _mm512_cmple_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(first)), pos) &
-        _mm512_cmple_epi32_mask(pos, _mm512_set1_epi32(static_cast<int32_t>(last)));
-    for (int64_t i = 0; i < n; ++i) {
-      const __m512 sc = _mm512_mask_mov_ps(neg_inf, inside, _mm512_mul_ps(acc[i], scale));
-      _mm512_store_ps(scores + i * span + (pb - base), sc);
-      m[i] = _mm512_max_ps(m[i], sc);
-    }
+    for (int l = 0; l < 16; ++l)
+      for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j + l]);
   }
 
-  float inv[8];
-  for (int64_t i = 0; i < n; ++i) {
-    const __m512 mi = _mm512_set1_ps(_mm512_reduce_max_ps(m[i]));
-    float* sc = scores + i * span;
-    double sum = 0.0;
-    for (int64_t j = 0; j < span; j += 16) {
-      const __m512 w = exp16(_mm512_sub_ps(_mm512_load_ps(sc + j), mi));
-      _mm512_store_ps(sc + j, w);
-      for (int l = 0; l < 16; ++l) sum += static_cast<double>(sc[j + l]);
-    }
-    inv[i] = static_cast<float>(1.0 / sum);
-  }
-
-  // Up to 4 queries x 64 output dimensions per pass over the visible value rows.
-  for (int64_t i0 = 0; i0 < n; i0 += 4) {
-    const int64_t nq = std::min<int64_t>(4, n - i0);
-    for (int64_t d0 = 0; d0 < DV; d0 += 64) {
-      const int64_t chunks = std::min<int64_t>(4, (DV - d0 + 15) / 16);
-      __m512 o[4][4];
-      for (auto& row : o)
-        for (auto& v : row) v = _mm512_setzero_ps();
-      for (int64_t p = first; p <= last; ++p) {
-        const uint16_t* row = kv.values + kv.page_table[p / kv.page_size] * kv.page_stride +
-                              (p % kv.page_size) * DV + d0;
-        __m512 v[4];
-        for (int64_t c = 0; c < chunks; ++c) {
-          const int64_t width = std::min<int64_t>(16, DV - d0 - 16 * c);
-          const __mmask16 mk = static_cast<__mmask16>((1u << width) - 1);
-          v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, row + 16 * c));
-        }
-        for (int64_t i = 0; i < nq; ++i) {
-          const __m512 w = _mm512_set1_ps(scores[(i0 + i) * span + (p - base)]);
-          for (int64_t c = 0; c < chunks; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
-        }
-      }
-      for (int64_t i = 0; i < nq; ++i)
-        for (int64_t c = 0; c < chunks; ++c) {
-          const int64_t width = std::min<int64_t>(16, DV - d0 - 16 * c);
-          const __mmask16 mk = static_cast<__mmask16>((1u << width) - 1);
-          _mm512_mask_storeu_ps(queries.out[i0 + i] + d0 + 16 * c, mk,
-                                _mm512_mul_ps(o[i][c], _mm512_set1_ps(inv[i0 + i])));
-        }
-    }
-  }
+  // Up to 4 queries x 64 output dimensions per pass over the visible value rows (Q x 4
+  // accumulators and 4 rows in registers): queries [0, Q1), then [Q1, N).
+  constexpr int Q1 = N <= 4 ? N : 4;
+  value_passes<Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
+  if constexpr (N > Q1)
+    value_passes<N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
+                         sum + Q1);
 }
+
+using OneTokenKernel = void (*)(const AttentionShape&, const PagedKv&, const AttentionQueries&,
+                                float*);
+constexpr OneTokenKernel kOneToken[9] = {nullptr,
+                                         attend_one_token<1>,
+                                         attend_one_token<2>,
+                                         attend_one_token<3>,
+                                         attend_one_token<4>,
+                                         attend_one_token<5>,
+                                         attend_one_token<6>,
+                                         attend_one_token<7>,
+                                         attend_one_token<8>};
 
 }  // namespace
 
@@ -260,7 +346,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t i = 1; i < queries.n; ++i)
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
   if (one_range && queries.n <= 8 && kv.page_size % 16 == 0)
-    return attend_one_token(shape, kv, queries, scratch);
+    return kOneToken[queries.n](shape, kv, queries, scratch);
   if (one_range || queries.n <= 8) return avx2::paged_attention(shape, kv, queries, scratch);
   attend_query_lanes(shape, kv, queries, scratch);
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "util/checked_math.h"
+#include "util/huge_pages.h"
 
 namespace drift {
 
@@ -28,7 +29,7 @@ Expected<KvPages> KvPages::create(const ModelConfig& c, int64_t num_pages, int64
   if (!total) return make_error("KV cache of {} pages overflows", num_pages);
   auto rounded = checked_align_up(*total, 64);
   if (!rounded) return make_error("KV cache of {} pages overflows", num_pages);
-  void* memory = std::aligned_alloc(64, *rounded);
+  void* memory = allocate_huge_page_backed(*rounded);
   if (memory == nullptr)
     return make_error("cannot allocate {} MiB for the KV cache ({} pages)", *total >> 20,
                       num_pages);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -121,6 +122,35 @@ TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
               ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
                   << isa_label(isa) << " head_dim=" << head_dim << " positions=" << positions
                   << " query " << i << " d=" << d;
+        }
+      }
+    }
+  }
+}
+
+// Decode blocks of every group size (the heads of one KV head, 1 to 8: a kernel instance each on
+// AVX-512), over ranges that fill whole groups of 16-position blocks or leave a remainder, with
+// value rows of 1 to 4 chunks of 16 dimensions and a partial chunk.
+TEST(PagedAttention, DecodeGroupsOfEverySizeEqualScalar) {
+  uint32_t seed = 40;
+  for (auto [head_dim, head_dim_v] :
+       {std::pair<int64_t, int64_t>{64, 64}, {256, 256}, {64, 40}, {128, 200}}) {
+    for (int64_t positions : {16, 64, 200, 257}) {
+      const KvSetup s = make_setup(head_dim, head_dim_v, positions, 8, seed++);
+      for (int64_t n = 1; n <= 8; ++n) {
+        for (int64_t first : {int64_t{0}, positions / 3}) {
+          std::vector<Query> block;
+          for (int64_t i = 0; i < n; ++i) block.push_back({i, first, positions - 1});
+          const auto want = run(Isa::kScalar, s, block);
+          for (Isa isa : isas_under_test()) {
+            const auto got = run(isa, s, block);
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t d = 0; d < head_dim_v; ++d)
+                ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
+                    << isa_label(isa) << " heads=" << n << " head_dim=" << head_dim
+                    << " head_dim_v=" << head_dim_v << " range [" << first << ", " << positions - 1
+                    << "] d=" << d;
+          }
         }
       }
     }

@@ -163,6 +163,11 @@ void register_batched_bench(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  // A throughput benchmark, as llama-batched-bench is: no inter-token latency target by default,
+  // so that every prompt is prefilled with the whole step budget before the decode phase is timed
+  // (with a target, prefill is spread over steps that already decode, and the decode phase
+  // starts when most sequences are nearly done). --target-itl-ms sets one.
+  o->engine.target_itl_ms = 0;
   register_engine_options(*cmd, o->engine);
   cmd->callback([o] {
     int code = run_batched_bench(*o);

@@ -32,7 +32,7 @@ CpuExecutor::CpuExecutor(const Model& model, const CpuExecutorConfig& config, Kv
       logits_(static_cast<size_t>(config.max_batch_sequences) * model.config().n_vocab),
       logit_row_item_(config.max_batch_sequences) {
   for (int t = 0; t < pool_.size(); ++t) {
-    sampler_scratch_.emplace_back(model.config().n_vocab);
+    sampler_scratch_.emplace_back(model.config().n_vocab, model.isa());
     logprob_rows_.emplace_back(model.config().n_vocab);
   }
 }

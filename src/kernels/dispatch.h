@@ -28,6 +28,7 @@ const MatmulKernels& matmul_kernels();
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void softmax(const float* x, float* y, int64_t n);
+int32_t argmax(const float* x, int64_t n);
 void silu(const float* x, float* y, int64_t n);
 void gelu(const float* x, float* y, int64_t n, const uint16_t* table);
 void add(const float* a, const float* b, float* y, int64_t n);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/argmax.h"
 #include "sampling/random_stream.h"
 
 namespace drift {
@@ -152,23 +153,17 @@ class Candidates {
 
 }  // namespace
 
-SamplerScratch::SamplerScratch(int64_t n_vocab)
-    : counts_(n_vocab, 0), in_history_(n_vocab, 0), candidates_(n_vocab) {
+SamplerScratch::SamplerScratch(int64_t n_vocab, Isa isa)
+    : counts_(n_vocab, 0), in_history_(n_vocab, 0), candidates_(n_vocab), isa_(isa) {
   touched_.reserve(n_vocab);
-}
-
-int32_t argmax(std::span<const float> values) {
-  int32_t best = 0;
-  for (size_t i = 1; i < values.size(); ++i)
-    if (values[i] > values[best]) best = static_cast<int32_t>(i);
-  return best;
 }
 
 int32_t sample_token(std::span<float> logits, const SamplingParams& p,
                      std::span<const int32_t> history, int64_t prompt_len, uint64_t seed,
                      SamplerScratch& s) {
   apply_penalties(logits, p, history, prompt_len, s.counts_, s.in_history_, s.touched_);
-  if (p.greedy()) return argmax(logits);
+  if (p.greedy())
+    return kernels::argmax(s.isa_, logits.data(), static_cast<int64_t>(logits.size()));
 
   Candidates candidates(logits, s.candidates_);
   for (SamplerStage stage : p.order.stages) {

@@ -27,6 +27,7 @@
 #include <span>
 #include <vector>
 
+#include "util/cpu_features.h"
 #include "util/sampling_params.h"
 
 namespace drift {
@@ -35,7 +36,8 @@ namespace drift {
 // sampling a token allocates nothing.
 class SamplerScratch {
  public:
-  explicit SamplerScratch(int64_t n_vocab);
+  // `isa`: the kernels greedy decoding uses (kernels/argmax.h).
+  SamplerScratch(int64_t n_vocab, Isa isa);
   int64_t n_vocab() const { return static_cast<int64_t>(counts_.size()); }
 
  private:
@@ -45,6 +47,7 @@ class SamplerScratch {
   std::vector<uint8_t> in_history_;  // [n_vocab] 1 if in prompt or generated tokens
   std::vector<int32_t> touched_;     // ids whose counts_/in_history_ entries are set
   std::vector<int32_t> candidates_;  // [n_vocab] token ids, most likely first as far as needed
+  Isa isa_;
 };
 
 // Samples the next token. `logits` ([n_vocab], modified in place by penalties and temperature);
@@ -54,8 +57,5 @@ class SamplerScratch {
 int32_t sample_token(std::span<float> logits, const SamplingParams& params,
                      std::span<const int32_t> history, int64_t prompt_len, uint64_t seed,
                      SamplerScratch& scratch);
-
-// Index of the largest value (the first one on ties).
-int32_t argmax(std::span<const float> values);
 
 }  // namespace drift

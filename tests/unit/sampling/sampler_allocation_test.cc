@@ -12,7 +12,7 @@ namespace {
 
 TEST(SamplerAllocation, NoHeapAllocationPerToken) {
   const int64_t n_vocab = 5000;
-  SamplerScratch scratch(n_vocab);
+  SamplerScratch scratch(n_vocab, best_isa(detect_cpu_features()));
   std::vector<float> base(n_vocab);
   for (int64_t i = 0; i < n_vocab; ++i) base[size_t(i)] = float(i % 97) * 0.01f;
   std::vector<float> logits = base;

@@ -12,7 +12,7 @@ namespace {
 
 int32_t sample(std::vector<float> logits, const SamplingParams& p,
                std::vector<int32_t> history = {}, int64_t prompt_len = 0, uint64_t seed = 1) {
-  SamplerScratch scratch(static_cast<int64_t>(logits.size()));
+  SamplerScratch scratch(static_cast<int64_t>(logits.size()), Isa::kScalar);
   return sample_token(logits, p, history, prompt_len, seed, scratch);
 }
 
@@ -25,6 +25,22 @@ SamplingParams greedy() {
 TEST(Sampler, GreedyPicksTheLargestLogitAndTheLowestIdOnTies) {
   EXPECT_EQ(sample({0.1f, 2.0f, -1.0f, 2.0f}, greedy()), 1);
   EXPECT_EQ(sample({-3.0f, -2.0f, -5.0f}, greedy()), 1);
+}
+
+// Greedy decoding with the ISA the executor hands the scratch: after penalties, on a row long
+// enough for the SIMD lanes.
+TEST(Sampler, GreedyOnEveryIsaPicksThePenalisedMaximum) {
+  std::vector<float> base(1000, 0.0f);
+  base[700] = 3.0f;  // the largest logit, but in the history
+  base[900] = 2.0f;
+  SamplingParams p = greedy();
+  p.repetition_penalty = 2.0f;
+  const std::vector<int32_t> history = {700};
+  for (Isa isa : supported_isas(detect_cpu_features())) {
+    std::vector<float> logits = base;
+    SamplerScratch scratch(static_cast<int64_t>(logits.size()), isa);
+    EXPECT_EQ(sample_token(logits, p, history, 1, 1, scratch), 900) << static_cast<int>(isa);
+  }
 }
 
 TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {

@@ -91,68 +91,130 @@ float max8(__m256 v) {
 
 // ---- Position lanes: every query of the block has the same range [first, last].
 
-void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
-                      const AttentionQueries& queries, float* scratch) {
-  const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
-  const int64_t first = queries.first[0], last = queries.last[0];
-  const int64_t base = first / 8 * 8;
-  const int64_t span = round8(last + 1 - base);
-  float* scores = scratch;  // [n][span]
-  const __m256 scale = _mm256_set1_ps(shape.scale);
-  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
-
-  // Scores of 8 positions per register; the key lanes of each element serve every query.
-  __m256 m[kLanes];
-  for (int64_t i = 0; i < n; ++i) m[i] = neg_inf;
-  for (int64_t pb = base; pb <= last; pb += 8) {
-    __m256 acc[kLanes];
-    for (int64_t i = 0; i < n; ++i) acc[i] = _mm256_setzero_ps();
-    for (int64_t e = 0; e < D; ++e) {
-      const __m256 k = key_lanes(kv, pb, e);
-      for (int64_t i = 0; i < n; ++i)
-        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(queries.q[i][e]), k, acc[i]);
+// Scores of positions [pb, pb + 8 B) for N queries, B blocks of 8 at once so that N x B
+// independent fma chains cover the fma latency; every accumulator in a register.
+template <int N, int B>
+inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int64_t D, int64_t pb,
+                         int64_t first, int64_t last, __m256 scale, float* scores, int64_t span,
+                         int64_t base, __m256* m) {
+  __m256 acc[B][N];
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < N; ++i) acc[b][i] = _mm256_setzero_ps();
+  for (int64_t e = 0; e < D; ++e) {
+    __m256 k[B];
+    for (int b = 0; b < B; ++b) k[b] = key_lanes(kv, pb + 8 * b, e);
+    for (int i = 0; i < N; ++i) {
+      const __m256 q = _mm256_set1_ps(queries.q[i][e]);
+      for (int b = 0; b < B; ++b) acc[b][i] = _mm256_fmadd_ps(q, k[b], acc[b][i]);
     }
-    const __m256 inside = positions_inside(pb, first, last);
-    for (int64_t i = 0; i < n; ++i) {
-      const __m256 s = _mm256_blendv_ps(neg_inf, _mm256_mul_ps(acc[i], scale), inside);
-      _mm256_storeu_ps(scores + i * span + (pb - base), s);
+  }
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  for (int b = 0; b < B; ++b) {
+    const __m256 inside = positions_inside(pb + 8 * b, first, last);
+    for (int i = 0; i < N; ++i) {
+      const __m256 s = _mm256_blendv_ps(neg_inf, _mm256_mul_ps(acc[b][i], scale), inside);
+      _mm256_storeu_ps(scores + i * span + (pb + 8 * b - base), s);
       m[i] = _mm256_max_ps(m[i], s);
     }
   }
+}
 
-  // Weights (outside the range exp(-inf) = 0) and their double sum in increasing position.
-  float inv[kLanes];
-  for (int64_t i = 0; i < n; ++i) {
-    const __m256 mi = _mm256_set1_ps(max8(m[i]));
-    float* s = scores + i * span;
-    double sum = 0.0;
-    for (int64_t j = 0; j < span; j += 8) {
-      const __m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mi));
-      _mm256_storeu_ps(s + j, w);
-      alignas(32) float lane[8];
-      _mm256_store_ps(lane, w);
-      for (int l = 0; l < 8; ++l) sum += static_cast<double>(lane[l]);
+// out[i][d0 .. d0 + 8 C) (clipped to dim_v) = weighted value rows * float(1 / sum[i]) for Q
+// queries whose weights start at `weights` (a row of `span` per query).
+template <int Q, int C>
+inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const float* weights,
+                                int64_t span, int64_t base, int64_t first, int64_t last,
+                                float* const* out, const double* sum) {
+  __m256 o[Q][C];
+  for (int i = 0; i < Q; ++i)
+    for (int c = 0; c < C; ++c) o[i][c] = _mm256_setzero_ps();
+  for (int64_t p = first; p <= last; ++p) {
+    const uint16_t* row = value_row(kv, DV, p) + d0;
+    __m256 v[C];
+    for (int c = 0; c < C; ++c) v[c] = load_fp16(row + 8 * c, DV - d0 - 8 * c);
+    for (int i = 0; i < Q; ++i) {
+      const __m256 w = _mm256_set1_ps(weights[i * span + (p - base)]);
+      for (int c = 0; c < C; ++c) o[i][c] = _mm256_fmadd_ps(w, v[c], o[i][c]);
     }
-    inv[i] = static_cast<float>(1.0 / sum);
   }
-
-  // Weighted value rows over the visible positions, 8 dimensions at a time.
-  for (int64_t d = 0; d < DV; d += 8) {
-    const int64_t width = std::min<int64_t>(8, DV - d);
-    __m256 o[kLanes];
-    for (int64_t i = 0; i < n; ++i) o[i] = _mm256_setzero_ps();
-    for (int64_t p = first; p <= last; ++p) {
-      const __m256 v = load_fp16(value_row(kv, DV, p) + d, width);
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = _mm256_fmadd_ps(_mm256_set1_ps(scores[i * span + (p - base)]), v, o[i]);
-    }
-    for (int64_t i = 0; i < n; ++i) {
+  for (int i = 0; i < Q; ++i) {
+    const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum[i]));
+    for (int c = 0; c < C; ++c) {
       alignas(32) float lane[8];
-      _mm256_store_ps(lane, _mm256_mul_ps(o[i], _mm256_set1_ps(inv[i])));
-      for (int64_t u = 0; u < width; ++u) queries.out[i][d + u] = lane[u];
+      _mm256_store_ps(lane, _mm256_mul_ps(o[i][c], inv));
+      const int64_t width = std::min<int64_t>(8, DV - d0 - 8 * c);
+      for (int64_t u = 0; u < width; ++u) out[i][d0 + 8 * c + u] = lane[u];
     }
   }
 }
+
+// Every output dimension for Q queries: 32 at a time (Q x 4 accumulators), the rest by 8.
+template <int Q>
+inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
+                         int64_t base, int64_t first, int64_t last, float* const* out,
+                         const double* sum) {
+  int64_t d0 = 0;
+  for (; d0 + 32 <= DV; d0 += 32)
+    weighted_value_rows<Q, 4>(kv, DV, d0, weights, span, base, first, last, out, sum);
+  for (; d0 < DV; d0 += 8)
+    weighted_value_rows<Q, 1>(kv, DV, d0, weights, span, base, first, last, out, sum);
+}
+
+// N queries of one token with the same range [first, last]; N, the blocks per pass and the value
+// chunks are template parameters so that the accumulators stay in registers.
+template <int N>
+void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
+                      const AttentionQueries& queries, float* scratch) {
+  const int64_t D = shape.head_dim, DV = shape.head_dim_v;
+  const int64_t first = queries.first[0], last = queries.last[0];
+  const int64_t base = first / 8 * 8;
+  const int64_t span = round8(last + 1 - base);
+  float* scores = scratch;  // [N][span]
+  const __m256 scale = _mm256_set1_ps(shape.scale);
+  constexpr int B = N == 1 ? 8 : N == 2 ? 4 : N <= 4 ? 2 : 1;  // N x B <= 8 chains
+
+  // Scores of 8 positions per register; the key lanes of each element serve every query.
+  __m256 m[N];
+  for (int i = 0; i < N; ++i) m[i] = _mm256_set1_ps(-INFINITY);
+  int64_t pb = base;
+  for (; pb + 8 * (B - 1) <= last; pb += 8 * B)
+    score_blocks<N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+  for (; pb <= last; pb += 8)
+    score_blocks<N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+
+  // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position,
+  // the queries' add chains interleaved.
+  __m256 mi[N];
+  for (int i = 0; i < N; ++i) mi[i] = _mm256_set1_ps(max8(m[i]));
+  double sum[N] = {};
+  for (int64_t j = 0; j < span; j += 8) {
+    for (int i = 0; i < N; ++i) {
+      float* s = scores + i * span + j;
+      _mm256_storeu_ps(s, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), mi[i])));
+    }
+    for (int l = 0; l < 8; ++l)
+      for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j + l]);
+  }
+
+  // Weighted value rows over the visible positions: up to 4 queries per pass.
+  constexpr int Q1 = N <= 4 ? N : 4;
+  value_passes<Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
+  if constexpr (N > Q1)
+    value_passes<N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
+                         sum + Q1);
+}
+
+using OneTokenKernel = void (*)(const AttentionShape&, const PagedKv&, const AttentionQueries&,
+                                float*);
+constexpr OneTokenKernel kOneToken[9] = {nullptr,
+                                         attend_one_token<1>,
+                                         attend_one_token<2>,
+                                         attend_one_token<3>,
+                                         attend_one_token<4>,
+                                         attend_one_token<5>,
+                                         attend_one_token<6>,
+                                         attend_one_token<7>,
+                                         attend_one_token<8>};
 
 // ---- Query lanes.
 
@@ -276,7 +338,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   bool one_range = true;
   for (int64_t i = 1; i < queries.n; ++i)
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
-  if (one_range) return attend_one_token(shape, kv, queries, scratch);
+  if (one_range) return kOneToken[queries.n](shape, kv, queries, scratch);
   attend_query_lanes(shape, kv, queries, scratch);
 }
 

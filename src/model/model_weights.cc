@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -40,14 +41,12 @@ class Binder {
   void add_panels(WeightMatrix& m) {
     if (!kernels::panel_supported(m.format)) return;
     const int64_t bytes = kernels::panel_matrix_bytes(m.format, m.rows, m.cols);
-    // 64 spare bytes to align the start to a cache line.
-    auto storage = std::make_unique<uint8_t[]>(static_cast<size_t>(bytes) + 64);
-    auto* aligned =
-        reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(storage.get()) + 63) / 64 * 64);
-    repack_in_parallel(m, aligned);
-    m.panels = aligned;
+    // On huge pages: a decode step streams every panel once, ~100 MB and more per token.
+    uint8_t* panels = weights_.panel_memory.allocate(static_cast<size_t>(bytes));
+    if (panels == nullptr) throw std::bad_alloc();
+    repack_in_parallel(m, panels);
+    m.panels = panels;
     m.panel_matmul = kernels::panel_matmul(isa_, m.format);
-    weights_.owned_panels.push_back(std::move(storage));
   }
 
   // A 2-D tensor whose GGUF shape is [cols, rows] (ne[0] is the contiguous dimension).

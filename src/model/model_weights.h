@@ -13,6 +13,7 @@
 #include "model/model_config.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
+#include "util/huge_pages.h"
 
 namespace drift {
 
@@ -60,8 +61,8 @@ struct ModelWeights {
   WeightVector output_norm;  // [n_embd]
   WeightMatrix output;       // [n_vocab][n_embd]; token_embd itself when the output is tied
   std::vector<LayerWeights> layers;
-  std::vector<std::unique_ptr<float[]>> owned_vectors;   // storage behind the WeightVectors
-  std::vector<std::unique_ptr<uint8_t[]>> owned_panels;  // storage behind WeightMatrix::panels
+  std::vector<std::unique_ptr<float[]>> owned_vectors;  // storage behind the WeightVectors
+  HugePageArena panel_memory;                           // storage behind WeightMatrix::panels
   uint64_t matrix_bytes = 0;  // bytes of every matrix read per token (output counted once)
 };
 

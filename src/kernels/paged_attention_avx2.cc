@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/paged_attention.h"
 #include "kernels/simd_avx2.h"
@@ -27,11 +28,16 @@ constexpr int64_t kValueBlock = 32;  // value rows converted at once (query lane
 
 int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// Keys e of positions [p, p + 8) (p a multiple of 8) as 8 fp32 lanes.
-__m256 key_lanes(const PagedKv& kv, int64_t p, int64_t e) {
-  const uint16_t* col =
-      kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + e * kv.page_size)));
+// The transposed keys of positions [p, p + 8) (p a multiple of 8): element e of them is 8 fp16
+// values at column + e * page_size. Found once per block of positions, not once per element (the
+// page-table lookup divides by the page size).
+const uint16_t* key_column(const PagedKv& kv, int64_t p) {
+  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+}
+
+// Element e of the keys at `column`, as 8 fp32 lanes.
+__m256 key_lanes(const uint16_t* column, int64_t page_size, int64_t e) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(column + e * page_size)));
 }
 
 const uint16_t* value_row(const PagedKv& kv, int64_t dim, int64_t p) {
@@ -97,12 +103,14 @@ template <int N, int B>
 inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int64_t D, int64_t pb,
                          int64_t first, int64_t last, __m256 scale, float* scores, int64_t span,
                          int64_t base, __m256* m) {
+  const uint16_t* column[B];
+  for (int b = 0; b < B; ++b) column[b] = key_column(kv, pb + 8 * b);
   __m256 acc[B][N];
   for (int b = 0; b < B; ++b)
     for (int i = 0; i < N; ++i) acc[b][i] = _mm256_setzero_ps();
   for (int64_t e = 0; e < D; ++e) {
     __m256 k[B];
-    for (int b = 0; b < B; ++b) k[b] = key_lanes(kv, pb + 8 * b, e);
+    for (int b = 0; b < B; ++b) k[b] = key_lanes(column[b], kv.page_size, e);
     for (int i = 0; i < N; ++i) {
       const __m256 q = _mm256_set1_ps(queries.q[i][e]);
       for (int b = 0; b < B; ++b) acc[b][i] = _mm256_fmadd_ps(q, k[b], acc[b][i]);
@@ -252,7 +260,8 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   __m256 m = neg_inf;
   for (int64_t pb = base; pb <= p1; pb += 8) {
-    for (int64_t e = 0; e < D; ++e) _mm256_store_ps(kf + e * 8, key_lanes(kv, pb, e));
+    const uint16_t* column = key_column(kv, pb);
+    for (int64_t e = 0; e < D; ++e) _mm256_store_ps(kf + e * 8, key_lanes(column, kv.page_size, e));
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {
@@ -283,26 +292,30 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
     convert_value_rows(kv, DV, pb, np, vf);
-    for (int64_t dc = 0; dc < DV; dc += 8) {
-      const int64_t width = std::min<int64_t>(8, DV - dc);
-      __m256 acc[8];
-      for (int u = 0; u < width; ++u) acc[u] = _mm256_load_ps(oT + (dc + u) * kLanes);
+    // W output dimensions of every lane's query over the block's rows; W is a template
+    // parameter so that the accumulators stay in registers (8 but for a row's last chunk).
+    auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
+      __m256 acc[W];
+      for (int u = 0; u < W; ++u) acc[u] = _mm256_load_ps(oT + (dc + u) * kLanes);
       for (int64_t j = 0; j < np; ++j) {
         const int64_t p = pb + j;
         const __m256 w = _mm256_load_ps(scores + (p - base) * kLanes);
         const float* v = vf + j * DV + dc;
         if (p >= all_from && p <= all_to) {
-          for (int u = 0; u < width; ++u)
+          for (int u = 0; u < W; ++u)
             acc[u] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(v + u), acc[u]);
         } else {
           const __m256 seen = visible(first, last, p);
-          for (int u = 0; u < width; ++u)
+          for (int u = 0; u < W; ++u)
             acc[u] = _mm256_blendv_ps(acc[u],
                                       _mm256_fmadd_ps(w, _mm256_broadcast_ss(v + u), acc[u]), seen);
         }
       }
-      for (int u = 0; u < width; ++u) _mm256_store_ps(oT + (dc + u) * kLanes, acc[u]);
-    }
+      for (int u = 0; u < W; ++u) _mm256_store_ps(oT + (dc + u) * kLanes, acc[u]);
+    };
+    int64_t dc = 0;
+    for (; dc + 8 <= DV; dc += 8) value_chunk(dc, std::integral_constant<int, 8>{});
+    for (; dc < DV; ++dc) value_chunk(dc, std::integral_constant<int, 1>{});
   }
 
   // out = o * float(1 / sum), lane by lane.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/exp_approx.h"
 #include "kernels/paged_attention.h"
@@ -49,11 +50,11 @@ __m512 exp16(__m512 x) {
   return _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_mul_ps(p, s1), s2), nan, x);
 }
 
-// Keys e of positions [p, p + 8) (p a multiple of 8) as 8 fp32 values.
-__m256 key_lanes(const PagedKv& kv, int64_t p, int64_t e) {
-  const uint16_t* col =
-      kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + e * kv.page_size)));
+// The transposed keys of positions [p, p + 8) (p a multiple of 8): element e of them is 8 fp16
+// values at column + e * page_size. Found once per block of positions, not once per element (the
+// page-table lookup divides by the page size).
+const uint16_t* key_column(const PagedKv& kv, int64_t p) {
+  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
 }
 
 void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
@@ -110,7 +111,10 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   __m512 m = neg_inf;
   for (int64_t pb = base; pb <= p1; pb += 8) {
-    for (int64_t e = 0; e < D; ++e) _mm256_store_ps(kf + e * 8, key_lanes(kv, pb, e));
+    const uint16_t* column = key_column(kv, pb);
+    for (int64_t e = 0; e < D; ++e)
+      _mm256_store_ps(kf + e * 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                      column + e * kv.page_size))));
     __m512 acc[8];
     for (auto& a : acc) a = _mm512_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {
@@ -140,21 +144,25 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
     convert_value_rows(kv, DV, pb, np, vf);
-    for (int64_t dc = 0; dc < DV; dc += 8) {
-      const int64_t width = std::min<int64_t>(8, DV - dc);
-      __m512 acc[8];
-      for (int u = 0; u < width; ++u) acc[u] = _mm512_load_ps(oT + (dc + u) * kLanes);
+    // W output dimensions of every lane's query over the block's rows; W is a template
+    // parameter so that the accumulators stay in registers (8 but for a row's last chunk).
+    auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
+      __m512 acc[W];
+      for (int u = 0; u < W; ++u) acc[u] = _mm512_load_ps(oT + (dc + u) * kLanes);
       for (int64_t j = 0; j < np; ++j) {
         const int64_t p = pb + j;
         const __m512 w = _mm512_load_ps(scores + (p - base) * kLanes);
         const float* v = vf + j * DV + dc;
         const __mmask16 seen =
             p >= all_from && p <= all_to ? __mmask16{0xffff} : visible(first, last, p);
-        for (int u = 0; u < width; ++u)
+        for (int u = 0; u < W; ++u)
           acc[u] = _mm512_mask3_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u], seen);
       }
-      for (int u = 0; u < width; ++u) _mm512_store_ps(oT + (dc + u) * kLanes, acc[u]);
-    }
+      for (int u = 0; u < W; ++u) _mm512_store_ps(oT + (dc + u) * kLanes, acc[u]);
+    };
+    int64_t dc = 0;
+    for (; dc + 8 <= DV; dc += 8) value_chunk(dc, std::integral_constant<int, 8>{});
+    for (; dc < DV; ++dc) value_chunk(dc, std::integral_constant<int, 1>{});
   }
 
   const __m256 inv_lo = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_set1_pd(1.0), sum_lo));

@@ -157,6 +157,24 @@ TEST(PagedAttention, DecodeGroupsOfEverySizeEqualScalar) {
   }
 }
 
+// Value rows whose length is not a multiple of 8 (the last output chunk is narrower) in every
+// block shape, prefill and decode.
+TEST(PagedAttention, ValueRowsOfAnyLengthEqualScalar) {
+  for (int64_t head_dim_v : {36, 13}) {
+    const KvSetup s = make_setup(64, head_dim_v, 100, 16, 60 + static_cast<uint32_t>(head_dim_v));
+    for (const auto& block : blocks(100)) {
+      const auto want = run(Isa::kScalar, s, block);
+      for (Isa isa : isas_under_test()) {
+        const auto got = run(isa, s, block);
+        for (size_t i = 0; i < block.size(); ++i)
+          for (int64_t d = 0; d < head_dim_v; ++d)
+            ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
+                << isa_label(isa) << " head_dim_v=" << head_dim_v << " query " << i << " d=" << d;
+      }
+    }
+  }
+}
+
 // Pages whose size is not a multiple of 8 take the scalar path on every ISA.
 TEST(PagedAttention, OddPageSizesMatchScalar) {
   const KvSetup s = make_setup(64, 64, 61, 16, 5, /*page_size=*/12);

@@ -4,7 +4,8 @@ drift serve with its prefix cache on, with it off, and llama.cpp's llama-server 
 cache, in the same run, each on a fresh server with the same parallelism.
 
   shared-prefix  32 requests = one ~1,024-token system prompt + a distinct ~32-token question,
-                 16 generated each, all sent at once: TTFT p50/p99 and total time.
+                 16 generated each, all sent at once (or --clients at a time, each client
+                 sending its next request when its last one finishes): TTFT p50/p99, total time.
   multi-turn     8 conversations x 6 turns run concurrently; each turn sends the history plus
                  ~64 new tokens and generates 64: TTFT p50/p99 of turns 2-6.
 
@@ -14,6 +15,7 @@ Systems alternate per round (--rounds); the table gives medians (min-max) and dr
 """
 import argparse
 import concurrent.futures
+import functools
 import json
 import os
 import random
@@ -37,14 +39,17 @@ def check(result):
     return result
 
 
-def shared_prefix(url, seed, n_requests=32, system_words=1024, question_words=32, gen=16):
+def shared_prefix(url, seed, clients=None, n_requests=32, system_words=1024, question_words=32,
+                  gen=16):
+    """clients: requests in flight at once, each client sending its next one when the last
+    finishes (None: all at once)."""
     rng = random.Random(seed)
     system = "System: " + words(rng, system_words) + "\n"
     prompts = [system + "Question: " + words(rng, question_words) + "\nAnswer:"
                for _ in range(n_requests)]
     body = {"max_tokens": gen, "temperature": 0, "ignore_eos": True}
     start = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(n_requests) as pool:
+    with concurrent.futures.ThreadPoolExecutor(clients or n_requests) as pool:
         results = list(pool.map(lambda p: check(stream_completion(url, dict(body, prompt=p))),
                                 prompts))
     total = time.perf_counter() - start
@@ -84,6 +89,8 @@ def main():
     parser.add_argument("-t", "--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default="shared-prefix,multi-turn")
+    parser.add_argument("--clients", type=int, default=None,
+                        help="shared-prefix: requests in flight at once (default: all 32)")
     args = parser.parse_args()
 
     drift_args = ["--parallel", str(args.parallel), "-c", str(args.ctx), "-t", str(args.threads)]
@@ -99,7 +106,8 @@ def main():
              str(args.threads)])
     else:
         print("no --llama-bin / LLAMA_CPP_BIN: llama-server left out", file=sys.stderr)
-    workloads = {"shared-prefix": shared_prefix, "multi-turn": multi_turn}
+    workloads = {"shared-prefix": functools.partial(shared_prefix, clients=args.clients),
+                 "multi-turn": multi_turn}
     chosen = args.workloads.split(",")
 
     runs = {(w, s): [] for w in chosen for s in systems}

@@ -271,6 +271,7 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
     rope.n_dims = c.rope_dims;
     rope.freq_base = lc.rope_base;
     rope.freq_scale = c.rope_freq_scale;
+    rope.freq_factors = model_.weights().rope_freqs.data;  // nullptr unless the file has them
     kernels::rope_cache(rope, static_cast<int64_t>(pos), rope_cache_.data());
     const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
                                                                : kernels::RopeLayout::kRopeNeox;

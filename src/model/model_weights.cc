@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <new>
 #include <thread>
 #include <vector>
@@ -134,10 +135,15 @@ uint64_t bytes_of(const WeightMatrix& m) { return static_cast<uint64_t>(m.rows) 
 Expected<ModelWeights> bind_model_weights(const GgufFile& file, const ModelConfig& c, Isa isa) {
   ModelWeights w;
   Binder b(file, isa, w);
-  if (b.has("rope_freqs.weight"))
-    return make_error(
-        "the model has per-dimension RoPE frequency factors (rope_freqs.weight, "
-        "Llama 3.1 style), which drift does not support yet");
+  if (b.has("rope_freqs.weight")) {
+    DRIFT_ASSIGN_OR_RETURN(w.rope_freqs, b.vector("rope_freqs.weight", c.rope_dims / 2));
+    for (int64_t i = 0; i < w.rope_freqs.size; ++i)
+      if (!(w.rope_freqs.data[i] > 0.0f) || !std::isfinite(w.rope_freqs.data[i]))
+        return make_error(
+            "rope_freqs.weight[{}] is {}: RoPE frequency factors must be finite "
+            "and positive",
+            i, w.rope_freqs.data[i]);
+  }
   DRIFT_ASSIGN_OR_RETURN(w.token_embd, b.matrix("token_embd.weight", c.n_vocab, c.n_embd));
   DRIFT_ASSIGN_OR_RETURN(w.output_norm, b.vector("output_norm.weight", c.n_embd));
   if (b.has("output.weight")) {

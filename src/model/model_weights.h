@@ -59,7 +59,10 @@ struct LayerWeights {
 struct ModelWeights {
   WeightMatrix token_embd;   // [n_vocab][n_embd]; rows are looked up, not multiplied
   WeightVector output_norm;  // [n_embd]
-  WeightMatrix output;       // [n_vocab][n_embd]; token_embd itself when the output is tied
+  // [rope_dims / 2] per-dimension RoPE frequency divisors (Llama 3.1+ "rope_freqs", shared by
+  // every layer, as llama.cpp applies them); absent for most models.
+  WeightVector rope_freqs;
+  WeightMatrix output;  // [n_vocab][n_embd]; token_embd itself when the output is tied
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<float[]>> owned_vectors;  // storage behind the WeightVectors
   HugePageArena panel_memory;                           // storage behind WeightMatrix::panels

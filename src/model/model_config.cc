@@ -49,7 +49,9 @@ Expected<Architecture> parse_architecture(std::string_view name) {
   if (name == "llama") return Architecture::kLlama;
   if (name == "qwen2") return Architecture::kQwen2;
   if (name == "gemma3") return Architecture::kGemma3;
-  return make_error("unsupported architecture '{}' (drift runs llama, qwen2 and gemma3)", name);
+  if (name == "qwen3") return Architecture::kQwen3;
+  return make_error("unsupported architecture '{}' (drift runs llama, qwen2, qwen3 and gemma3)",
+                    name);
 }
 
 // The vocabulary size: the arch's vocab_size key if present, else the token list's length.
@@ -100,6 +102,8 @@ std::string_view architecture_name(Architecture arch) {
       return "qwen2";
     case Architecture::kGemma3:
       return "gemma3";
+    case Architecture::kQwen3:
+      return "qwen3";
   }
   return "unknown";
 }
@@ -165,6 +169,12 @@ Expected<ModelConfig> load_model_config(const GgufFile& file) {
       break;
     case Architecture::kGemma3:
       DRIFT_RETURN_IF_ERROR(apply_gemma3(r, c));
+      break;
+    case Architecture::kQwen3:
+      // As llama.cpp's qwen3 graph: NEOX RoPE, q and k heads RMS-normed (eps as the layer norms)
+      // before RoPE, no biases.
+      c.rope_layout = RopeLayout::kHalves;
+      c.qk_norm = true;
       break;
   }
   return c;

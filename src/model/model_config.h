@@ -15,6 +15,7 @@ enum class Architecture {
   kLlama,   // SmolLM2, Llama 2/3, Mistral
   kQwen2,   // llama with biases on the q, k and v projections
   kGemma3,  // sliding-window layers, QK-norm, extra pre/post norms, GELU, scaled embeddings
+  kQwen3,   // qwen2 without the q/k/v biases, with an RMSNorm over each q and k head
 };
 
 // Which dimensions RoPE rotates together.
@@ -56,7 +57,7 @@ struct ModelConfig {
   float attention_scale = 0.0f;      // q is multiplied by this before q.k
   float final_logit_softcap = 0.0f;  // 0: none; else logits = cap * tanh(logits / cap)
   Activation activation = Activation::kSilu;
-  bool qk_norm = false;     // RMSNorm over each q and k head (gemma3)
+  bool qk_norm = false;     // RMSNorm over each q and k head (gemma3, qwen3)
   bool post_norms = false;  // RMSNorm after attention and after the FFN (gemma3)
   bool qkv_bias = false;    // qwen2
 

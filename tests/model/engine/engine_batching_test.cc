@@ -169,7 +169,11 @@ TEST(EngineBatching, SixteenConcurrentChunkedRequestsMatchTheirSoloRuns) {
   EXPECT_EQ(m.kv_pages_used, 0);
 }
 
-// 24 requests over the 16 prompts, 10 to 12 tokens each, with KV for the 4 largest at once.
+// 24 requests over the 16 prompts, 20 to 22 tokens each (within every solo run's 24 or more),
+// with KV for the 4 largest at once.
+// Long enough that every request is still running when the last is submitted, however slowly
+// the test thread gets the CPU (with 10 to 12 tokens each, a loaded machine once let the optimistic
+// run finish without a preemption).
 EngineConfig pressure_config(AdmissionMode mode, const std::vector<Job>& jobs) {
   EngineConfig c = base_config();
   c.scheduler.admission = mode;
@@ -193,7 +197,7 @@ TEST(EngineKvPressure, GuaranteedAndOptimisticAdmissionGiveTheSoloOutputs) {
   for (AdmissionMode mode : {AdmissionMode::kGuaranteed, AdmissionMode::kOptimistic}) {
     const std::string name(admission_mode_name(mode));
     SCOPED_TRACE(name);
-    std::vector<Job> jobs = make_jobs(24, [](size_t i) { return 10 + int32_t(i % 3); });
+    std::vector<Job> jobs = make_jobs(24, [](size_t i) { return 20 + int32_t(i % 3); });
     std::unique_ptr<Engine> engine = load_engine(pressure_config(mode, jobs));
     ASSERT_TRUE(engine);
     ASSERT_EQ(engine->setup().kv_layout.bytes_per_page(), 23040u * 16);

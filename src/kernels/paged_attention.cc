@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/exp_approx.h"
-#include "kernels/fp16.h"
+#include "kernels/kv_format.h"
 
 namespace drift::kernels {
 namespace avx2 {
@@ -20,23 +20,23 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
 
 namespace {
 
-// Element e of key p is at key_column(p)[e * page_size].
-const uint16_t* key_column(const PagedKv& kv, int64_t p) {
-  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+// The key and value blocks holding position p, and p's slot in them.
+const uint8_t* key_block(const PagedKv& kv, int64_t p) {
+  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride;
 }
-const uint16_t* value_row(const PagedKv& kv, int64_t head_dim_v, int64_t p) {
-  return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride +
-         (p % kv.page_size) * head_dim_v;
+const uint8_t* value_block(const PagedKv& kv, int64_t p) {
+  return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride;
 }
 
 void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, int64_t first,
                 int64_t last, float* out, float* s) {
   float m = -INFINITY;
   for (int64_t p = first; p <= last; ++p) {
-    const uint16_t* k = key_column(kv, p);
+    const uint8_t* k = key_block(kv, p);
+    const int64_t slot = p % kv.page_size;
     float acc = 0.0f;
     for (int64_t e = 0; e < shape.head_dim; ++e)
-      acc = std::fma(q[e], fp16_to_f32(k[e * kv.page_size]), acc);
+      acc = std::fma(q[e], kv_load_key(kv.format, k, shape.head_dim, kv.page_size, slot, e), acc);
     s[p - first] = acc * shape.scale;
     m = std::max(m, s[p - first]);
   }
@@ -48,9 +48,12 @@ void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, 
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = 0.0f;
   for (int64_t p = first; p <= last; ++p) {
-    const uint16_t* v = value_row(kv, shape.head_dim_v, p);
+    const uint8_t* v = value_block(kv, p);
+    const int64_t slot = p % kv.page_size;
     for (int64_t d = 0; d < shape.head_dim_v; ++d)
-      out[d] = std::fma(s[p - first], fp16_to_f32(v[d]), out[d]);
+      out[d] =
+          std::fma(s[p - first],
+                   kv_load_value(kv.format, v, shape.head_dim_v, kv.page_size, slot, d), out[d]);
   }
   for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = out[d] * inv;
 }

@@ -1,10 +1,10 @@
 // AVX2 paged attention: the canonical order of paged_attention.h in two shapes.
 //
 // Query lanes (queries of several tokens, prefill): the block's queries sit in the 8 lanes of a
-// register; keys and values are converted from fp16 once per block of positions and each element
-// is broadcast against all queries, so one fma advances 8 queries' chains. A lane whose query
-// does not see a position gets score -inf (weight exactly 0) and leaves its output chain
-// untouched, which is what visiting only its visible positions would do.
+// register; keys and values are converted (dequantized, paged_kv_avx2.h) once per block of
+// positions and each element is broadcast against all queries, so one fma advances 8 queries'
+// chains. A lane whose query does not see a position gets score -inf (weight exactly 0) and leaves
+// its output chain untouched, which is what visiting only its visible positions would do.
 //
 // Position lanes (queries of one token, decode): 8 consecutive positions of the transposed keys
 // sit in the lanes, so each query element is broadcast against 8 keys; the values are read by
@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "kernels/paged_attention.h"
+#include "kernels/paged_kv_avx2.h"
 #include "kernels/simd_avx2.h"
 
 namespace drift::kernels::avx2 {
@@ -27,31 +28,34 @@ constexpr int64_t kValueBlock = 32;  // value rows converted at once (query lane
 
 int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// Keys e of positions [p, p + 8) (p a multiple of 8) as 8 fp32 lanes.
-__m256 key_lanes(const PagedKv& kv, int64_t p, int64_t e) {
-  const uint16_t* col =
-      kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + e * kv.page_size)));
+// Elements e of keys [pb, pb + 8) (pb a multiple of 8) for e in [0, D), group by group: calls
+// use(e, lanes) in increasing e.
+template <KvFormat F, typename Use>
+inline void for_each_key_row(const PagedKv& kv, int64_t D, int64_t pb, Use use) {
+  const uint8_t* block =
+      paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
+  const int64_t slot = pb % kv.page_size, group = paged_kv::group_of<F>(D);
+  for (int64_t g0 = 0; g0 < D; g0 += group) {
+    const __m256 scale = paged_kv::key_scales8<F>(block, D, kv.page_size, slot, g0 / group);
+    for (int64_t e = g0; e < g0 + group; ++e)
+      use(e, paged_kv::keys8<F>(block, kv.page_size, slot, e, scale));
+  }
 }
 
-const uint16_t* value_row(const PagedKv& kv, int64_t dim, int64_t p) {
-  return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride + (p % kv.page_size) * dim;
-}
-
-// 8 fp16 values (or fewer at a row's end, zero-filled) as fp32.
-__m256 load_fp16(const uint16_t* v, int64_t width) {
-  if (width >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)));
-  alignas(16) uint16_t tmp[8] = {};
-  for (int64_t i = 0; i < width; ++i) tmp[i] = v[i];
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+// Value elements [d, d + width) of position p.
+template <KvFormat F>
+inline __m256 value_lanes(const PagedKv& kv, int64_t DV, int64_t p, int64_t d, int64_t width) {
+  return paged_kv::values8<F>(
+      paged_kv::block_of(kv.values, kv.page_stride, kv.page_table, kv.page_size, p), DV,
+      kv.page_size, p % kv.page_size, d, width);
 }
 
 // Converts value rows [p, p + n) to fp32 rows of `dim` floats.
+template <KvFormat F>
 void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
   for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* row = value_row(kv, dim, p + j);
     for (int64_t e = 0; e < dim; e += 8) {
-      const __m256 v = load_fp16(row + e, dim - e);
+      const __m256 v = value_lanes<F>(kv, dim, p + j, e, std::min<int64_t>(8, dim - e));
       if (dim - e >= 8) {
         _mm256_storeu_ps(out + j * dim + e, v);
       } else {
@@ -91,6 +95,7 @@ float max8(__m256 v) {
 
 // ---- Position lanes: every query of the block has the same range [first, last].
 
+template <KvFormat F>
 void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
                       const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
@@ -107,11 +112,10 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t pb = base; pb <= last; pb += 8) {
     __m256 acc[kLanes];
     for (int64_t i = 0; i < n; ++i) acc[i] = _mm256_setzero_ps();
-    for (int64_t e = 0; e < D; ++e) {
-      const __m256 k = key_lanes(kv, pb, e);
+    for_each_key_row<F>(kv, D, pb, [&](int64_t e, __m256 k) {
       for (int64_t i = 0; i < n; ++i)
         acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(queries.q[i][e]), k, acc[i]);
-    }
+    });
     const __m256 inside = positions_inside(pb, first, last);
     for (int64_t i = 0; i < n; ++i) {
       const __m256 s = _mm256_blendv_ps(neg_inf, _mm256_mul_ps(acc[i], scale), inside);
@@ -142,7 +146,7 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
     __m256 o[kLanes];
     for (int64_t i = 0; i < n; ++i) o[i] = _mm256_setzero_ps();
     for (int64_t p = first; p <= last; ++p) {
-      const __m256 v = load_fp16(value_row(kv, DV, p) + d, width);
+      const __m256 v = value_lanes<F>(kv, DV, p, d, width);
       for (int64_t i = 0; i < n; ++i)
         o[i] = _mm256_fmadd_ps(_mm256_set1_ps(scores[i * span + (p - base)]), v, o[i]);
     }
@@ -156,6 +160,7 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
 
 // ---- Query lanes.
 
+template <KvFormat F>
 void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
                         const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
@@ -190,7 +195,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   __m256 m = neg_inf;
   for (int64_t pb = base; pb <= p1; pb += 8) {
-    for (int64_t e = 0; e < D; ++e) _mm256_store_ps(kf + e * 8, key_lanes(kv, pb, e));
+    for_each_key_row<F>(kv, D, pb, [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {
@@ -220,7 +225,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
-    convert_value_rows(kv, DV, pb, np, vf);
+    convert_value_rows<F>(kv, DV, pb, np, vf);
     for (int64_t dc = 0; dc < DV; dc += 8) {
       const int64_t width = std::min<int64_t>(8, DV - dc);
       __m256 acc[8];
@@ -254,6 +259,13 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   }
 }
 
+template <KvFormat F>
+void attend(bool one_range, const AttentionShape& shape, const PagedKv& kv,
+            const AttentionQueries& queries, float* scratch) {
+  if (one_range) return attend_one_token<F>(shape, kv, queries, scratch);
+  attend_query_lanes<F>(shape, kv, queries, scratch);
+}
+
 }  // namespace
 
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
@@ -276,8 +288,18 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   bool one_range = true;
   for (int64_t i = 1; i < queries.n; ++i)
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
-  if (one_range) return attend_one_token(shape, kv, queries, scratch);
-  attend_query_lanes(shape, kv, queries, scratch);
+  switch (kv.format) {
+    case KvFormat::kF16:
+      return attend<KvFormat::kF16>(one_range, shape, kv, queries, scratch);
+    case KvFormat::kBF16:
+      return attend<KvFormat::kBF16>(one_range, shape, kv, queries, scratch);
+    case KvFormat::kF32:
+      return attend<KvFormat::kF32>(one_range, shape, kv, queries, scratch);
+    case KvFormat::kInt8:
+      return attend<KvFormat::kInt8>(one_range, shape, kv, queries, scratch);
+    case KvFormat::kInt4:
+      return attend<KvFormat::kInt4>(one_range, shape, kv, queries, scratch);
+  }
 }
 
 }  // namespace drift::kernels::avx2

@@ -1,6 +1,8 @@
 // AVX-512 paged attention for blocks of queries of several tokens (prefill): the query-lanes
 // shape of paged_attention_avx2.cc with 16 queries per register, in the same canonical order.
-// Blocks of one token (decode) and small blocks go to the AVX2 code.
+// Blocks of one token (decode) and small blocks go to the AVX2 code. K/V are dequantized in
+// registers as they are loaded (16 lanes here, paged_kv_avx2.h's 8-lane loaders for the key
+// blocks of the query lanes), the same elements kv_format.h's scalar reads give.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 
 #include "kernels/exp_approx.h"
 #include "kernels/paged_attention.h"
+#include "kernels/paged_kv_avx2.h"
 
 namespace drift::kernels {
 namespace avx2 {
@@ -49,23 +52,109 @@ __m512 exp16(__m512 x) {
   return _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_mul_ps(p, s1), s2), nan, x);
 }
 
-// Keys e of positions [p, p + 8) (p a multiple of 8) as 8 fp32 values.
-__m256 key_lanes(const PagedKv& kv, int64_t p, int64_t e) {
-  const uint16_t* col =
-      kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + e * kv.page_size)));
+// Elements e of keys [pb, pb + 8) (pb a multiple of 8) for e in [0, D), group by group: calls
+// use(e, lanes) in increasing e.
+template <KvFormat F, typename Use>
+inline void for_each_key_row8(const PagedKv& kv, int64_t D, int64_t pb, Use use) {
+  const uint8_t* block =
+      paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
+  const int64_t slot = pb % kv.page_size, group = paged_kv::group_of<F>(D);
+  for (int64_t g0 = 0; g0 < D; g0 += group) {
+    const __m256 scale = paged_kv::key_scales8<F>(block, D, kv.page_size, slot, g0 / group);
+    for (int64_t e = g0; e < g0 + group; ++e)
+      use(e, paged_kv::keys8<F>(block, kv.page_size, slot, e, scale));
+  }
 }
 
+// The same over 16 keys [pb, pb + 16) (pb a multiple of 16, page_size % 16 == 0).
+template <KvFormat F, typename Use>
+inline void for_each_key_row16(const PagedKv& kv, int64_t D, int64_t pb, Use use) {
+  const int64_t ps = kv.page_size;
+  const uint8_t* block = paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, ps, pb);
+  const int64_t slot = pb % ps, group = paged_kv::group_of<F>(D);
+  for (int64_t g0 = 0; g0 < D; g0 += group) {
+    __m512 scale = _mm512_setzero_ps();
+    if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4)
+      scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+          block + kv_data_bytes(F, D, ps) + 2 * ((g0 / group) * ps + slot))));
+    for (int64_t e = g0; e < g0 + group; ++e) {
+      const int64_t i = e * ps + slot;
+      __m512 k;
+      if constexpr (F == KvFormat::kF16) {
+        k = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2 * i)));
+      } else if constexpr (F == KvFormat::kBF16) {
+        k = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2 * i))),
+            16));
+      } else if constexpr (F == KvFormat::kF32) {
+        k = _mm512_loadu_ps(reinterpret_cast<const float*>(block) + i);
+      } else if constexpr (F == KvFormat::kInt8) {
+        k = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + i)))),
+                          scale);
+      } else {
+        const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i / 2));
+        const __m128i mask = _mm_set1_epi8(0x0f);
+        const __m128i codes =
+            _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
+        k = _mm512_mul_ps(
+            _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(codes), _mm512_set1_epi32(8))),
+            scale);
+      }
+      use(e, k);
+    }
+  }
+}
+
+// Value elements [d, d + width) of position p (width <= 16, the rest 0; d % 16 == 0, so that
+// they share one scale group).
+template <KvFormat F>
+inline __m512 value_lanes16(const PagedKv& kv, int64_t DV, int64_t p, int64_t d, int64_t width) {
+  const int64_t ps = kv.page_size, slot = p % ps;
+  const uint8_t* block = paged_kv::block_of(kv.values, kv.page_stride, kv.page_table, ps, p);
+  const __mmask16 m = static_cast<__mmask16>((1u << width) - 1);
+  const int64_t i = slot * DV + d;
+  if constexpr (F == KvFormat::kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, block + 2 * i));
+  } else if constexpr (F == KvFormat::kBF16) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, block + 2 * i)), 16));
+  } else if constexpr (F == KvFormat::kF32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(block) + i);
+  } else {
+    if (F == KvFormat::kInt4 && width < 16) {
+      alignas(64) float tmp[16] = {};
+      for (int64_t u = 0; u < width; ++u) tmp[u] = kv_load_value(F, block, DV, ps, slot, d + u);
+      return _mm512_load_ps(tmp);
+    }
+    const int64_t group = kv_group_size(F, DV);
+    uint16_t h;
+    __builtin_memcpy(&h, block + kv_data_bytes(F, DV, ps) + 2 * (slot * (DV / group) + d / group),
+                     2);
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(h));
+    __m512i codes;
+    if constexpr (F == KvFormat::kInt8) {
+      codes = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, block + i));
+    } else {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i / 2));
+      const __m128i mask = _mm_set1_epi8(0x0f);
+      codes =
+          _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(
+                               _mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask))),
+                           _mm512_set1_epi32(8));
+    }
+    return _mm512_maskz_mul_ps(m, _mm512_cvtepi32_ps(codes), scale);
+  }
+}
+
+template <KvFormat F>
 void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
   for (int64_t j = 0; j < n; ++j) {
-    const int64_t pos = p + j;
-    const uint16_t* row =
-        kv.values + kv.page_table[pos / kv.page_size] * kv.page_stride + (pos % kv.page_size) * dim;
     for (int64_t e = 0; e < dim; e += 16) {
       const int64_t width = std::min<int64_t>(16, dim - e);
       const __mmask16 m = static_cast<__mmask16>((1u << width) - 1);
-      _mm512_mask_storeu_ps(out + j * dim + e, m,
-                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + e)));
+      _mm512_mask_storeu_ps(out + j * dim + e, m, value_lanes16<F>(kv, dim, p + j, e, width));
     }
   }
 }
@@ -75,6 +164,7 @@ __mmask16 visible(__m512i first, __m512i last, int64_t p) {
   return _mm512_cmple_epi32_mask(first, pv) & _mm512_cmple_epi32_mask(pv, last);
 }
 
+template <KvFormat F>
 void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
                         const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
@@ -110,7 +200,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   __m512 m = neg_inf;
   for (int64_t pb = base; pb <= p1; pb += 8) {
-    for (int64_t e = 0; e < D; ++e) _mm256_store_ps(kf + e * 8, key_lanes(kv, pb, e));
+    for_each_key_row8<F>(kv, D, pb, [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
     __m512 acc[8];
     for (auto& a : acc) a = _mm512_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {
@@ -139,7 +229,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
-    convert_value_rows(kv, DV, pb, np, vf);
+    convert_value_rows<F>(kv, DV, pb, np, vf);
     for (int64_t dc = 0; dc < DV; dc += 8) {
       const int64_t width = std::min<int64_t>(8, DV - dc);
       __m512 acc[8];
@@ -170,6 +260,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
 // Queries of one token (decode): 16 consecutive positions of the transposed keys per register
 // (page_size % 16 == 0, so 16 positions from a multiple of 16 lie in one page), and the value rows
 // read once per position for up to 4 queries x 64 dimensions in registers. At most 8 queries.
+template <KvFormat F>
 void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
                       const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
@@ -185,16 +276,12 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   __m512 m[8];
   for (int64_t i = 0; i < n; ++i) m[i] = neg_inf;
   for (int64_t pb = base; pb <= last; pb += 16) {
-    const uint16_t* col =
-        kv.keys + kv.page_table[pb / kv.page_size] * kv.page_stride + pb % kv.page_size;
     __m512 acc[8];
     for (int64_t i = 0; i < n; ++i) acc[i] = _mm512_setzero_ps();
-    for (int64_t e = 0; e < D; ++e) {
-      const __m512 k = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + e * kv.page_size)));
+    for_each_key_row16<F>(kv, D, pb, [&](int64_t e, __m512 k) {
       for (int64_t i = 0; i < n; ++i)
         acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(queries.q[i][e]), k, acc[i]);
-    }
+    });
     const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(pb)), lane_index);
     const __mmask16 inside =
         _mm512_cmple_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(first)), pos) &
@@ -228,14 +315,9 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
       for (auto& row : o)
         for (auto& v : row) v = _mm512_setzero_ps();
       for (int64_t p = first; p <= last; ++p) {
-        const uint16_t* row = kv.values + kv.page_table[p / kv.page_size] * kv.page_stride +
-                              (p % kv.page_size) * DV + d0;
         __m512 v[4];
-        for (int64_t c = 0; c < chunks; ++c) {
-          const int64_t width = std::min<int64_t>(16, DV - d0 - 16 * c);
-          const __mmask16 mk = static_cast<__mmask16>((1u << width) - 1);
-          v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, row + 16 * c));
-        }
+        for (int64_t c = 0; c < chunks; ++c)
+          v[c] = value_lanes16<F>(kv, DV, p, d0 + 16 * c, std::min<int64_t>(16, DV - d0 - 16 * c));
         for (int64_t i = 0; i < nq; ++i) {
           const __m512 w = _mm512_set1_ps(scores[(i0 + i) * span + (p - base)]);
           for (int64_t c = 0; c < chunks; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
@@ -259,10 +341,33 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   bool one_range = true;
   for (int64_t i = 1; i < queries.n; ++i)
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
-  if (one_range && queries.n <= 8 && kv.page_size % 16 == 0)
-    return attend_one_token(shape, kv, queries, scratch);
+  if (one_range && queries.n <= 8 && kv.page_size % 16 == 0) {
+    switch (kv.format) {
+      case KvFormat::kF16:
+        return attend_one_token<KvFormat::kF16>(shape, kv, queries, scratch);
+      case KvFormat::kBF16:
+        return attend_one_token<KvFormat::kBF16>(shape, kv, queries, scratch);
+      case KvFormat::kF32:
+        return attend_one_token<KvFormat::kF32>(shape, kv, queries, scratch);
+      case KvFormat::kInt8:
+        return attend_one_token<KvFormat::kInt8>(shape, kv, queries, scratch);
+      case KvFormat::kInt4:
+        return attend_one_token<KvFormat::kInt4>(shape, kv, queries, scratch);
+    }
+  }
   if (one_range || queries.n <= 8) return avx2::paged_attention(shape, kv, queries, scratch);
-  attend_query_lanes(shape, kv, queries, scratch);
+  switch (kv.format) {
+    case KvFormat::kF16:
+      return attend_query_lanes<KvFormat::kF16>(shape, kv, queries, scratch);
+    case KvFormat::kBF16:
+      return attend_query_lanes<KvFormat::kBF16>(shape, kv, queries, scratch);
+    case KvFormat::kF32:
+      return attend_query_lanes<KvFormat::kF32>(shape, kv, queries, scratch);
+    case KvFormat::kInt8:
+      return attend_query_lanes<KvFormat::kInt8>(shape, kv, queries, scratch);
+    case KvFormat::kInt4:
+      return attend_query_lanes<KvFormat::kInt4>(shape, kv, queries, scratch);
+  }
 }
 
 }  // namespace avx512

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/fp16.h"
+#include "kernels/kv_format.h"
 
 namespace drift::kernels {
 namespace {
@@ -20,34 +20,49 @@ using testing::bits;
 using testing::isa_label;
 using testing::isas_under_test;
 
-// A KV cache of `n_pages` pages for one head, with a shuffled page table, and queries.
+// A KV cache of `n_pages` pages for one head in `format`, with a shuffled page table, and queries.
 struct KvSetup {
   AttentionShape shape;
   int64_t page_size = 16;
-  std::vector<uint16_t> keys, values;  // [n_pages][page_size][dim]
+  KvFormat format = KvFormat::kF16;
+  std::vector<uint8_t> keys, values;  // [n_pages][page_stride bytes]: one block each
   std::vector<int32_t> page_table;
   int64_t page_stride;
   std::vector<float> q;  // [n_queries][head_dim]
 
   PagedKv kv() const {
-    return PagedKv{keys.data(), values.data(), page_stride, page_size, page_table.data()};
+    return PagedKv{keys.data(), values.data(), page_stride, page_size, page_table.data(), format};
+  }
+  const uint8_t* key_block(int64_t p) const {
+    return keys.data() + page_table[p / page_size] * page_stride;
+  }
+  const uint8_t* value_block(int64_t p) const {
+    return values.data() + page_table[p / page_size] * page_stride;
   }
 };
 
 KvSetup make_setup(int64_t head_dim, int64_t head_dim_v, int64_t positions, int64_t n_queries,
-                   uint32_t seed, int64_t page_size = 16) {
+                   uint32_t seed, int64_t page_size = 16, KvFormat format = KvFormat::kF16) {
   std::mt19937 rng(seed);
   KvSetup s;
   s.page_size = page_size;
+  s.format = format;
   s.shape = {head_dim, head_dim_v, 1.0f / std::sqrt(static_cast<float>(head_dim))};
   const int64_t n_pages = (positions + s.page_size - 1) / s.page_size;
-  // K and V blocks share one stride: a page holds [K block][V block].
-  s.page_stride = s.page_size * std::max(head_dim, head_dim_v);
-  s.keys.resize(n_pages * s.page_stride);
-  s.values.resize(n_pages * s.page_stride);
-  for (auto* buf : {&s.keys, &s.values}) {
-    const std::vector<float> f = testing::random_floats(static_cast<int64_t>(buf->size()), rng, 2);
-    for (size_t i = 0; i < buf->size(); ++i) (*buf)[i] = f32_to_fp16(f[i]);
+  // K and V blocks share one stride (and a spare byte, so no block starts aligned).
+  s.page_stride = std::max(kv_block_bytes(format, head_dim, page_size),
+                           kv_block_bytes(format, head_dim_v, page_size)) +
+                  4;
+  s.keys.assign(n_pages * s.page_stride, 0);
+  s.values.assign(n_pages * s.page_stride, 0);
+  for (int64_t pg = 0; pg < n_pages; ++pg) {
+    for (int64_t j = 0; j < page_size; ++j) {
+      const std::vector<float> k = testing::random_floats(head_dim, rng, 2);
+      const std::vector<float> v = testing::random_floats(head_dim_v, rng, 2);
+      kv_store_key(format, s.keys.data() + pg * s.page_stride, head_dim, page_size, j, k.data());
+      kv_store_value(format, s.values.data() + pg * s.page_stride, head_dim_v, page_size, j,
+                     v.data());
+    }
   }
   s.page_table.resize(n_pages);
   std::iota(s.page_table.begin(), s.page_table.end(), 0);
@@ -107,21 +122,60 @@ std::vector<std::vector<Query>> blocks(int64_t positions) {
   return b;
 }
 
+const char* format_name(KvFormat f) {
+  switch (f) {
+    case KvFormat::kF16:
+      return "f16";
+    case KvFormat::kBF16:
+      return "bf16";
+    case KvFormat::kF32:
+      return "f32";
+    case KvFormat::kInt8:
+      return "int8";
+    case KvFormat::kInt4:
+      return "int4";
+  }
+  return "?";
+}
+
+constexpr KvFormat kFormats[] = {KvFormat::kF16, KvFormat::kBF16, KvFormat::kF32, KvFormat::kInt8,
+                                 KvFormat::kInt4};
+
 TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
   uint32_t seed = 3;
-  for (int64_t head_dim : {64, 72, 256}) {
-    for (int64_t positions : {17, 40, 300}) {
-      const KvSetup s = make_setup(head_dim, head_dim, positions, 16, seed++);
-      for (const auto& block : blocks(positions)) {
-        const auto want = run(Isa::kScalar, s, block);
-        for (Isa isa : isas_under_test()) {
-          const auto got = run(isa, s, block);
-          for (size_t i = 0; i < block.size(); ++i)
-            for (int64_t d = 0; d < head_dim; ++d)
-              ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
-                  << isa_label(isa) << " head_dim=" << head_dim << " positions=" << positions
-                  << " query " << i << " d=" << d;
+  for (KvFormat format : kFormats) {
+    // 72: rows that end in a partial 8/16-lane chunk (int4 needs whole groups of 32).
+    for (int64_t head_dim :
+         {int64_t{64}, format == KvFormat::kInt4 ? int64_t{96} : int64_t{72}, int64_t{256}}) {
+      for (int64_t positions : {17, 40, 300}) {
+        const KvSetup s = make_setup(head_dim, head_dim, positions, 16, seed++, 16, format);
+        for (const auto& block : blocks(positions)) {
+          const auto want = run(Isa::kScalar, s, block);
+          for (Isa isa : isas_under_test()) {
+            const auto got = run(isa, s, block);
+            for (size_t i = 0; i < block.size(); ++i)
+              for (int64_t d = 0; d < head_dim; ++d)
+                ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
+                    << isa_label(isa) << " " << format_name(format) << " head_dim=" << head_dim
+                    << " positions=" << positions << " query " << i << " d=" << d;
+          }
         }
+      }
+    }
+  }
+}
+
+// Pages of 8 positions: the AVX-512 decode path (16 positions) steps aside, the rest is alike.
+TEST(PagedAttention, PagesOfEightMatchScalar) {
+  for (KvFormat format : kFormats) {
+    const KvSetup s = make_setup(64, 64, 61, 16, 7, /*page_size=*/8, format);
+    for (const auto& block : blocks(61)) {
+      const auto want = run(Isa::kScalar, s, block);
+      for (Isa isa : isas_under_test()) {
+        const auto got = run(isa, s, block);
+        for (size_t i = 0; i < block.size(); ++i)
+          for (int64_t d = 0; d < 64; ++d)
+            ASSERT_EQ(bits(got[i][d]), bits(want[i][d])) << isa_label(isa) << format_name(format);
       }
     }
   }
@@ -142,52 +196,55 @@ TEST(PagedAttention, OddPageSizesMatchScalar) {
 
 TEST(PagedAttention, QueryResultIndependentOfItsBlock) {
   const int64_t positions = 123;
-  const KvSetup s = make_setup(64, 64, positions, 16, 11);
-  for (Isa isa : isas_under_test()) {
-    for (const auto& block : blocks(positions)) {
-      const auto together = run(isa, s, block);
-      for (size_t i = 0; i < block.size(); ++i) {
-        const auto alone = run(isa, s, {block[i]});
-        for (int64_t d = 0; d < 64; ++d)
-          ASSERT_EQ(bits(alone[0][d]), bits(together[i][d])) << isa_label(isa) << " query " << i;
+  for (KvFormat format : {KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
+    const KvSetup s = make_setup(64, 64, positions, 16, 11, 16, format);
+    for (Isa isa : isas_under_test()) {
+      for (const auto& block : blocks(positions)) {
+        const auto together = run(isa, s, block);
+        for (size_t i = 0; i < block.size(); ++i) {
+          const auto alone = run(isa, s, {block[i]});
+          for (int64_t d = 0; d < 64; ++d)
+            ASSERT_EQ(bits(alone[0][d]), bits(together[i][d])) << isa_label(isa) << " query " << i;
+        }
       }
     }
   }
 }
 
-// Against attention in double over the same fp16 K/V: the score chains (head_dim fmas and a
-// scale), exp_approx (< 4 ulp), the weight sum and the output chains bound the error; 1e-4
+// Against attention in double over the same (dequantized) K/V: the score chains (head_dim fmas and
+// a scale), exp_approx (< 4 ulp), the weight sum and the output chains bound the error; 1e-4
 // relative to the output's magnitude holds with a wide margin for these sizes.
 TEST(PagedAttention, ScalarCloseToDouble) {
   const int64_t positions = 200, head_dim = 64;
-  const KvSetup s = make_setup(head_dim, head_dim, positions, 16, 17);
-  for (const auto& block : blocks(positions)) {
-    const auto got = run(Isa::kScalar, s, block);
-    for (size_t i = 0; i < block.size(); ++i) {
-      const float* q = s.q.data() + block[i].index * head_dim;
-      std::vector<double> sc;
-      double m = -INFINITY;
-      for (int64_t p = block[i].first; p <= block[i].last; ++p) {
-        // Keys are stored transposed in a page: element e of slot j at [e][j].
-        const uint16_t* k =
-            s.keys.data() + s.page_table[p / s.page_size] * s.page_stride + p % s.page_size;
-        double dot = 0;
-        for (int64_t e = 0; e < head_dim; ++e)
-          dot += double{q[e]} * fp16_to_f32(k[e * s.page_size]);
-        sc.push_back(dot * s.shape.scale);
-        m = std::max(m, sc.back());
-      }
-      double sum = 0;
-      for (double& v : sc) sum += (v = std::exp(v - m));
-      for (int64_t d = 0; d < head_dim; ++d) {
-        double o = 0, mag = 0;
+  for (KvFormat format : kFormats) {
+    const KvSetup s = make_setup(head_dim, head_dim, positions, 16, 17, 16, format);
+    for (const auto& block : blocks(positions)) {
+      const auto got = run(Isa::kScalar, s, block);
+      for (size_t i = 0; i < block.size(); ++i) {
+        const float* q = s.q.data() + block[i].index * head_dim;
+        std::vector<double> sc;
+        double m = -INFINITY;
         for (int64_t p = block[i].first; p <= block[i].last; ++p) {
-          const uint16_t* v = s.values.data() + s.page_table[p / s.page_size] * s.page_stride +
-                              (p % s.page_size) * head_dim;
-          o += sc[p - block[i].first] * fp16_to_f32(v[d]);
-          mag += std::fabs(sc[p - block[i].first] * fp16_to_f32(v[d]));
+          double dot = 0;
+          for (int64_t e = 0; e < head_dim; ++e)
+            dot += double{q[e]} *
+                   kv_load_key(format, s.key_block(p), head_dim, s.page_size, p % s.page_size, e);
+          sc.push_back(dot * s.shape.scale);
+          m = std::max(m, sc.back());
         }
-        ASSERT_NEAR(got[i][d], o / sum, 1e-4 * mag / sum + 1e-7) << "query " << i << " d=" << d;
+        double sum = 0;
+        for (double& v : sc) sum += (v = std::exp(v - m));
+        for (int64_t d = 0; d < head_dim; ++d) {
+          double o = 0, mag = 0;
+          for (int64_t p = block[i].first; p <= block[i].last; ++p) {
+            const double v =
+                kv_load_value(format, s.value_block(p), head_dim, s.page_size, p % s.page_size, d);
+            o += sc[p - block[i].first] * v;
+            mag += std::fabs(sc[p - block[i].first] * v);
+          }
+          ASSERT_NEAR(got[i][d], o / sum, 1e-4 * mag / sum + 1e-7)
+              << format_name(format) << " query " << i << " d=" << d;
+        }
       }
     }
   }

@@ -1,0 +1,95 @@
+// KV cache element formats: what is stored reads back within the error the format allows, slots
+// written in any order do not disturb each other (two int4 slots share a byte), and the byte counts
+// hold the data and scales.
+#include "kernels/kv_format.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/fp16.h"
+
+namespace drift::kernels {
+namespace {
+
+// The largest |x - read(x)| a format allows for an element of a group with largest magnitude
+// amax. Float types round once (fp16: 2^-11 relative, bf16: 2^-8; f32 exact). int8/int4: the code
+// is x / s rounded to nearest (error s / 2), s = fp16(amax / max_code) rounds by up to 2^-11
+// relative, so a clamped extreme code errs by at most amax * 2^-11 more.
+double allowed_error(KvFormat f, float x, float amax) {
+  switch (f) {
+    case KvFormat::kF16:
+      return std::fabs(x) * 0x1p-11 + 0x1p-25;
+    case KvFormat::kBF16:
+      return std::fabs(x) * 0x1p-8;
+    case KvFormat::kF32:
+      return 0.0;
+    case KvFormat::kInt8:
+      return amax / 127.0 * (0.5 + 0x1p-10) + amax * 0x1p-11;
+    case KvFormat::kInt4:
+      return amax / 7.0 * (0.5 + 0x1p-10) + amax * 0x1p-11;
+  }
+  return 0.0;
+}
+
+TEST(KvFormat, KeysAndValuesReadBackWithinTheFormatsError) {
+  std::mt19937 rng(5);
+  const int64_t dim = 64, page_size = 16;
+  for (KvFormat f :
+       {KvFormat::kF16, KvFormat::kBF16, KvFormat::kF32, KvFormat::kInt8, KvFormat::kInt4}) {
+    std::vector<uint8_t> kblock(kv_block_bytes(f, dim, page_size), 0xa5);
+    std::vector<uint8_t> vblock(kv_block_bytes(f, dim, page_size), 0x5a);
+    std::vector<std::vector<float>> rows(page_size);
+    std::vector<int64_t> order(page_size);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);  // neighbours written before and after
+    for (int64_t j : order) {
+      rows[j] = testing::random_floats(dim, rng, 3.0f);
+      rows[j][j % dim] = 40.0f * (j % 2 ? 1 : -1);  // an outlier per row
+      kv_store_key(f, kblock.data(), dim, page_size, j, rows[j].data());
+      kv_store_value(f, vblock.data(), dim, page_size, j, rows[j].data());
+    }
+    const int64_t group = kv_group_size(f, dim) ? kv_group_size(f, dim) : dim;
+    for (int64_t j = 0; j < page_size; ++j) {
+      for (int64_t e = 0; e < dim; ++e) {
+        const int64_t g0 = e / group * group;
+        float amax = 0;
+        for (int64_t u = g0; u < g0 + group; ++u) amax = std::max(amax, std::fabs(rows[j][u]));
+        const double tol = allowed_error(f, rows[j][e], amax);
+        EXPECT_LE(std::fabs(kv_load_key(f, kblock.data(), dim, page_size, j, e) - rows[j][e]), tol)
+            << int(f) << " slot " << j << " e " << e;
+        EXPECT_LE(std::fabs(kv_load_value(f, vblock.data(), dim, page_size, j, e) - rows[j][e]),
+                  tol)
+            << int(f) << " slot " << j << " e " << e;
+      }
+    }
+  }
+}
+
+TEST(KvFormat, AZeroRowReadsZero) {
+  for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
+    std::vector<uint8_t> block(kv_block_bytes(f, 32, 2), 0xff);
+    const std::vector<float> zero(32, 0.0f);
+    kv_store_value(f, block.data(), 32, 2, 1, zero.data());
+    for (int64_t e = 0; e < 32; ++e) EXPECT_EQ(kv_load_value(f, block.data(), 32, 2, 1, e), 0.0f);
+  }
+}
+
+TEST(KvFormat, BlockBytesHoldCodesAndScales) {
+  EXPECT_EQ(kv_block_bytes(KvFormat::kF16, 64, 16), 2048);
+  EXPECT_EQ(kv_block_bytes(KvFormat::kF32, 64, 16), 4096);
+  EXPECT_EQ(kv_block_bytes(KvFormat::kInt8, 64, 16), 1024 + 32);
+  EXPECT_EQ(kv_block_bytes(KvFormat::kInt4, 64, 16), 512 + 64);
+  EXPECT_EQ(kv_block_bytes(KvFormat::kInt4, 256, 16), 2048 + 256);
+  EXPECT_TRUE(kv_format_check(KvFormat::kInt4, 64, 16).ok());
+  EXPECT_FALSE(kv_format_check(KvFormat::kInt4, 48, 16).ok());
+  EXPECT_FALSE(kv_format_check(KvFormat::kInt4, 64, 15).ok());
+}
+
+}  // namespace
+}  // namespace drift::kernels

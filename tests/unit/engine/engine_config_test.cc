@@ -54,8 +54,7 @@ TEST(EngineConfig, EachInvalidFieldIsNamed) {
     std::function<void(EngineConfig&)> spoil;
   };
   const Case cases[] = {
-      {"kv.dtype", [](EngineConfig& c) { c.kv.dtype = KVDtype::kF32; }},
-      {"kv.dtype", [](EngineConfig& c) { c.kv.dtype = KVDtype::kBF16; }},
+      {"kv.dtype", [](EngineConfig& c) { c.kv.dtype = KVDtype::kInt4; }},  // head dim 8
       {"kv.page_size", [](EngineConfig& c) { c.kv.page_size = 0; }},
       {"kv.budget", [](EngineConfig& c) { c.kv.budget = KVMemoryBudget::of_bytes(100); }},
       {"kv.budget", [](EngineConfig& c) { c.kv.budget = KVMemoryBudget::of_ram_fraction(1.5); }},

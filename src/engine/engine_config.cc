@@ -66,11 +66,11 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
                              .page_size = config.kv.page_size,
                              .dtype = config.kv.dtype};
   if (config.kv.dtype == KVDtype::kInt4 &&
-      (model.head_dim % kKVInt4Group != 0 || config.kv.page_size % 2 != 0))
+      (model.head_dim % kKVGroup != 0 || config.kv.page_size % 2 != 0))
     return make_error(
         "kv.dtype: int4 needs a head dimension that is a multiple of {} and an even page size "
         "(this model: head dim {}, page size {}); use int8",
-        kKVInt4Group, model.head_dim, config.kv.page_size);
+        kKVGroup, model.head_dim, config.kv.page_size);
   if (Status s = setup.kv_layout.validate(); !s.ok()) return make_error("model: {}", s.message());
   Expected<int32_t> pages = kv_pages_for_budget(setup.kv_layout, config.kv.budget, ram_bytes);
   if (!pages.ok()) {

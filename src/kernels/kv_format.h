@@ -6,13 +6,24 @@
 //   keys   data [dim][page_size]   scales [groups][page_size]   (scale of slot j, group g at
 //                                                                  g * page_size + j)
 //   values data [page_size][dim]   scales [page_size][groups]
-// Element types: f16, bf16, f32 (no scales); int8 (one fp16 scale per token row of a head:
-// group = dim); int4 (a fp16 scale per kKvInt4Group elements, two codes a byte, the even slot
-// (keys) or even element (values) in the low nibble). Codes are symmetric: x ~= code * scale with
-// code in [-127, 127] (int8) or [-7, 7] stored as code + 8 (int4).
+// Element types: f16, bf16, f32 (no scales); int8: a fp16 scale per kKvGroup elements of a row
+// (per row when dim is not a multiple of kKvGroup); int4: a fp16 scale per kKvInt4Group elements,
+// two codes a byte, the even slot (keys) or even element (values) in the low nibble. x ~= code *
+// scale with code in
+// [-127, 127] (int8) or [-8, 7] stored as code + 8 (int4, whose scale may be negative).
 //
 // DEQUANTIZED ELEMENT (what attention multiplies, the same on every ISA): fp32(x) for the float
 // types, float(code) * fp32(scale) for int8/int4 — one rounding, exact in SIMD too.
+//
+// ROTATED ROWS (int8/int4 with dim % kKvGroup == 0): each group of kKvGroup elements of a key or
+// value row is stored as H x, H the normalised 32x32 Hadamard matrix (orthogonal and symmetric: H H
+// = I). Keys have a few channels far larger than the rest; with 7 levels a side, one scale per
+// group would round every other channel of the group to 0. H spreads each channel over the whole
+// group, so the group's largest magnitude is close to its typical one. Attention needs no
+// un-rotation per element: q . k = (H q) . (H k), and sum_p w_p (H v_p) = H (sum_p w_p v_p), so it
+// rotates its queries in and its outputs back (paged_attention.cc). Measured in
+// docs/design-notes.md: without it int4 loses 26% perplexity on SmolLM2, int8 with one scale per
+// 256-wide Gemma row 1.1%.
 #pragma once
 
 #include <cstdint>
@@ -23,14 +34,25 @@ namespace drift::kernels {
 
 enum class KvFormat : uint8_t { kF16, kBF16, kF32, kInt8, kInt4 };
 
-inline constexpr int64_t kKvInt4Group = 32;  // elements per int4 scale (docs/design-notes.md)
+inline constexpr int64_t kKvGroup = 32;      // elements per rotation and per int8 scale
+inline constexpr int64_t kKvInt4Group = 16;  // elements per int4 scale (docs/design-notes.md)
+
+// Whether rows of `dim` elements are stored rotated.
+inline bool kv_format_rotated(KvFormat format, int64_t dim) {
+  return (format == KvFormat::kInt8 || format == KvFormat::kInt4) && dim % kKvGroup == 0;
+}
+// x[n] <- H x for each group of kKvGroup elements (n a multiple of it): the fast
+// Walsh-Hadamard butterflies, then the 1/sqrt(32) normalisation. One scalar definition that every
+// ISA's attention calls, so rotated queries and outputs are the same bits everywhere.
+void kv_rotate(float* x, int64_t n);
 
 // Bits of one stored element (scales excluded).
 int64_t kv_format_bits(KvFormat format);
-// Elements sharing one scale: dim (int8), kKvInt4Group (int4), 0 for the float types.
+// Elements sharing one scale: kKvGroup for int8 (dim if dim is not a multiple of it),
+// kKvInt4Group for int4, 0 for the float types.
 int64_t kv_group_size(KvFormat format, int64_t dim);
 // An error unless blocks of `dim` elements x `page_size` slots can be stored in `format` (int4
-// needs dim % kKvInt4Group == 0 and an even page size).
+// needs dim % kKvGroup == 0 and an even page size).
 Status kv_format_check(KvFormat format, int64_t dim, int64_t page_size);
 
 // Bytes of a block's data part; scales start there.

@@ -58,9 +58,8 @@ void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, 
   for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = out[d] * inv;
 }
 
-}  // namespace
-
-int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last) {
+// Floats of scratch the attention paths themselves use (after the rotated queries).
+int64_t inner_scratch_floats(const AttentionShape& shape, int64_t max_last) {
   const int64_t lanes = kAttentionLanes;
   // qT, the scores of every position (from the 8-aligned start, for up to `lanes` queries),
   // 8 converted key columns, 32 converted value rows, oT; each part a multiple of 16 floats,
@@ -71,14 +70,45 @@ int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_
          round16(shape.head_dim_v * lanes) + 16;
 }
 
-void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch) {
+void attend_block(Isa isa, const AttentionShape& shape, const PagedKv& kv,
+                  const AttentionQueries& queries, float* scratch) {
   if (isa == Isa::kAvx512 && kv.page_size % 8 == 0)
     return avx512::paged_attention(shape, kv, queries, scratch);
   if (isa == Isa::kAvx2 && kv.page_size % 8 == 0)
     return avx2::paged_attention(shape, kv, queries, scratch);
   for (int64_t i = 0; i < queries.n; ++i)
     attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i], scratch);
+}
+
+// Rotated queries, kAttentionLanes x head_dim floats, come first in the scratch (a multiple of 16
+// floats, so the paths' part keeps the caller's alignment).
+int64_t rotated_query_floats(const AttentionShape& shape) {
+  return (kAttentionLanes * shape.head_dim + 15) / 16 * 16;
+}
+
+}  // namespace
+
+int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last) {
+  return rotated_query_floats(shape) + inner_scratch_floats(shape, max_last);
+}
+
+// A rotated format (kv_format.h) stores H k and H v: attention runs on H q and gives H o, which
+// is rotated back (H H = I). Other formats go straight to the paths.
+void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch) {
+  float* inner = scratch + rotated_query_floats(shape);
+  AttentionQueries rotated = queries;
+  if (kv_format_rotated(kv.format, shape.head_dim)) {
+    for (int64_t i = 0; i < queries.n; ++i) {
+      float* q = scratch + i * shape.head_dim;
+      std::copy(queries.q[i], queries.q[i] + shape.head_dim, q);
+      kv_rotate(q, shape.head_dim);
+      rotated.q[i] = q;
+    }
+  }
+  attend_block(isa, shape, kv, rotated, inner);
+  if (kv_format_rotated(kv.format, shape.head_dim_v))
+    for (int64_t i = 0; i < queries.n; ++i) kv_rotate(queries.out[i], shape.head_dim_v);
 }
 
 }  // namespace drift::kernels

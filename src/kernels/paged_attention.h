@@ -18,6 +18,8 @@
 //   o[d]  = fma chain over increasing visible p of w[p] * v_p[d], from +0
 //   out[d] = o[d] * inv
 // where k_p[e], v_p[d] are the dequantized elements of kv_format.h (fp32(x), or code * scale).
+// For a rotated format (int4) q is first rotated (kv_rotate) and out rotated back at the end, by
+// the same scalar code on every ISA.
 // A query's result depends only on its own q, its range and the K/V rows in that range — not on
 // the other queries of the block nor on the block's size — so a token's attention output is the
 // same in any batch, chunk or step.

@@ -129,9 +129,9 @@ inline __m512 value_lanes16(const PagedKv& kv, int64_t DV, int64_t p, int64_t d,
       return _mm512_load_ps(tmp);
     }
     const int64_t group = kv_group_size(F, DV);
+    const int64_t scale_index = slot * (DV / group) + d / group;
     uint16_t h;
-    __builtin_memcpy(&h, block + kv_data_bytes(F, DV, ps) + 2 * (slot * (DV / group) + d / group),
-                     2);
+    __builtin_memcpy(&h, block + kv_data_bytes(F, DV, ps) + 2 * scale_index, 2);
     const __m512 scale = _mm512_set1_ps(_cvtsh_ss(h));
     __m512i codes;
     if constexpr (F == KvFormat::kInt8) {

@@ -98,9 +98,9 @@ inline __m256 values8(const uint8_t* block, int64_t dim, int64_t page_size, int6
     return _mm256_loadu_ps(reinterpret_cast<const float*>(block) + i);
   if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4) {
     const int64_t group = kv_group_size(F, dim);
+    const int64_t scale_index = slot * (dim / group) + d / group;
     uint16_t h;
-    __builtin_memcpy(
-        &h, block + kv_data_bytes(F, dim, page_size) + 2 * (slot * (dim / group) + d / group), 2);
+    __builtin_memcpy(&h, block + kv_data_bytes(F, dim, page_size) + 2 * scale_index, 2);
     const __m256 scale = _mm256_set1_ps(_cvtsh_ss(h));
     if constexpr (F == KvFormat::kInt8) return _mm256_mul_ps(int8x8(block + i), scale);
     return _mm256_mul_ps(int4x8(block + i / 2), scale);

@@ -49,11 +49,11 @@ Status KVLayout::validate() const {
   if (page_size < 1) return make_error("kv layout: page_size must be >= 1, got {}", page_size);
   if (kv_dtype_name(dtype) == "unknown")
     return make_error("kv layout: dtype has invalid value {}", static_cast<int>(dtype));
-  if (dtype == KVDtype::kInt4 && (head_dim % kKVInt4Group != 0 || page_size % 2 != 0))
+  if (dtype == KVDtype::kInt4 && (head_dim % kKVGroup != 0 || page_size % 2 != 0))
     return make_error(
         "kv layout: int4 needs a head_dim that is a multiple of {} and an even page_size, got "
         "head_dim {}, page_size {}",
-        kKVInt4Group, head_dim, page_size);
+        kKVGroup, head_dim, page_size);
   std::optional<uint64_t> bytes = uint64_t{2 * 4};  // 2 blocks, at most 4 bytes an element
   for (uint64_t factor :
        {uint64_t(num_layers), uint64_t(num_kv_heads), uint64_t(head_dim), uint64_t(page_size)}) {
@@ -69,7 +69,9 @@ Status KVLayout::validate() const {
 uint64_t KVLayout::bytes_per_page() const {
   const uint64_t data = uint64_t(head_dim) * uint64_t(page_size) * kv_dtype_bits(dtype) / 8;
   uint64_t scales = 0;  // fp16, one per group of a slot's elements
-  if (dtype == KVDtype::kInt8) scales = uint64_t(page_size) * 2;
+  if (dtype == KVDtype::kInt8)
+    scales =
+        (head_dim % kKVGroup == 0 ? uint64_t(head_dim / kKVGroup) : 1) * uint64_t(page_size) * 2;
   if (dtype == KVDtype::kInt4) scales = uint64_t(head_dim / kKVInt4Group) * uint64_t(page_size) * 2;
   const uint64_t block = (data + scales + 3) / 4 * 4;
   return uint64_t{2} * uint64_t(num_layers) * uint64_t(num_kv_heads) * block;

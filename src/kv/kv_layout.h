@@ -10,11 +10,13 @@
 namespace drift {
 
 // Element type of the stored K/V values (independent of the weights' type). int8 stores a code
-// per element and one fp16 scale per (page slot, layer, KV head, K or V); int4 two codes a byte
-// and a fp16 scale per kKVInt4Group elements (the executor's kernels/kv_format.h, whose byte
-// counts bytes_per_page() repeats).
+// per element and a fp16 scale per kKVGroup elements of a token's row of one head (per row when
+// head_dim is not a multiple of kKVGroup); int4 two codes a byte and a fp16 scale per
+// kKVInt4Group elements (head_dim must be a multiple of kKVGroup) — the executor's
+// kernels/kv_format.h, whose byte counts bytes_per_page() repeats.
 enum class KVDtype : uint8_t { kF16, kF32, kBF16, kInt8, kInt4 };
-inline constexpr int32_t kKVInt4Group = 32;
+inline constexpr int32_t kKVGroup = 32;
+inline constexpr int32_t kKVInt4Group = 16;
 
 std::string_view kv_dtype_name(KVDtype dtype);  // "f16", "f32", "bf16", "int8", "int4"
 std::optional<KVDtype> parse_kv_dtype(std::string_view name);

@@ -211,6 +211,23 @@ TEST(PagedAttention, QueryResultIndependentOfItsBlock) {
   }
 }
 
+// Key or value p as attention sees it: the stored elements, rotated back for a rotated format.
+std::vector<float> key_row(const KvSetup& s, int64_t p) {
+  std::vector<float> k(s.shape.head_dim);
+  for (int64_t e = 0; e < s.shape.head_dim; ++e)
+    k[e] = kv_load_key(s.format, s.key_block(p), s.shape.head_dim, s.page_size, p % s.page_size, e);
+  if (kv_format_rotated(s.format, s.shape.head_dim)) kv_rotate(k.data(), s.shape.head_dim);
+  return k;
+}
+std::vector<float> value_row(const KvSetup& s, int64_t p) {
+  std::vector<float> v(s.shape.head_dim_v);
+  for (int64_t e = 0; e < s.shape.head_dim_v; ++e)
+    v[e] = kv_load_value(s.format, s.value_block(p), s.shape.head_dim_v, s.page_size,
+                         p % s.page_size, e);
+  if (kv_format_rotated(s.format, s.shape.head_dim_v)) kv_rotate(v.data(), s.shape.head_dim_v);
+  return v;
+}
+
 // Against attention in double over the same (dequantized) K/V: the score chains (head_dim fmas and
 // a scale), exp_approx (< 4 ulp), the weight sum and the output chains bound the error; 1e-4
 // relative to the output's magnitude holds with a wide margin for these sizes.
@@ -225,10 +242,9 @@ TEST(PagedAttention, ScalarCloseToDouble) {
         std::vector<double> sc;
         double m = -INFINITY;
         for (int64_t p = block[i].first; p <= block[i].last; ++p) {
+          const std::vector<float> k = key_row(s, p);
           double dot = 0;
-          for (int64_t e = 0; e < head_dim; ++e)
-            dot += double{q[e]} *
-                   kv_load_key(format, s.key_block(p), head_dim, s.page_size, p % s.page_size, e);
+          for (int64_t e = 0; e < head_dim; ++e) dot += double{q[e]} * k[e];
           sc.push_back(dot * s.shape.scale);
           m = std::max(m, sc.back());
         }
@@ -237,8 +253,7 @@ TEST(PagedAttention, ScalarCloseToDouble) {
         for (int64_t d = 0; d < head_dim; ++d) {
           double o = 0, mag = 0;
           for (int64_t p = block[i].first; p <= block[i].last; ++p) {
-            const double v =
-                kv_load_value(format, s.value_block(p), head_dim, s.page_size, p % s.page_size, d);
+            const double v = value_row(s, p)[d];
             o += sc[p - block[i].first] * v;
             mag += std::fabs(sc[p - block[i].first] * v);
           }

@@ -23,15 +23,18 @@ TEST(KVLayout, BytesPerPageCountsKAndVOfEveryLayerAndHead) {
 }
 
 TEST(KVLayout, QuantizedPagesCountCodesAndScales) {
-  // int8: per block 64 dims x 16 slots = 1024 code bytes + 16 fp16 scales = 1056; 16 blocks.
+  // int8: per block 64 dims x 16 slots = 1024 code bytes + 2 groups x 16 fp16 scales = 1088.
   KVLayout l{.num_layers = 2, .num_kv_heads = 4, .head_dim = 64, .page_size = 16};
   EXPECT_EQ(l.bytes_per_page(), 16u * 64 * 16 * 2);
   l.dtype = KVDtype::kInt8;
-  EXPECT_EQ(l.bytes_per_page(), 16u * 1056);
-  // int4: 512 code bytes + 2 groups x 16 slots x 2 bytes = 576 per block.
+  EXPECT_EQ(l.bytes_per_page(), 16u * 1088);
+  l.head_dim = 72;  // not whole groups: one scale per row
+  EXPECT_EQ(l.bytes_per_page(), 16u * (72 * 16 + 32));
+  l.head_dim = 64;
+  // int4: 512 code bytes + 4 groups x 16 slots x 2 bytes = 640 per block.
   l.dtype = KVDtype::kInt4;
-  EXPECT_EQ(l.bytes_per_page(), 16u * 576);
-  // So a fixed budget holds 1.94x (int8) and 3.56x (int4) the pages of f16.
+  EXPECT_EQ(l.bytes_per_page(), 16u * 640);
+  // So a fixed budget holds 1.88x (int8) and 3.2x (int4) the pages of f16.
   const auto f16_pages =
       kv_pages_for_budget(KVLayout{.num_layers = 2, .num_kv_heads = 4, .head_dim = 64},
                           KVMemoryBudget::of_bytes(64u << 20), 0);
@@ -40,7 +43,7 @@ TEST(KVLayout, QuantizedPagesCountCodesAndScales) {
       KVMemoryBudget::of_bytes(64u << 20), 0);
   ASSERT_TRUE(f16_pages.ok() && int8_pages.ok());
   EXPECT_EQ(*f16_pages, (64 << 20) / (16 * 2048));
-  EXPECT_EQ(*int8_pages, (64 << 20) / (16 * 1056));
+  EXPECT_EQ(*int8_pages, (64 << 20) / (16 * 1088));
 }
 
 TEST(KVLayout, Int4NeedsWholeGroups) {

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "commands.h"
+#include "kv/kv_layout.h"
 #include "model/forward_pass.h"
 #include "model_locator.h"
+#include "runtime/load_engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace drift::cli {
@@ -26,6 +28,7 @@ struct PerplexityOptions {
   int64_t context = 512;
   int threads = 2;
   std::optional<int64_t> max_chunks;
+  std::string kv_cache_dtype = "f16";
 };
 
 // -log softmax(logits)[target], with the log-sum-exp taken in double.
@@ -65,12 +68,14 @@ int run_perplexity(const PerplexityOptions& o) {
   if (n_chunks < 1)
     return fail(
         make_error("the text has {} tokens, fewer than one chunk of {}", tokens.size(), ctx));
-  fmt::print(stderr, "{} tokens, {} chunks of {}, {} threads, {} kernels\n", tokens.size(),
-             n_chunks, ctx, o.threads, isa_name(*isa));
+  fmt::print(stderr, "{} tokens, {} chunks of {}, {} threads, {} kernels, {} KV cache\n",
+             tokens.size(), n_chunks, ctx, o.threads, isa_name(*isa), o.kv_cache_dtype);
 
   constexpr int64_t kPageSize = 16;
   const int64_t n_pages = (ctx + kPageSize - 1) / kPageSize;
-  auto kv = KvPages::create(config, n_pages, kPageSize);
+  const std::optional<KVDtype> dtype = parse_kv_dtype(o.kv_cache_dtype);
+  if (!dtype) return fail(make_error("--kv-cache-dtype: expected f16, bf16, f32, int8 or int4"));
+  auto kv = KvPages::create(config, n_pages, kPageSize, kv_format_of(*dtype));
   if (!kv.ok()) return fail(kv.error());
   ForwardLimits limits{ctx, 1, ctx, o.threads};
   auto forward = ForwardPass::create(**model, limits);
@@ -121,6 +126,9 @@ void register_perplexity(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cmd->add_option("--chunks", options->max_chunks, "score at most this many chunks");
+  cmd->add_option("--kv-cache-dtype", options->kv_cache_dtype,
+                  "element type of the KV cache: f16, bf16, f32, int8 or int4")
+      ->capture_default_str();
   cmd->callback([options] {
     int code = run_perplexity(*options);
     if (code != 0) throw CLI::RuntimeError(code);

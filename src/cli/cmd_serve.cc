@@ -204,11 +204,14 @@ class ServeCommand {
         service.set_ready(model);
         const EngineSetup& s = model->engine->setup();
         spdlog::info(
-            "drift serve: ready: context {} tokens, {} KV pages of {} tokens, up to {} "
-            "sequences, queue limit {}, {} threads; sampling defaults ({}): {}",
-            s.max_model_len, s.num_kv_pages, s.kv_layout.page_size, s.scheduler.max_num_seqs,
-            s.max_queued_requests, s.threads, sampling_defaults_base_name(s.sampling.base),
-            s.sampling.describe());
+            "drift serve: ready: context {} tokens, {} KV pages of {} tokens ({} tokens, {} KV "
+            "cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} threads; sampling "
+            "defaults ({}): {}",
+            s.max_model_len, s.num_kv_pages, s.kv_layout.page_size,
+            int64_t(s.num_kv_pages) * s.kv_layout.page_size, kv_dtype_name(s.kv_layout.dtype),
+            double(s.num_kv_pages) * double(s.kv_layout.bytes_per_page()) / 1048576.0,
+            s.scheduler.max_num_seqs, s.max_queued_requests, s.threads,
+            sampling_defaults_base_name(s.sampling.base), s.sampling.describe());
         auto ms = [](const std::optional<double>& seconds) {
           return seconds ? fmt::format("{:g} ms", *seconds * 1e3) : std::string("off");
         };

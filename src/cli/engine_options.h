@@ -21,6 +21,7 @@ struct EngineOptions {
   std::optional<double> kv_mib;
   double kv_ram_fraction = 0.1;
   int32_t page_size = 16;
+  std::string kv_cache_dtype = "f16";
   std::string admission = "guaranteed";
   std::string policy = "fcfs";
   int32_t max_queued = 256;
@@ -34,7 +35,8 @@ struct EngineOptions {
 };
 
 // Adds --threads, --parallel, --ctx-size, --batch-tokens, --kv-mib, --kv-ram-fraction,
-// --page-size, --admission, --policy, --max-queued, --no-chunked-prefill, --no-prefix-cache,
+// --page-size, --kv-cache-dtype, --admission, --policy, --max-queued, --no-chunked-prefill,
+// --no-prefix-cache,
 // --target-itl-ms, --target-ttft-ms, --max-ttft-s,
 // --max-sessions, --session-max-tokens, --session-ttl; the defaults are the
 // values `options` holds when called.

@@ -58,9 +58,6 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   DRIFT_RETURN_IF_ERROR(config.latency.validate());
   setup.latency = config.latency;
 
-  if (config.kv.dtype != KVDtype::kF16)
-    return make_error("kv.dtype: only f16 is implemented by the executor, got {}",
-                      kv_dtype_name(config.kv.dtype));
   if (config.kv.page_size < 1 || config.kv.page_size > 4096)
     return make_error("kv.page_size must be in [1, 4096], got {}", config.kv.page_size);
   setup.kv_layout = KVLayout{.num_layers = model.num_layers,
@@ -68,6 +65,12 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
                              .head_dim = model.head_dim,
                              .page_size = config.kv.page_size,
                              .dtype = config.kv.dtype};
+  if (config.kv.dtype == KVDtype::kInt4 &&
+      (model.head_dim % kKVGroup != 0 || config.kv.page_size % 2 != 0))
+    return make_error(
+        "kv.dtype: int4 needs a head dimension that is a multiple of {} and an even page size "
+        "(this model: head dim {}, page size {}); use int8",
+        kKVGroup, model.head_dim, config.kv.page_size);
   if (Status s = setup.kv_layout.validate(); !s.ok()) return make_error("model: {}", s.message());
   Expected<int32_t> pages = kv_pages_for_budget(setup.kv_layout, config.kv.budget, ram_bytes);
   if (!pages.ok()) {

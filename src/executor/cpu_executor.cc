@@ -9,8 +9,8 @@ namespace drift {
 
 Expected<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
                                                            const CpuExecutorConfig& config) {
-  DRIFT_ASSIGN_OR_RETURN(KvPages kv,
-                         KvPages::create(model.config(), config.num_pages, config.page_size));
+  DRIFT_ASSIGN_OR_RETURN(KvPages kv, KvPages::create(model.config(), config.num_pages,
+                                                     config.page_size, config.kv_format));
   ForwardLimits limits;
   limits.max_tokens = config.max_batch_tokens;
   limits.max_sequences = config.max_batch_sequences;

@@ -21,6 +21,7 @@ struct CpuExecutorConfig {
   int threads = 1;         // compute threads, the engine worker included
   int64_t num_pages = 0;   // KV pages (the KV cache manager hands out ids below this)
   int64_t page_size = 16;  // tokens per page
+  kernels::KvFormat kv_format = kernels::KvFormat::kF16;  // element type of stored K/V
   int64_t max_batch_tokens = 512;
   int64_t max_batch_sequences = 64;
   int64_t max_context = 4096;

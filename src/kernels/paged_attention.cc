@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/exp_approx.h"
-#include "kernels/fp16.h"
+#include "kernels/kv_format.h"
 
 namespace drift::kernels {
 namespace avx2 {
@@ -20,23 +20,23 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
 
 namespace {
 
-// Element e of key p is at key_column(p)[e * page_size].
-const uint16_t* key_column(const PagedKv& kv, int64_t p) {
-  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+// The key and value blocks holding position p, and p's slot in them.
+const uint8_t* key_block(const PagedKv& kv, int64_t p) {
+  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride;
 }
-const uint16_t* value_row(const PagedKv& kv, int64_t head_dim_v, int64_t p) {
-  return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride +
-         (p % kv.page_size) * head_dim_v;
+const uint8_t* value_block(const PagedKv& kv, int64_t p) {
+  return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride;
 }
 
 void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, int64_t first,
                 int64_t last, float* out, float* s) {
   float m = -INFINITY;
   for (int64_t p = first; p <= last; ++p) {
-    const uint16_t* k = key_column(kv, p);
+    const uint8_t* k = key_block(kv, p);
+    const int64_t slot = p % kv.page_size;
     float acc = 0.0f;
     for (int64_t e = 0; e < shape.head_dim; ++e)
-      acc = std::fma(q[e], fp16_to_f32(k[e * kv.page_size]), acc);
+      acc = std::fma(q[e], kv_load_key(kv.format, k, shape.head_dim, kv.page_size, slot, e), acc);
     s[p - first] = acc * shape.scale;
     m = std::max(m, s[p - first]);
   }
@@ -48,16 +48,18 @@ void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, 
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = 0.0f;
   for (int64_t p = first; p <= last; ++p) {
-    const uint16_t* v = value_row(kv, shape.head_dim_v, p);
+    const uint8_t* v = value_block(kv, p);
+    const int64_t slot = p % kv.page_size;
     for (int64_t d = 0; d < shape.head_dim_v; ++d)
-      out[d] = std::fma(s[p - first], fp16_to_f32(v[d]), out[d]);
+      out[d] =
+          std::fma(s[p - first],
+                   kv_load_value(kv.format, v, shape.head_dim_v, kv.page_size, slot, d), out[d]);
   }
   for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = out[d] * inv;
 }
 
-}  // namespace
-
-int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last) {
+// Floats of scratch the attention paths themselves use (after the rotated queries).
+int64_t inner_scratch_floats(const AttentionShape& shape, int64_t max_last) {
   const int64_t lanes = kAttentionLanes;
   // qT, the scores of every position (from the 8-aligned start, for up to `lanes` queries),
   // 8 converted key columns, 32 converted value rows, oT; each part a multiple of 16 floats,
@@ -68,14 +70,45 @@ int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_
          round16(shape.head_dim_v * lanes) + 16;
 }
 
-void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch) {
+void attend_block(Isa isa, const AttentionShape& shape, const PagedKv& kv,
+                  const AttentionQueries& queries, float* scratch) {
   if (isa == Isa::kAvx512 && kv.page_size % 8 == 0)
     return avx512::paged_attention(shape, kv, queries, scratch);
   if (isa == Isa::kAvx2 && kv.page_size % 8 == 0)
     return avx2::paged_attention(shape, kv, queries, scratch);
   for (int64_t i = 0; i < queries.n; ++i)
     attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i], scratch);
+}
+
+// Rotated queries, kAttentionLanes x head_dim floats, come first in the scratch (a multiple of 16
+// floats, so the paths' part keeps the caller's alignment).
+int64_t rotated_query_floats(const AttentionShape& shape) {
+  return (kAttentionLanes * shape.head_dim + 15) / 16 * 16;
+}
+
+}  // namespace
+
+int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last) {
+  return rotated_query_floats(shape) + inner_scratch_floats(shape, max_last);
+}
+
+// A rotated format (kv_format.h) stores H k and H v: attention runs on H q and gives H o, which
+// is rotated back (H H = I). Other formats go straight to the paths.
+void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
+                     const AttentionQueries& queries, float* scratch) {
+  float* inner = scratch + rotated_query_floats(shape);
+  AttentionQueries rotated = queries;
+  if (kv_format_rotated(kv.format, shape.head_dim)) {
+    for (int64_t i = 0; i < queries.n; ++i) {
+      float* q = scratch + i * shape.head_dim;
+      std::copy(queries.q[i], queries.q[i] + shape.head_dim, q);
+      kv_rotate(q, shape.head_dim);
+      rotated.q[i] = q;
+    }
+  }
+  attend_block(isa, shape, kv, rotated, inner);
+  if (kv_format_rotated(kv.format, shape.head_dim_v))
+    for (int64_t i = 0; i < queries.n; ++i) kv_rotate(queries.out[i], shape.head_dim_v);
 }
 
 }  // namespace drift::kernels

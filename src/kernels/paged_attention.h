@@ -1,5 +1,7 @@
 // Paged attention for a block of queries that share one KV head: softmax(q . K^T * scale) V over
-// each query's visible positions, reading fp16 K/V through a page table.
+// each query's visible positions, reading K/V through a page table in any KV format
+// (kernels/kv_format.h: f16, bf16, f32, or int8/int4 codes with fp16 scales, dequantized in
+// registers as they are loaded).
 //
 // The queries of a block are the tokens of one sequence times the query heads of one KV head
 // (grouped-query attention), so a key or value row, once loaded and converted, serves all of them.
@@ -9,12 +11,15 @@
 // page_size % 8 == 0; other page sizes use the scalar path.
 //
 // CANONICAL ORDER (per query, whatever the block it is computed in; every ISA bitwise alike):
-//   s[p]  = (fma chain over e = 0 .. head_dim-1 of q[e] * fp32(k_p[e]), from +0) * scale
+//   s[p]  = (fma chain over e = 0 .. head_dim-1 of q[e] * k_p[e], from +0) * scale
 //   m     = max of s[p] over the visible positions p in [first, last]
 //   w[p]  = exp_approx(s[p] - m)                                          (kernels/exp_approx.h)
 //   sum   = double sum of w[p] in increasing p;  inv = float(1 / sum)
-//   o[d]  = fma chain over increasing visible p of w[p] * fp32(v_p[d]), from +0
+//   o[d]  = fma chain over increasing visible p of w[p] * v_p[d], from +0
 //   out[d] = o[d] * inv
+// where k_p[e], v_p[d] are the dequantized elements of kv_format.h (fp32(x), or code * scale).
+// For a rotated format (int4) q is first rotated (kv_rotate) and out rotated back at the end, by
+// the same scalar code on every ISA.
 // A query's result depends only on its own q, its range and the K/V rows in that range — not on
 // the other queries of the block nor on the block's size — so a token's attention output is the
 // same in any batch, chunk or step.
@@ -22,6 +27,7 @@
 
 #include <cstdint>
 
+#include "kernels/kv_format.h"
 #include "util/cpu_features.h"
 
 namespace drift::kernels {
@@ -30,13 +36,15 @@ inline constexpr int64_t kAttentionLanes = 16;  // queries per block (one AVX-51
 
 // K and V of one (layer, KV head) across pages: the block of page `pg` is at base + pg * stride.
 // Keys are stored transposed, [head_dim][page_size] (element e of the page's positions side by
-// side, so that a decode query scores 8 positions per fma); values [page_size][head_dim_v].
+// side, so that a decode query scores 8 positions per fma); values [page_size][head_dim_v]; each
+// block followed by its scales (kv_format.h).
 struct PagedKv {
-  const uint16_t* keys;
-  const uint16_t* values;
-  int64_t page_stride;  // fp16 elements between consecutive pages' blocks
+  const uint8_t* keys;    // key block of page 0
+  const uint8_t* values;  // value block of page 0
+  int64_t page_stride;    // bytes between consecutive pages' blocks
   int64_t page_size;
   const int32_t* page_table;  // physical page of positions [i * page_size, (i + 1) * page_size)
+  KvFormat format = KvFormat::kF16;
 };
 
 struct AttentionQueries {

@@ -1,10 +1,10 @@
 // AVX2 paged attention: the canonical order of paged_attention.h in two shapes.
 //
 // Query lanes (queries of several tokens, prefill): the block's queries sit in the 8 lanes of a
-// register; keys and values are converted from fp16 once per block of positions and each element
-// is broadcast against all queries, so one fma advances 8 queries' chains. A lane whose query
-// does not see a position gets score -inf (weight exactly 0) and leaves its output chain
-// untouched, which is what visiting only its visible positions would do.
+// register; keys and values are converted (dequantized, paged_kv_avx2.h) once per block of
+// positions and each element is broadcast against all queries, so one fma advances 8 queries'
+// chains. A lane whose query does not see a position gets score -inf (weight exactly 0) and leaves
+// its output chain untouched, which is what visiting only its visible positions would do.
 //
 // Position lanes (queries of one token, decode): 8 consecutive positions of the transposed keys
 // sit in the lanes, so each query element is broadcast against 8 keys; the values are read by
@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/paged_attention.h"
+#include "kernels/paged_kv_avx2.h"
 #include "kernels/simd_avx2.h"
 
 namespace drift::kernels::avx2 {
@@ -28,36 +29,34 @@ constexpr int64_t kValueBlock = 32;  // value rows converted at once (query lane
 
 int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// The transposed keys of positions [p, p + 8) (p a multiple of 8): element e of them is 8 fp16
-// values at column + e * page_size. Found once per block of positions, not once per element (the
-// page-table lookup divides by the page size).
-const uint16_t* key_column(const PagedKv& kv, int64_t p) {
-  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+// Elements e of keys [pb, pb + 8) (pb a multiple of 8) for e in [0, D), group by group: calls
+// use(e, lanes) in increasing e.
+template <KvFormat F, typename Use>
+inline void for_each_key_row(const PagedKv& kv, int64_t D, int64_t pb, Use use) {
+  const uint8_t* block =
+      paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
+  const int64_t slot = pb % kv.page_size, group = paged_kv::group_of<F>(D);
+  for (int64_t g0 = 0; g0 < D; g0 += group) {
+    const __m256 scale = paged_kv::key_scales8<F>(block, D, kv.page_size, slot, g0 / group);
+    for (int64_t e = g0; e < g0 + group; ++e)
+      use(e, paged_kv::keys8<F>(block, kv.page_size, slot, e, scale));
+  }
 }
 
-// Element e of the keys at `column`, as 8 fp32 lanes.
-__m256 key_lanes(const uint16_t* column, int64_t page_size, int64_t e) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(column + e * page_size)));
-}
-
-const uint16_t* value_row(const PagedKv& kv, int64_t dim, int64_t p) {
-  return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride + (p % kv.page_size) * dim;
-}
-
-// 8 fp16 values (or fewer at a row's end, zero-filled) as fp32.
-__m256 load_fp16(const uint16_t* v, int64_t width) {
-  if (width >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)));
-  alignas(16) uint16_t tmp[8] = {};
-  for (int64_t i = 0; i < width; ++i) tmp[i] = v[i];
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+// Value elements [d, d + width) of position p.
+template <KvFormat F>
+inline __m256 value_lanes(const PagedKv& kv, int64_t DV, int64_t p, int64_t d, int64_t width) {
+  return paged_kv::values8<F>(
+      paged_kv::block_of(kv.values, kv.page_stride, kv.page_table, kv.page_size, p), DV,
+      kv.page_size, p % kv.page_size, d, width);
 }
 
 // Converts value rows [p, p + n) to fp32 rows of `dim` floats.
+template <KvFormat F>
 void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
   for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* row = value_row(kv, dim, p + j);
     for (int64_t e = 0; e < dim; e += 8) {
-      const __m256 v = load_fp16(row + e, dim - e);
+      const __m256 v = value_lanes<F>(kv, dim, p + j, e, std::min<int64_t>(8, dim - e));
       if (dim - e >= 8) {
         _mm256_storeu_ps(out + j * dim + e, v);
       } else {
@@ -99,21 +98,32 @@ float max8(__m256 v) {
 
 // Scores of positions [pb, pb + 8 B) for N queries, B blocks of 8 at once so that N x B
 // independent fma chains cover the fma latency; every accumulator in a register.
-template <int N, int B>
+template <KvFormat F, int N, int B>
 inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int64_t D, int64_t pb,
                          int64_t first, int64_t last, __m256 scale, float* scores, int64_t span,
                          int64_t base, __m256* m) {
-  const uint16_t* column[B];
-  for (int b = 0; b < B; ++b) column[b] = key_column(kv, pb + 8 * b);
+  const int64_t ps = kv.page_size, group = paged_kv::group_of<F>(D);
+  const uint8_t* block[B];
+  int64_t slot[B];
+  for (int b = 0; b < B; ++b) {
+    block[b] = paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, ps, pb + 8 * b);
+    slot[b] = (pb + 8 * b) % ps;
+  }
   __m256 acc[B][N];
   for (int b = 0; b < B; ++b)
     for (int i = 0; i < N; ++i) acc[b][i] = _mm256_setzero_ps();
-  for (int64_t e = 0; e < D; ++e) {
-    __m256 k[B];
-    for (int b = 0; b < B; ++b) k[b] = key_lanes(column[b], kv.page_size, e);
-    for (int i = 0; i < N; ++i) {
-      const __m256 q = _mm256_set1_ps(queries.q[i][e]);
-      for (int b = 0; b < B; ++b) acc[b][i] = _mm256_fmadd_ps(q, k[b], acc[b][i]);
+  for (int64_t g0 = 0; g0 < D; g0 += group) {
+    __m256 group_scale[B];
+    for (int b = 0; b < B; ++b)
+      group_scale[b] = paged_kv::key_scales8<F>(block[b], D, ps, slot[b], g0 / group);
+    for (int64_t e = g0; e < g0 + group; ++e) {
+      __m256 k[B];
+      for (int b = 0; b < B; ++b)
+        k[b] = paged_kv::keys8<F>(block[b], ps, slot[b], e, group_scale[b]);
+      for (int i = 0; i < N; ++i) {
+        const __m256 q = _mm256_set1_ps(queries.q[i][e]);
+        for (int b = 0; b < B; ++b) acc[b][i] = _mm256_fmadd_ps(q, k[b], acc[b][i]);
+      }
     }
   }
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
@@ -129,17 +139,18 @@ inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int
 
 // out[i][d0 .. d0 + 8 C) (clipped to dim_v) = weighted value rows * float(1 / sum[i]) for Q
 // queries whose weights start at `weights` (a row of `span` per query).
-template <int Q, int C>
+template <KvFormat F, int Q, int C>
 inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const float* weights,
                                 int64_t span, int64_t base, int64_t first, int64_t last,
                                 float* const* out, const double* sum) {
+  int64_t width[C];
+  for (int c = 0; c < C; ++c) width[c] = std::min<int64_t>(8, DV - d0 - 8 * c);
   __m256 o[Q][C];
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm256_setzero_ps();
   for (int64_t p = first; p <= last; ++p) {
-    const uint16_t* row = value_row(kv, DV, p) + d0;
     __m256 v[C];
-    for (int c = 0; c < C; ++c) v[c] = load_fp16(row + 8 * c, DV - d0 - 8 * c);
+    for (int c = 0; c < C; ++c) v[c] = value_lanes<F>(kv, DV, p, d0 + 8 * c, width[c]);
     for (int i = 0; i < Q; ++i) {
       const __m256 w = _mm256_set1_ps(weights[i * span + (p - base)]);
       for (int c = 0; c < C; ++c) o[i][c] = _mm256_fmadd_ps(w, v[c], o[i][c]);
@@ -150,27 +161,27 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const
     for (int c = 0; c < C; ++c) {
       alignas(32) float lane[8];
       _mm256_store_ps(lane, _mm256_mul_ps(o[i][c], inv));
-      const int64_t width = std::min<int64_t>(8, DV - d0 - 8 * c);
-      for (int64_t u = 0; u < width; ++u) out[i][d0 + 8 * c + u] = lane[u];
+      for (int64_t u = 0; u < width[c]; ++u) out[i][d0 + 8 * c + u] = lane[u];
     }
   }
 }
 
 // Every output dimension for Q queries: 32 at a time (Q x 4 accumulators), the rest by 8.
-template <int Q>
+template <KvFormat F, int Q>
 inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
                          int64_t base, int64_t first, int64_t last, float* const* out,
                          const double* sum) {
   int64_t d0 = 0;
   for (; d0 + 32 <= DV; d0 += 32)
-    weighted_value_rows<Q, 4>(kv, DV, d0, weights, span, base, first, last, out, sum);
+    weighted_value_rows<F, Q, 4>(kv, DV, d0, weights, span, base, first, last, out, sum);
   for (; d0 < DV; d0 += 8)
-    weighted_value_rows<Q, 1>(kv, DV, d0, weights, span, base, first, last, out, sum);
+    weighted_value_rows<F, Q, 1>(kv, DV, d0, weights, span, base, first, last, out, sum);
 }
 
 // N queries of one token with the same range [first, last]; N, the blocks per pass and the value
-// chunks are template parameters so that the accumulators stay in registers.
-template <int N>
+// chunks are template parameters so that the accumulators stay in registers (with run-time
+// counts the compiler kept them on the stack: 3x slower with the K/V in cache).
+template <KvFormat F, int N>
 void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
                       const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v;
@@ -186,9 +197,9 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   for (int i = 0; i < N; ++i) m[i] = _mm256_set1_ps(-INFINITY);
   int64_t pb = base;
   for (; pb + 8 * (B - 1) <= last; pb += 8 * B)
-    score_blocks<N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+    score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
   for (; pb <= last; pb += 8)
-    score_blocks<N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+    score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
 
   // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position,
   // the queries' add chains interleaved.
@@ -206,26 +217,39 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
 
   // Weighted value rows over the visible positions: up to 4 queries per pass.
   constexpr int Q1 = N <= 4 ? N : 4;
-  value_passes<Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
+  value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
   if constexpr (N > Q1)
-    value_passes<N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
-                         sum + Q1);
+    value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
+                            sum + Q1);
 }
 
-using OneTokenKernel = void (*)(const AttentionShape&, const PagedKv&, const AttentionQueries&,
-                                float*);
-constexpr OneTokenKernel kOneToken[9] = {nullptr,
-                                         attend_one_token<1>,
-                                         attend_one_token<2>,
-                                         attend_one_token<3>,
-                                         attend_one_token<4>,
-                                         attend_one_token<5>,
-                                         attend_one_token<6>,
-                                         attend_one_token<7>,
-                                         attend_one_token<8>};
+// The instance for the block's group size (1 to 8).
+template <KvFormat F>
+void attend_one_token_group(const AttentionShape& shape, const PagedKv& kv,
+                            const AttentionQueries& queries, float* scratch) {
+  switch (queries.n) {
+    case 1:
+      return attend_one_token<F, 1>(shape, kv, queries, scratch);
+    case 2:
+      return attend_one_token<F, 2>(shape, kv, queries, scratch);
+    case 3:
+      return attend_one_token<F, 3>(shape, kv, queries, scratch);
+    case 4:
+      return attend_one_token<F, 4>(shape, kv, queries, scratch);
+    case 5:
+      return attend_one_token<F, 5>(shape, kv, queries, scratch);
+    case 6:
+      return attend_one_token<F, 6>(shape, kv, queries, scratch);
+    case 7:
+      return attend_one_token<F, 7>(shape, kv, queries, scratch);
+    default:
+      return attend_one_token<F, 8>(shape, kv, queries, scratch);
+  }
+}
 
 // ---- Query lanes.
 
+template <KvFormat F>
 void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
                         const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
@@ -260,8 +284,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   __m256 m = neg_inf;
   for (int64_t pb = base; pb <= p1; pb += 8) {
-    const uint16_t* column = key_column(kv, pb);
-    for (int64_t e = 0; e < D; ++e) _mm256_store_ps(kf + e * 8, key_lanes(column, kv.page_size, e));
+    for_each_key_row<F>(kv, D, pb, [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {
@@ -291,7 +314,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
-    convert_value_rows(kv, DV, pb, np, vf);
+    convert_value_rows<F>(kv, DV, pb, np, vf);
     // W output dimensions of every lane's query over the block's rows; W is a template
     // parameter so that the accumulators stay in registers (8 but for a row's last chunk).
     auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
@@ -329,6 +352,13 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   }
 }
 
+template <KvFormat F>
+void attend(bool one_range, const AttentionShape& shape, const PagedKv& kv,
+            const AttentionQueries& queries, float* scratch) {
+  if (one_range) return attend_one_token_group<F>(shape, kv, queries, scratch);
+  attend_query_lanes<F>(shape, kv, queries, scratch);
+}
+
 }  // namespace
 
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
@@ -351,8 +381,18 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   bool one_range = true;
   for (int64_t i = 1; i < queries.n; ++i)
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
-  if (one_range) return kOneToken[queries.n](shape, kv, queries, scratch);
-  attend_query_lanes(shape, kv, queries, scratch);
+  switch (kv.format) {
+    case KvFormat::kF16:
+      return attend<KvFormat::kF16>(one_range, shape, kv, queries, scratch);
+    case KvFormat::kBF16:
+      return attend<KvFormat::kBF16>(one_range, shape, kv, queries, scratch);
+    case KvFormat::kF32:
+      return attend<KvFormat::kF32>(one_range, shape, kv, queries, scratch);
+    case KvFormat::kInt8:
+      return attend<KvFormat::kInt8>(one_range, shape, kv, queries, scratch);
+    case KvFormat::kInt4:
+      return attend<KvFormat::kInt4>(one_range, shape, kv, queries, scratch);
+  }
 }
 
 }  // namespace drift::kernels::avx2

@@ -1,6 +1,8 @@
 // AVX-512 paged attention for blocks of queries of several tokens (prefill): the query-lanes
 // shape of paged_attention_avx2.cc with 16 queries per register, in the same canonical order.
-// Blocks of one token (decode) and small blocks go to the AVX2 code.
+// Blocks of one token (decode) and small blocks go to the AVX2 code. K/V are dequantized in
+// registers as they are loaded (16 lanes here, paged_kv_avx2.h's 8-lane loaders for the key
+// blocks of the query lanes), the same elements kv_format.h's scalar reads give.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 
 #include "kernels/exp_approx.h"
 #include "kernels/paged_attention.h"
+#include "kernels/paged_kv_avx2.h"
 
 namespace drift::kernels {
 namespace avx2 {
@@ -50,23 +53,105 @@ __m512 exp16(__m512 x) {
   return _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_mul_ps(p, s1), s2), nan, x);
 }
 
-// The transposed keys of positions [p, p + 8) (p a multiple of 8): element e of them is 8 fp16
-// values at column + e * page_size. Found once per block of positions, not once per element (the
-// page-table lookup divides by the page size).
-const uint16_t* key_column(const PagedKv& kv, int64_t p) {
-  return kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+// Elements e of keys [pb, pb + 8) (pb a multiple of 8) for e in [0, D), group by group: calls
+// use(e, lanes) in increasing e.
+template <KvFormat F, typename Use>
+inline void for_each_key_row8(const PagedKv& kv, int64_t D, int64_t pb, Use use) {
+  const uint8_t* block =
+      paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
+  const int64_t slot = pb % kv.page_size, group = paged_kv::group_of<F>(D);
+  for (int64_t g0 = 0; g0 < D; g0 += group) {
+    const __m256 scale = paged_kv::key_scales8<F>(block, D, kv.page_size, slot, g0 / group);
+    for (int64_t e = g0; e < g0 + group; ++e)
+      use(e, paged_kv::keys8<F>(block, kv.page_size, slot, e, scale));
+  }
 }
 
+// Scales of group g of key slots [slot, slot + 16) (a multiple of 16), as lanes (unused for the
+// float types).
+template <KvFormat F>
+inline __m512 key_scales16(const uint8_t* block, int64_t D, int64_t ps, int64_t slot, int64_t g) {
+  if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(block + kv_data_bytes(F, D, ps) + 2 * (g * ps + slot))));
+  return _mm512_setzero_ps();
+}
+
+// Element e of key slots [slot, slot + 16), dequantized with the lanes of key_scales16.
+template <KvFormat F>
+inline __m512 keys16(const uint8_t* block, int64_t ps, int64_t slot, int64_t e, __m512 scale) {
+  const int64_t i = e * ps + slot;
+  if constexpr (F == KvFormat::kF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2 * i)));
+  } else if constexpr (F == KvFormat::kBF16) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2 * i))),
+        16));
+  } else if constexpr (F == KvFormat::kF32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(block) + i);
+  } else if constexpr (F == KvFormat::kInt8) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + i)))),
+                         scale);
+  } else {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i / 2));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i codes =
+        _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
+    return _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(codes), _mm512_set1_epi32(8))),
+        scale);
+  }
+}
+
+// Value elements [d, d + width) of position p (width <= 16, the rest 0; d % 16 == 0, so that
+// they share one scale group).
+template <KvFormat F>
+inline __m512 value_lanes16(const PagedKv& kv, int64_t DV, int64_t p, int64_t d, int64_t width) {
+  const int64_t ps = kv.page_size, slot = p % ps;
+  const uint8_t* block = paged_kv::block_of(kv.values, kv.page_stride, kv.page_table, ps, p);
+  const __mmask16 m = static_cast<__mmask16>((1u << width) - 1);
+  const int64_t i = slot * DV + d;
+  if constexpr (F == KvFormat::kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, block + 2 * i));
+  } else if constexpr (F == KvFormat::kBF16) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, block + 2 * i)), 16));
+  } else if constexpr (F == KvFormat::kF32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(block) + i);
+  } else {
+    if (F == KvFormat::kInt4 && width < 16) {
+      alignas(64) float tmp[16] = {};
+      for (int64_t u = 0; u < width; ++u) tmp[u] = kv_load_value(F, block, DV, ps, slot, d + u);
+      return _mm512_load_ps(tmp);
+    }
+    const int64_t group = kv_group_size(F, DV);
+    const int64_t scale_index = slot * (DV / group) + d / group;
+    uint16_t h;
+    __builtin_memcpy(&h, block + kv_data_bytes(F, DV, ps) + 2 * scale_index, 2);
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(h));
+    __m512i codes;
+    if constexpr (F == KvFormat::kInt8) {
+      codes = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, block + i));
+    } else {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i / 2));
+      const __m128i mask = _mm_set1_epi8(0x0f);
+      codes =
+          _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(
+                               _mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask))),
+                           _mm512_set1_epi32(8));
+    }
+    return _mm512_maskz_mul_ps(m, _mm512_cvtepi32_ps(codes), scale);
+  }
+}
+
+template <KvFormat F>
 void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
   for (int64_t j = 0; j < n; ++j) {
-    const int64_t pos = p + j;
-    const uint16_t* row =
-        kv.values + kv.page_table[pos / kv.page_size] * kv.page_stride + (pos % kv.page_size) * dim;
     for (int64_t e = 0; e < dim; e += 16) {
       const int64_t width = std::min<int64_t>(16, dim - e);
       const __mmask16 m = static_cast<__mmask16>((1u << width) - 1);
-      _mm512_mask_storeu_ps(out + j * dim + e, m,
-                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + e)));
+      _mm512_mask_storeu_ps(out + j * dim + e, m, value_lanes16<F>(kv, dim, p + j, e, width));
     }
   }
 }
@@ -76,6 +161,7 @@ __mmask16 visible(__m512i first, __m512i last, int64_t p) {
   return _mm512_cmple_epi32_mask(first, pv) & _mm512_cmple_epi32_mask(pv, last);
 }
 
+template <KvFormat F>
 void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
                         const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
@@ -111,10 +197,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   __m512 m = neg_inf;
   for (int64_t pb = base; pb <= p1; pb += 8) {
-    const uint16_t* column = key_column(kv, pb);
-    for (int64_t e = 0; e < D; ++e)
-      _mm256_store_ps(kf + e * 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                                      column + e * kv.page_size))));
+    for_each_key_row8<F>(kv, D, pb, [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
     __m512 acc[8];
     for (auto& a : acc) a = _mm512_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {
@@ -143,7 +226,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
-    convert_value_rows(kv, DV, pb, np, vf);
+    convert_value_rows<F>(kv, DV, pb, np, vf);
     // W output dimensions of every lane's query over the block's rows; W is a template
     // parameter so that the accumulators stay in registers (8 but for a row's last chunk).
     auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
@@ -185,29 +268,34 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
 // the value chunks are template parameters so that every accumulator lives in a register (with
 // run-time counts the compiler kept them on the stack: 1.7x slower with the K/V in cache).
 // Software prefetch of the next pages was tried and gained nothing: the hardware prefetcher
-// follows the 2 KB blocks.
+// follows the blocks.
 
-// Scores of positions [pb, pb + 16 B) for N queries (B blocks of 16, all inside [base, last]).
-template <int N, int B>
+// Scores of positions [pb, pb + 16 B) for N queries (B blocks of 16, all starting <= last).
+template <KvFormat F, int N, int B>
 inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int64_t D, int64_t pb,
                          int64_t first, int64_t last, __m512 scale, float* scores, int64_t span,
                          int64_t base, __m512* m) {
-  const uint16_t* col[B];
+  const int64_t ps = kv.page_size, group = paged_kv::group_of<F>(D);
+  const uint8_t* block[B];
+  int64_t slot[B];
   for (int b = 0; b < B; ++b) {
-    const int64_t p = pb + 16 * b;
-    col[b] = kv.keys + kv.page_table[p / kv.page_size] * kv.page_stride + p % kv.page_size;
+    block[b] = paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, ps, pb + 16 * b);
+    slot[b] = (pb + 16 * b) % ps;
   }
   __m512 acc[B][N];
   for (int b = 0; b < B; ++b)
     for (int i = 0; i < N; ++i) acc[b][i] = _mm512_setzero_ps();
-  for (int64_t e = 0; e < D; ++e) {
-    __m512 k[B];
+  for (int64_t g0 = 0; g0 < D; g0 += group) {
+    __m512 group_scale[B];
     for (int b = 0; b < B; ++b)
-      k[b] = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col[b] + e * kv.page_size)));
-    for (int i = 0; i < N; ++i) {
-      const __m512 q = _mm512_set1_ps(queries.q[i][e]);
-      for (int b = 0; b < B; ++b) acc[b][i] = _mm512_fmadd_ps(q, k[b], acc[b][i]);
+      group_scale[b] = key_scales16<F>(block[b], D, ps, slot[b], g0 / group);
+    for (int64_t e = g0; e < g0 + group; ++e) {
+      __m512 k[B];
+      for (int b = 0; b < B; ++b) k[b] = keys16<F>(block[b], ps, slot[b], e, group_scale[b]);
+      for (int i = 0; i < N; ++i) {
+        const __m512 q = _mm512_set1_ps(queries.q[i][e]);
+        for (int b = 0; b < B; ++b) acc[b][i] = _mm512_fmadd_ps(q, k[b], acc[b][i]);
+      }
     }
   }
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
@@ -227,70 +315,62 @@ inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int
   }
 }
 
-// Dimensions [d0, d0 + width) of the weighted value rows over positions [first, last], for the
-// queries whose weights start at `weights` (one row of `span` per query, position p at p - base).
-struct WeightedRows {
-  const PagedKv& kv;
-  const float* weights;
-  int64_t span, base, first, last, dim_v, d0, width;
-};
-
-// out[i][d0 ..] = (sum over p of w_i[p] * v_p) * float(1 / sum[i]) for Q (at most `n`) queries,
-// C chunks of 16 dimensions in registers.
-template <int Q, int C>
-inline void weighted_value_rows(const WeightedRows& r, float* const* out, const double* sum) {
+// out[i][d0 .. d0 + width) = (sum over p in [first, last] of w_i[p] * v_p) * float(1 / sum[i])
+// for Q queries whose weights start at `weights` (a row of `span` per query, p at p - base), C
+// chunks of 16 dimensions in registers.
+template <KvFormat F, int Q, int C>
+inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64_t width,
+                                const float* weights, int64_t span, int64_t base, int64_t first,
+                                int64_t last, float* const* out, const double* sum) {
+  int64_t chunk_width[C];
   __mmask16 mk[C];
   for (int c = 0; c < C; ++c) {
-    const int64_t w = std::min<int64_t>(16, r.width - 16 * c);
-    mk[c] = static_cast<__mmask16>((1u << w) - 1);
+    chunk_width[c] = std::min<int64_t>(16, width - 16 * c);
+    mk[c] = static_cast<__mmask16>((1u << chunk_width[c]) - 1);
   }
   __m512 o[Q][C];
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm512_setzero_ps();
-  for (int64_t p = r.first; p <= r.last; ++p) {
-    const uint16_t* row = r.kv.values + r.kv.page_table[p / r.kv.page_size] * r.kv.page_stride +
-                          (p % r.kv.page_size) * r.dim_v + r.d0;
+  for (int64_t p = first; p <= last; ++p) {
     __m512 v[C];
-    for (int c = 0; c < C; ++c)
-      v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk[c], row + 16 * c));
+    for (int c = 0; c < C; ++c) v[c] = value_lanes16<F>(kv, DV, p, d0 + 16 * c, chunk_width[c]);
     for (int i = 0; i < Q; ++i) {
-      const __m512 w = _mm512_set1_ps(r.weights[i * r.span + (p - r.base)]);
+      const __m512 w = _mm512_set1_ps(weights[i * span + (p - base)]);
       for (int c = 0; c < C; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
     }
   }
   for (int i = 0; i < Q; ++i) {
     const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum[i]));
     for (int c = 0; c < C; ++c)
-      _mm512_mask_storeu_ps(out[i] + r.d0 + 16 * c, mk[c], _mm512_mul_ps(o[i][c], inv));
+      _mm512_mask_storeu_ps(out[i] + d0 + 16 * c, mk[c], _mm512_mul_ps(o[i][c], inv));
   }
 }
 
 // Every 64-dimension slice of the output for Q queries.
-template <int Q>
+template <KvFormat F, int Q>
 inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
                          int64_t base, int64_t first, int64_t last, float* const* out,
                          const double* sum) {
   for (int64_t d0 = 0; d0 < DV; d0 += 64) {
     const int64_t width = std::min<int64_t>(64, DV - d0);
-    const WeightedRows rows{kv, weights, span, base, first, last, DV, d0, width};
     switch ((width + 15) / 16) {
       case 4:
-        weighted_value_rows<Q, 4>(rows, out, sum);
+        weighted_value_rows<F, Q, 4>(kv, DV, d0, width, weights, span, base, first, last, out, sum);
         break;
       case 3:
-        weighted_value_rows<Q, 3>(rows, out, sum);
+        weighted_value_rows<F, Q, 3>(kv, DV, d0, width, weights, span, base, first, last, out, sum);
         break;
       case 2:
-        weighted_value_rows<Q, 2>(rows, out, sum);
+        weighted_value_rows<F, Q, 2>(kv, DV, d0, width, weights, span, base, first, last, out, sum);
         break;
       default:
-        weighted_value_rows<Q, 1>(rows, out, sum);
+        weighted_value_rows<F, Q, 1>(kv, DV, d0, width, weights, span, base, first, last, out, sum);
         break;
     }
   }
 }
 
-template <int N>
+template <KvFormat F, int N>
 void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
                       const AttentionQueries& queries, float* scratch) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v;
@@ -305,11 +385,10 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   __m512 m[N];
   for (int i = 0; i < N; ++i) m[i] = _mm512_set1_ps(-INFINITY);
   int64_t pb = base;
-  for (; pb + 16 * (B - 1) <= last; pb += 16 * B) {
-    score_blocks<N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
-  }
+  for (; pb + 16 * (B - 1) <= last; pb += 16 * B)
+    score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
   for (; pb <= last; pb += 16)
-    score_blocks<N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+    score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
 
   // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position; the
   // queries' sums are interleaved so that their add chains overlap.
@@ -328,23 +407,35 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   // Up to 4 queries x 64 output dimensions per pass over the visible value rows (Q x 4
   // accumulators and 4 rows in registers): queries [0, Q1), then [Q1, N).
   constexpr int Q1 = N <= 4 ? N : 4;
-  value_passes<Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
+  value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
   if constexpr (N > Q1)
-    value_passes<N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
-                         sum + Q1);
+    value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
+                            sum + Q1);
 }
 
-using OneTokenKernel = void (*)(const AttentionShape&, const PagedKv&, const AttentionQueries&,
-                                float*);
-constexpr OneTokenKernel kOneToken[9] = {nullptr,
-                                         attend_one_token<1>,
-                                         attend_one_token<2>,
-                                         attend_one_token<3>,
-                                         attend_one_token<4>,
-                                         attend_one_token<5>,
-                                         attend_one_token<6>,
-                                         attend_one_token<7>,
-                                         attend_one_token<8>};
+// The instance for the block's group size (1 to 8).
+template <KvFormat F>
+void attend_one_token_group(const AttentionShape& shape, const PagedKv& kv,
+                            const AttentionQueries& queries, float* scratch) {
+  switch (queries.n) {
+    case 1:
+      return attend_one_token<F, 1>(shape, kv, queries, scratch);
+    case 2:
+      return attend_one_token<F, 2>(shape, kv, queries, scratch);
+    case 3:
+      return attend_one_token<F, 3>(shape, kv, queries, scratch);
+    case 4:
+      return attend_one_token<F, 4>(shape, kv, queries, scratch);
+    case 5:
+      return attend_one_token<F, 5>(shape, kv, queries, scratch);
+    case 6:
+      return attend_one_token<F, 6>(shape, kv, queries, scratch);
+    case 7:
+      return attend_one_token<F, 7>(shape, kv, queries, scratch);
+    default:
+      return attend_one_token<F, 8>(shape, kv, queries, scratch);
+  }
+}
 
 }  // namespace
 
@@ -353,10 +444,33 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   bool one_range = true;
   for (int64_t i = 1; i < queries.n; ++i)
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
-  if (one_range && queries.n <= 8 && kv.page_size % 16 == 0)
-    return kOneToken[queries.n](shape, kv, queries, scratch);
+  if (one_range && queries.n <= 8 && kv.page_size % 16 == 0) {
+    switch (kv.format) {
+      case KvFormat::kF16:
+        return attend_one_token_group<KvFormat::kF16>(shape, kv, queries, scratch);
+      case KvFormat::kBF16:
+        return attend_one_token_group<KvFormat::kBF16>(shape, kv, queries, scratch);
+      case KvFormat::kF32:
+        return attend_one_token_group<KvFormat::kF32>(shape, kv, queries, scratch);
+      case KvFormat::kInt8:
+        return attend_one_token_group<KvFormat::kInt8>(shape, kv, queries, scratch);
+      case KvFormat::kInt4:
+        return attend_one_token_group<KvFormat::kInt4>(shape, kv, queries, scratch);
+    }
+  }
   if (one_range || queries.n <= 8) return avx2::paged_attention(shape, kv, queries, scratch);
-  attend_query_lanes(shape, kv, queries, scratch);
+  switch (kv.format) {
+    case KvFormat::kF16:
+      return attend_query_lanes<KvFormat::kF16>(shape, kv, queries, scratch);
+    case KvFormat::kBF16:
+      return attend_query_lanes<KvFormat::kBF16>(shape, kv, queries, scratch);
+    case KvFormat::kF32:
+      return attend_query_lanes<KvFormat::kF32>(shape, kv, queries, scratch);
+    case KvFormat::kInt8:
+      return attend_query_lanes<KvFormat::kInt8>(shape, kv, queries, scratch);
+    case KvFormat::kInt4:
+      return attend_query_lanes<KvFormat::kInt4>(shape, kv, queries, scratch);
+  }
 }
 
 }  // namespace avx512

@@ -12,18 +12,34 @@ std::string_view kv_dtype_name(KVDtype dtype) {
       return "f32";
     case KVDtype::kBF16:
       return "bf16";
+    case KVDtype::kInt8:
+      return "int8";
+    case KVDtype::kInt4:
+      return "int4";
   }
   return "unknown";
 }
 
 std::optional<KVDtype> parse_kv_dtype(std::string_view name) {
-  for (KVDtype dtype : {KVDtype::kF16, KVDtype::kF32, KVDtype::kBF16}) {
+  for (KVDtype dtype :
+       {KVDtype::kF16, KVDtype::kF32, KVDtype::kBF16, KVDtype::kInt8, KVDtype::kInt4}) {
     if (name == kv_dtype_name(dtype)) return dtype;
   }
   return std::nullopt;
 }
 
-uint32_t kv_dtype_bytes(KVDtype dtype) { return dtype == KVDtype::kF32 ? 4 : 2; }
+uint32_t kv_dtype_bits(KVDtype dtype) {
+  switch (dtype) {
+    case KVDtype::kF32:
+      return 32;
+    case KVDtype::kInt8:
+      return 8;
+    case KVDtype::kInt4:
+      return 4;
+    default:
+      return 16;
+  }
+}
 
 Status KVLayout::validate() const {
   if (num_layers < 1) return make_error("kv layout: num_layers must be >= 1, got {}", num_layers);
@@ -33,9 +49,14 @@ Status KVLayout::validate() const {
   if (page_size < 1) return make_error("kv layout: page_size must be >= 1, got {}", page_size);
   if (kv_dtype_name(dtype) == "unknown")
     return make_error("kv layout: dtype has invalid value {}", static_cast<int>(dtype));
-  std::optional<uint64_t> bytes = uint64_t{2};
-  for (uint64_t factor : {uint64_t(num_layers), uint64_t(num_kv_heads), uint64_t(head_dim),
-                          uint64_t(page_size), uint64_t(kv_dtype_bytes(dtype))}) {
+  if (dtype == KVDtype::kInt4 && (head_dim % kKVGroup != 0 || page_size % 2 != 0))
+    return make_error(
+        "kv layout: int4 needs a head_dim that is a multiple of {} and an even page_size, got "
+        "head_dim {}, page_size {}",
+        kKVGroup, head_dim, page_size);
+  std::optional<uint64_t> bytes = uint64_t{2 * 4};  // 2 blocks, at most 4 bytes an element
+  for (uint64_t factor :
+       {uint64_t(num_layers), uint64_t(num_kv_heads), uint64_t(head_dim), uint64_t(page_size)}) {
     if (bytes) bytes = checked_mul(*bytes, factor);
   }
   if (!bytes || *bytes > (uint64_t{1} << 48))
@@ -45,12 +66,16 @@ Status KVLayout::validate() const {
   return Status::Ok();
 }
 
-uint64_t KVLayout::bytes_per_token() const {
-  return uint64_t{2} * uint64_t(num_layers) * uint64_t(num_kv_heads) * uint64_t(head_dim) *
-         kv_dtype_bytes(dtype);
+uint64_t KVLayout::bytes_per_page() const {
+  const uint64_t data = uint64_t(head_dim) * uint64_t(page_size) * kv_dtype_bits(dtype) / 8;
+  uint64_t scales = 0;  // fp16, one per group of a slot's elements
+  if (dtype == KVDtype::kInt8)
+    scales =
+        (head_dim % kKVGroup == 0 ? uint64_t(head_dim / kKVGroup) : 1) * uint64_t(page_size) * 2;
+  if (dtype == KVDtype::kInt4) scales = uint64_t(head_dim / kKVInt4Group) * uint64_t(page_size) * 2;
+  const uint64_t block = (data + scales + 3) / 4 * 4;
+  return uint64_t{2} * uint64_t(num_layers) * uint64_t(num_kv_heads) * block;
 }
-
-uint64_t KVLayout::bytes_per_page() const { return bytes_per_token() * uint64_t(page_size); }
 
 int64_t KVLayout::pages_for_tokens(int64_t num_tokens) const {
   return num_tokens <= 0 ? 0 : (num_tokens + page_size - 1) / page_size;

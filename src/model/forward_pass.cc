@@ -8,6 +8,7 @@
 #include "kernels/dequantize.h"
 #include "kernels/elementwise.h"
 #include "kernels/fp16.h"
+#include "kernels/kv_format.h"
 #include "kernels/norm.h"
 #include "kernels/paged_attention.h"
 #include "kernels/panel.h"
@@ -277,17 +278,24 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
                                                                : kernels::RopeLayout::kRopeNeox;
     kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, q, c.n_heads, c.head_dim);
     kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, k, c.n_kv_heads, c.head_dim);
-    // Store this token's K and V (fp16) in its slot.
+    // Store this token's K and V in its slot, in the cache's format (kernels/kv_format.h: keys
+    // in a column of the transposed block; int8/int4 quantized with the slot's scales).
     const int64_t p = static_cast<int64_t>(pos);
     const int64_t page = s.page_table[p / kv.page_size()];
     const int64_t slot = p % kv.page_size();
     for (int64_t h = 0; h < c.n_kv_heads; ++h) {
-      // Keys go in a column of the page's transposed [head_dim][page_size] block.
-      uint16_t* key = kv.keys(page, il, h) + slot;
-      for (int64_t e = 0; e < c.head_dim; ++e)
-        key[e * kv.page_size()] = kernels::f32_to_fp16(k[h * c.head_dim + e]);
-      kernels::convert_f32_to_fp16(isa_, v + h * c.head_dim_v,
-                                   kv.values(page, il, h) + slot * c.head_dim_v, c.head_dim_v);
+      kernels::kv_store_key(kv.format(), kv.keys(page, il, h), c.head_dim, kv.page_size(), slot,
+                            k + h * c.head_dim);
+      if (kv.format() == kernels::KvFormat::kF16) {
+        // The SIMD row converter: bitwise what kv_store_value writes, without a call per element.
+        kernels::convert_f32_to_fp16(
+            isa_, v + h * c.head_dim_v,
+            reinterpret_cast<uint16_t*>(kv.values(page, il, h)) + slot * c.head_dim_v,
+            c.head_dim_v);
+      } else {
+        kernels::kv_store_value(kv.format(), kv.values(page, il, h), c.head_dim_v, kv.page_size(),
+                                slot, v + h * c.head_dim_v);
+      }
     }
   }
 
@@ -335,7 +343,7 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
       for (int64_t item = begin; item < end; ++item) {
         const int64_t kvh = item / per_head, block = item % per_head;
         const kernels::PagedKv view{kv.keys(0, il, kvh), kv.values(0, il, kvh), kv.page_stride(),
-                                    kv.page_size(), s.page_table.data()};
+                                    kv.page_size(),      s.page_table.data(),   kv.format()};
         kernels::AttentionQueries queries{};
         // Queries (token i of the sequence, head kvh * group + g) in order of i * group + g.
         const int64_t q_begin = block * kLanes;

@@ -50,6 +50,7 @@ Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
     c.threads = setup.threads;
     c.num_pages = setup.num_kv_pages;
     c.page_size = setup.kv_layout.page_size;
+    c.kv_format = kv_format_of(setup.kv_layout.dtype);
     c.max_batch_tokens = setup.scheduler.max_num_batched_tokens;
     c.max_batch_sequences = setup.scheduler.max_num_seqs;
     c.max_context = setup.max_model_len;
@@ -58,6 +59,22 @@ Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
   };
   return Engine::create(config, facts, make_tokenizer_codec(std::move(tokenizer)), make_executor,
                         std::move(model));
+}
+
+kernels::KvFormat kv_format_of(KVDtype dtype) {
+  switch (dtype) {
+    case KVDtype::kF16:
+      return kernels::KvFormat::kF16;
+    case KVDtype::kBF16:
+      return kernels::KvFormat::kBF16;
+    case KVDtype::kF32:
+      return kernels::KvFormat::kF32;
+    case KVDtype::kInt8:
+      return kernels::KvFormat::kInt8;
+    case KVDtype::kInt4:
+      return kernels::KvFormat::kInt4;
+  }
+  return kernels::KvFormat::kF16;
 }
 
 }  // namespace drift

@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_config.h"
+#include "kernels/kv_format.h"
 #include "util/error.h"
 
 namespace drift {
@@ -16,5 +17,9 @@ namespace drift {
 // compute threads (the ISA the CPU supports best, or DRIFT_ISA's).
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
                                               const EngineConfig& config);
+
+// The executor's storage format of an engine KV dtype (the two enums are kept apart because kv/
+// may not know the kernels; both count a page's bytes alike, tests/unit/runtime checks it).
+kernels::KvFormat kv_format_of(KVDtype dtype);
 
 }  // namespace drift

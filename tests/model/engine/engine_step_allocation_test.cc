@@ -30,7 +30,9 @@ TEST(EngineStepAllocation, CountingAllocatorSeesAllocations) {
   EXPECT_EQ(g_allocations.load() - before, 2u);
 }
 
-TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
+// With the KV cache in `format` (int8/int4 quantize each K/V row and rotate queries in the
+// attention scratch: neither may allocate).
+void expect_decode_steps_allocate_nothing(kernels::KvFormat format) {
   const auto path = test::model_path(test::kSmolLm2File);
   ASSERT_TRUE(test::model_available(path));
   auto isa = select_isa(detect_cpu_features());
@@ -53,6 +55,7 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
   ec.threads = 2;
   ec.num_pages = kv->num_pages();
   ec.page_size = layout.page_size;
+  ec.kv_format = format;
   ec.max_batch_tokens = sc.max_num_batched_tokens;
   ec.max_batch_sequences = sc.max_num_seqs;
   ec.max_context = sc.max_model_len;
@@ -126,6 +129,15 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
   EXPECT_TRUE(costs.calibrated()) << "the cost model saw prefill and decode steps";
   // Page boundaries were crossed (16 tokens per page).
   EXPECT_GT((*scheduler)->find(1)->total_len() / 16, first_len / 16);
+}
+
+TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
+  expect_decode_steps_allocate_nothing(kernels::KvFormat::kF16);
+}
+
+TEST(EngineStepAllocation, DecodeStepsWithAQuantizedKvCacheAllocateNothing) {
+  expect_decode_steps_allocate_nothing(kernels::KvFormat::kInt8);
+  expect_decode_steps_allocate_nothing(kernels::KvFormat::kInt4);
 }
 
 }  // namespace

@@ -54,8 +54,7 @@ TEST(EngineConfig, EachInvalidFieldIsNamed) {
     std::function<void(EngineConfig&)> spoil;
   };
   const Case cases[] = {
-      {"kv.dtype", [](EngineConfig& c) { c.kv.dtype = KVDtype::kF32; }},
-      {"kv.dtype", [](EngineConfig& c) { c.kv.dtype = KVDtype::kBF16; }},
+      {"kv.dtype", [](EngineConfig& c) { c.kv.dtype = KVDtype::kInt4; }},  // head dim 8
       {"kv.page_size", [](EngineConfig& c) { c.kv.page_size = 0; }},
       {"kv.budget", [](EngineConfig& c) { c.kv.budget = KVMemoryBudget::of_bytes(100); }},
       {"kv.budget", [](EngineConfig& c) { c.kv.budget = KVMemoryBudget::of_ram_fraction(1.5); }},
@@ -98,7 +97,7 @@ TEST(EngineConfig, ModelFactsAreChecked) {
 
 TEST(EngineConfig, EngineCreateReportsTheField) {
   EngineConfig c = small_config();
-  c.kv.dtype = KVDtype::kF32;
+  c.kv.dtype = KVDtype::kInt4;  // the fake model's head dim 8 is not whole int4 groups
   auto factory = [](const EngineSetup&) -> Expected<std::unique_ptr<Executor>> {
     ADD_FAILURE() << "no executor should be built for an invalid config";
     return make_error("unreachable");
@@ -106,7 +105,9 @@ TEST(EngineConfig, EngineCreateReportsTheField) {
   auto engine =
       Engine::create(c, fake_model_facts(), std::make_shared<testing::FakeCodec>(), factory);
   ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.error().message, "kv.dtype: only f16 is implemented by the executor, got f32");
+  EXPECT_TRUE(engine.error().message.starts_with(
+      "kv.dtype: int4 needs a head dimension that is a multiple of 32"))
+      << engine.error().message;
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/fp16.h"
+#include "kernels/kv_format.h"
 
 namespace drift::kernels {
 namespace {
@@ -21,34 +21,49 @@ using testing::bits;
 using testing::isa_label;
 using testing::isas_under_test;
 
-// A KV cache of `n_pages` pages for one head, with a shuffled page table, and queries.
+// A KV cache of `n_pages` pages for one head in `format`, with a shuffled page table, and queries.
 struct KvSetup {
   AttentionShape shape;
   int64_t page_size = 16;
-  std::vector<uint16_t> keys, values;  // [n_pages][page_size][dim]
+  KvFormat format = KvFormat::kF16;
+  std::vector<uint8_t> keys, values;  // [n_pages][page_stride bytes]: one block each
   std::vector<int32_t> page_table;
   int64_t page_stride;
   std::vector<float> q;  // [n_queries][head_dim]
 
   PagedKv kv() const {
-    return PagedKv{keys.data(), values.data(), page_stride, page_size, page_table.data()};
+    return PagedKv{keys.data(), values.data(), page_stride, page_size, page_table.data(), format};
+  }
+  const uint8_t* key_block(int64_t p) const {
+    return keys.data() + page_table[p / page_size] * page_stride;
+  }
+  const uint8_t* value_block(int64_t p) const {
+    return values.data() + page_table[p / page_size] * page_stride;
   }
 };
 
 KvSetup make_setup(int64_t head_dim, int64_t head_dim_v, int64_t positions, int64_t n_queries,
-                   uint32_t seed, int64_t page_size = 16) {
+                   uint32_t seed, int64_t page_size = 16, KvFormat format = KvFormat::kF16) {
   std::mt19937 rng(seed);
   KvSetup s;
   s.page_size = page_size;
+  s.format = format;
   s.shape = {head_dim, head_dim_v, 1.0f / std::sqrt(static_cast<float>(head_dim))};
   const int64_t n_pages = (positions + s.page_size - 1) / s.page_size;
-  // K and V blocks share one stride: a page holds [K block][V block].
-  s.page_stride = s.page_size * std::max(head_dim, head_dim_v);
-  s.keys.resize(n_pages * s.page_stride);
-  s.values.resize(n_pages * s.page_stride);
-  for (auto* buf : {&s.keys, &s.values}) {
-    const std::vector<float> f = testing::random_floats(static_cast<int64_t>(buf->size()), rng, 2);
-    for (size_t i = 0; i < buf->size(); ++i) (*buf)[i] = f32_to_fp16(f[i]);
+  // K and V blocks share one stride (and a spare byte, so no block starts aligned).
+  s.page_stride = std::max(kv_block_bytes(format, head_dim, page_size),
+                           kv_block_bytes(format, head_dim_v, page_size)) +
+                  4;
+  s.keys.assign(n_pages * s.page_stride, 0);
+  s.values.assign(n_pages * s.page_stride, 0);
+  for (int64_t pg = 0; pg < n_pages; ++pg) {
+    for (int64_t j = 0; j < page_size; ++j) {
+      const std::vector<float> k = testing::random_floats(head_dim, rng, 2);
+      const std::vector<float> v = testing::random_floats(head_dim_v, rng, 2);
+      kv_store_key(format, s.keys.data() + pg * s.page_stride, head_dim, page_size, j, k.data());
+      kv_store_value(format, s.values.data() + pg * s.page_stride, head_dim_v, page_size, j,
+                     v.data());
+    }
   }
   s.page_table.resize(n_pages);
   std::iota(s.page_table.begin(), s.page_table.end(), 0);
@@ -108,48 +123,42 @@ std::vector<std::vector<Query>> blocks(int64_t positions) {
   return b;
 }
 
-TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
-  uint32_t seed = 3;
-  for (int64_t head_dim : {64, 72, 256}) {
-    for (int64_t positions : {17, 40, 300}) {
-      const KvSetup s = make_setup(head_dim, head_dim, positions, 16, seed++);
-      for (const auto& block : blocks(positions)) {
-        const auto want = run(Isa::kScalar, s, block);
-        for (Isa isa : isas_under_test()) {
-          const auto got = run(isa, s, block);
-          for (size_t i = 0; i < block.size(); ++i)
-            for (int64_t d = 0; d < head_dim; ++d)
-              ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
-                  << isa_label(isa) << " head_dim=" << head_dim << " positions=" << positions
-                  << " query " << i << " d=" << d;
-        }
-      }
-    }
+const char* format_name(KvFormat f) {
+  switch (f) {
+    case KvFormat::kF16:
+      return "f16";
+    case KvFormat::kBF16:
+      return "bf16";
+    case KvFormat::kF32:
+      return "f32";
+    case KvFormat::kInt8:
+      return "int8";
+    case KvFormat::kInt4:
+      return "int4";
   }
+  return "?";
 }
 
-// Decode blocks of every group size (the heads of one KV head, 1 to 8: a kernel instance each on
-// AVX-512), over ranges that fill whole groups of 16-position blocks or leave a remainder, with
-// value rows of 1 to 4 chunks of 16 dimensions and a partial chunk.
-TEST(PagedAttention, DecodeGroupsOfEverySizeEqualScalar) {
-  uint32_t seed = 40;
-  for (auto [head_dim, head_dim_v] :
-       {std::pair<int64_t, int64_t>{64, 64}, {256, 256}, {64, 40}, {128, 200}}) {
-    for (int64_t positions : {16, 64, 200, 257}) {
-      const KvSetup s = make_setup(head_dim, head_dim_v, positions, 8, seed++);
-      for (int64_t n = 1; n <= 8; ++n) {
-        for (int64_t first : {int64_t{0}, positions / 3}) {
-          std::vector<Query> block;
-          for (int64_t i = 0; i < n; ++i) block.push_back({i, first, positions - 1});
+constexpr KvFormat kFormats[] = {KvFormat::kF16, KvFormat::kBF16, KvFormat::kF32, KvFormat::kInt8,
+                                 KvFormat::kInt4};
+
+TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
+  uint32_t seed = 3;
+  for (KvFormat format : kFormats) {
+    // 72: rows that end in a partial 8/16-lane chunk (int4 needs whole groups of 32).
+    for (int64_t head_dim :
+         {int64_t{64}, format == KvFormat::kInt4 ? int64_t{96} : int64_t{72}, int64_t{256}}) {
+      for (int64_t positions : {17, 40, 300}) {
+        const KvSetup s = make_setup(head_dim, head_dim, positions, 16, seed++, 16, format);
+        for (const auto& block : blocks(positions)) {
           const auto want = run(Isa::kScalar, s, block);
           for (Isa isa : isas_under_test()) {
             const auto got = run(isa, s, block);
-            for (int64_t i = 0; i < n; ++i)
-              for (int64_t d = 0; d < head_dim_v; ++d)
+            for (size_t i = 0; i < block.size(); ++i)
+              for (int64_t d = 0; d < head_dim; ++d)
                 ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
-                    << isa_label(isa) << " heads=" << n << " head_dim=" << head_dim
-                    << " head_dim_v=" << head_dim_v << " range [" << first << ", " << positions - 1
-                    << "] d=" << d;
+                    << isa_label(isa) << " " << format_name(format) << " head_dim=" << head_dim
+                    << " positions=" << positions << " query " << i << " d=" << d;
           }
         }
       }
@@ -157,19 +166,73 @@ TEST(PagedAttention, DecodeGroupsOfEverySizeEqualScalar) {
   }
 }
 
-// Value rows whose length is not a multiple of 8 (the last output chunk is narrower) in every
-// block shape, prefill and decode.
+// Decode blocks of every group size (the heads of one KV head, 1 to 8: a kernel instance each),
+// over ranges that fill whole groups of blocks or leave a remainder, with value rows of 1 to 4
+// chunks of 16 dimensions and a partial chunk, in every KV format.
+TEST(PagedAttention, DecodeGroupsOfEverySizeEqualScalar) {
+  uint32_t seed = 40;
+  for (KvFormat format : kFormats) {
+    const bool int4 = format == KvFormat::kInt4;  // whole groups of 32 only
+    for (auto [head_dim, head_dim_v] : {std::pair<int64_t, int64_t>{64, 64},
+                                        {256, 256},
+                                        {64, int4 ? 96 : 40},
+                                        {128, int4 ? 224 : 200}}) {
+      for (int64_t positions : {16, 64, 200, 257}) {
+        const KvSetup s = make_setup(head_dim, head_dim_v, positions, 8, seed++, 16, format);
+        for (int64_t n = 1; n <= 8; ++n) {
+          for (int64_t first : {int64_t{0}, positions / 3}) {
+            std::vector<Query> block;
+            for (int64_t i = 0; i < n; ++i) block.push_back({i, first, positions - 1});
+            const auto want = run(Isa::kScalar, s, block);
+            for (Isa isa : isas_under_test()) {
+              const auto got = run(isa, s, block);
+              for (int64_t i = 0; i < n; ++i)
+                for (int64_t d = 0; d < head_dim_v; ++d)
+                  ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
+                      << isa_label(isa) << " " << format_name(format) << " heads=" << n
+                      << " head_dim=" << head_dim << " head_dim_v=" << head_dim_v << " range ["
+                      << first << ", " << positions - 1 << "] d=" << d;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Value rows whose length is not a multiple of 8 (the last output chunk is narrower), prefill
+// and decode blocks.
 TEST(PagedAttention, ValueRowsOfAnyLengthEqualScalar) {
-  for (int64_t head_dim_v : {36, 13}) {
-    const KvSetup s = make_setup(64, head_dim_v, 100, 16, 60 + static_cast<uint32_t>(head_dim_v));
-    for (const auto& block : blocks(100)) {
+  for (KvFormat format : {KvFormat::kF16, KvFormat::kBF16, KvFormat::kF32, KvFormat::kInt8}) {
+    for (int64_t head_dim_v : {36, 13}) {
+      const KvSetup s =
+          make_setup(64, head_dim_v, 100, 16, 60 + static_cast<uint32_t>(head_dim_v), 16, format);
+      for (const auto& block : blocks(100)) {
+        const auto want = run(Isa::kScalar, s, block);
+        for (Isa isa : isas_under_test()) {
+          const auto got = run(isa, s, block);
+          for (size_t i = 0; i < block.size(); ++i)
+            for (int64_t d = 0; d < head_dim_v; ++d)
+              ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
+                  << isa_label(isa) << " " << format_name(format) << " head_dim_v=" << head_dim_v
+                  << " query " << i << " d=" << d;
+        }
+      }
+    }
+  }
+}
+
+// Pages of 8 positions: the AVX-512 decode path (16 positions) steps aside, the rest is alike.
+TEST(PagedAttention, PagesOfEightMatchScalar) {
+  for (KvFormat format : kFormats) {
+    const KvSetup s = make_setup(64, 64, 61, 16, 7, /*page_size=*/8, format);
+    for (const auto& block : blocks(61)) {
       const auto want = run(Isa::kScalar, s, block);
       for (Isa isa : isas_under_test()) {
         const auto got = run(isa, s, block);
         for (size_t i = 0; i < block.size(); ++i)
-          for (int64_t d = 0; d < head_dim_v; ++d)
-            ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
-                << isa_label(isa) << " head_dim_v=" << head_dim_v << " query " << i << " d=" << d;
+          for (int64_t d = 0; d < 64; ++d)
+            ASSERT_EQ(bits(got[i][d]), bits(want[i][d])) << isa_label(isa) << format_name(format);
       }
     }
   }
@@ -190,52 +253,70 @@ TEST(PagedAttention, OddPageSizesMatchScalar) {
 
 TEST(PagedAttention, QueryResultIndependentOfItsBlock) {
   const int64_t positions = 123;
-  const KvSetup s = make_setup(64, 64, positions, 16, 11);
-  for (Isa isa : isas_under_test()) {
-    for (const auto& block : blocks(positions)) {
-      const auto together = run(isa, s, block);
-      for (size_t i = 0; i < block.size(); ++i) {
-        const auto alone = run(isa, s, {block[i]});
-        for (int64_t d = 0; d < 64; ++d)
-          ASSERT_EQ(bits(alone[0][d]), bits(together[i][d])) << isa_label(isa) << " query " << i;
+  for (KvFormat format : {KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
+    const KvSetup s = make_setup(64, 64, positions, 16, 11, 16, format);
+    for (Isa isa : isas_under_test()) {
+      for (const auto& block : blocks(positions)) {
+        const auto together = run(isa, s, block);
+        for (size_t i = 0; i < block.size(); ++i) {
+          const auto alone = run(isa, s, {block[i]});
+          for (int64_t d = 0; d < 64; ++d)
+            ASSERT_EQ(bits(alone[0][d]), bits(together[i][d])) << isa_label(isa) << " query " << i;
+        }
       }
     }
   }
 }
 
-// Against attention in double over the same fp16 K/V: the score chains (head_dim fmas and a
-// scale), exp_approx (< 4 ulp), the weight sum and the output chains bound the error; 1e-4
+// Key or value p as attention sees it: the stored elements, rotated back for a rotated format.
+std::vector<float> key_row(const KvSetup& s, int64_t p) {
+  std::vector<float> k(s.shape.head_dim);
+  for (int64_t e = 0; e < s.shape.head_dim; ++e)
+    k[e] = kv_load_key(s.format, s.key_block(p), s.shape.head_dim, s.page_size, p % s.page_size, e);
+  if (kv_format_rotated(s.format, s.shape.head_dim)) kv_rotate(k.data(), s.shape.head_dim);
+  return k;
+}
+std::vector<float> value_row(const KvSetup& s, int64_t p) {
+  std::vector<float> v(s.shape.head_dim_v);
+  for (int64_t e = 0; e < s.shape.head_dim_v; ++e)
+    v[e] = kv_load_value(s.format, s.value_block(p), s.shape.head_dim_v, s.page_size,
+                         p % s.page_size, e);
+  if (kv_format_rotated(s.format, s.shape.head_dim_v)) kv_rotate(v.data(), s.shape.head_dim_v);
+  return v;
+}
+
+// Against attention in double over the same (dequantized) K/V: the score chains (head_dim fmas and
+// a scale), exp_approx (< 4 ulp), the weight sum and the output chains bound the error; 1e-4
 // relative to the output's magnitude holds with a wide margin for these sizes.
 TEST(PagedAttention, ScalarCloseToDouble) {
   const int64_t positions = 200, head_dim = 64;
-  const KvSetup s = make_setup(head_dim, head_dim, positions, 16, 17);
-  for (const auto& block : blocks(positions)) {
-    const auto got = run(Isa::kScalar, s, block);
-    for (size_t i = 0; i < block.size(); ++i) {
-      const float* q = s.q.data() + block[i].index * head_dim;
-      std::vector<double> sc;
-      double m = -INFINITY;
-      for (int64_t p = block[i].first; p <= block[i].last; ++p) {
-        // Keys are stored transposed in a page: element e of slot j at [e][j].
-        const uint16_t* k =
-            s.keys.data() + s.page_table[p / s.page_size] * s.page_stride + p % s.page_size;
-        double dot = 0;
-        for (int64_t e = 0; e < head_dim; ++e)
-          dot += double{q[e]} * fp16_to_f32(k[e * s.page_size]);
-        sc.push_back(dot * s.shape.scale);
-        m = std::max(m, sc.back());
-      }
-      double sum = 0;
-      for (double& v : sc) sum += (v = std::exp(v - m));
-      for (int64_t d = 0; d < head_dim; ++d) {
-        double o = 0, mag = 0;
+  for (KvFormat format : kFormats) {
+    const KvSetup s = make_setup(head_dim, head_dim, positions, 16, 17, 16, format);
+    for (const auto& block : blocks(positions)) {
+      const auto got = run(Isa::kScalar, s, block);
+      for (size_t i = 0; i < block.size(); ++i) {
+        const float* q = s.q.data() + block[i].index * head_dim;
+        std::vector<double> sc;
+        double m = -INFINITY;
         for (int64_t p = block[i].first; p <= block[i].last; ++p) {
-          const uint16_t* v = s.values.data() + s.page_table[p / s.page_size] * s.page_stride +
-                              (p % s.page_size) * head_dim;
-          o += sc[p - block[i].first] * fp16_to_f32(v[d]);
-          mag += std::fabs(sc[p - block[i].first] * fp16_to_f32(v[d]));
+          const std::vector<float> k = key_row(s, p);
+          double dot = 0;
+          for (int64_t e = 0; e < head_dim; ++e) dot += double{q[e]} * k[e];
+          sc.push_back(dot * s.shape.scale);
+          m = std::max(m, sc.back());
         }
-        ASSERT_NEAR(got[i][d], o / sum, 1e-4 * mag / sum + 1e-7) << "query " << i << " d=" << d;
+        double sum = 0;
+        for (double& v : sc) sum += (v = std::exp(v - m));
+        for (int64_t d = 0; d < head_dim; ++d) {
+          double o = 0, mag = 0;
+          for (int64_t p = block[i].first; p <= block[i].last; ++p) {
+            const double v = value_row(s, p)[d];
+            o += sc[p - block[i].first] * v;
+            mag += std::fabs(sc[p - block[i].first] * v);
+          }
+          ASSERT_NEAR(got[i][d], o / sum, 1e-4 * mag / sum + 1e-7)
+              << format_name(format) << " query " << i << " d=" << d;
+        }
       }
     }
   }

@@ -17,10 +17,40 @@ KVLayout small_layout(KVDtype dtype = KVDtype::kF16) {
 
 TEST(KVLayout, BytesPerPageCountsKAndVOfEveryLayerAndHead) {
   // 2 (K,V) * 2 layers * 4 heads * 8 dims * 2 bytes = 256 bytes per token; 16 tokens per page.
-  EXPECT_EQ(small_layout().bytes_per_token(), 256u);
   EXPECT_EQ(small_layout().bytes_per_page(), 4096u);
   EXPECT_EQ(small_layout(KVDtype::kBF16).bytes_per_page(), 4096u);
   EXPECT_EQ(small_layout(KVDtype::kF32).bytes_per_page(), 8192u);
+}
+
+TEST(KVLayout, QuantizedPagesCountCodesAndScales) {
+  // int8: per block 64 dims x 16 slots = 1024 code bytes + 2 groups x 16 fp16 scales = 1088.
+  KVLayout l{.num_layers = 2, .num_kv_heads = 4, .head_dim = 64, .page_size = 16};
+  EXPECT_EQ(l.bytes_per_page(), 16u * 64 * 16 * 2);
+  l.dtype = KVDtype::kInt8;
+  EXPECT_EQ(l.bytes_per_page(), 16u * 1088);
+  l.head_dim = 72;  // not whole groups: one scale per row
+  EXPECT_EQ(l.bytes_per_page(), 16u * (72 * 16 + 32));
+  l.head_dim = 64;
+  // int4: 512 code bytes + 4 groups x 16 slots x 2 bytes = 640 per block.
+  l.dtype = KVDtype::kInt4;
+  EXPECT_EQ(l.bytes_per_page(), 16u * 640);
+  // So a fixed budget holds 1.88x (int8) and 3.2x (int4) the pages of f16.
+  const auto f16_pages =
+      kv_pages_for_budget(KVLayout{.num_layers = 2, .num_kv_heads = 4, .head_dim = 64},
+                          KVMemoryBudget::of_bytes(64u << 20), 0);
+  const auto int8_pages = kv_pages_for_budget(
+      KVLayout{.num_layers = 2, .num_kv_heads = 4, .head_dim = 64, .dtype = KVDtype::kInt8},
+      KVMemoryBudget::of_bytes(64u << 20), 0);
+  ASSERT_TRUE(f16_pages.ok() && int8_pages.ok());
+  EXPECT_EQ(*f16_pages, (64 << 20) / (16 * 2048));
+  EXPECT_EQ(*int8_pages, (64 << 20) / (16 * 1088));
+}
+
+TEST(KVLayout, Int4NeedsWholeGroups) {
+  KVLayout l{.num_layers = 1, .num_kv_heads = 1, .head_dim = 48, .dtype = KVDtype::kInt4};
+  EXPECT_NE(l.validate().message().find("int4"), std::string::npos);
+  l.head_dim = 64;
+  EXPECT_TRUE(l.validate().ok());
 }
 
 TEST(KVLayout, PagesForTokensRoundsUp) {
@@ -32,7 +62,7 @@ TEST(KVLayout, PagesForTokensRoundsUp) {
 }
 
 TEST(KVLayout, DtypeNamesRoundTrip) {
-  for (KVDtype d : {KVDtype::kF16, KVDtype::kF32, KVDtype::kBF16})
+  for (KVDtype d : {KVDtype::kF16, KVDtype::kF32, KVDtype::kBF16, KVDtype::kInt8, KVDtype::kInt4})
     EXPECT_EQ(parse_kv_dtype(kv_dtype_name(d)), d);
   EXPECT_EQ(parse_kv_dtype("q8"), std::nullopt);
 }

@@ -1,0 +1,246 @@
+#include "kernels/kv_format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/fp16.h"
+
+namespace drift::kernels {
+namespace {
+
+// Element (slot, e) is element `index` of the data part: e * page_size + slot for keys,
+// slot * dim + e for values; its scale is scales[scale_index].
+struct Place {
+  int64_t index;
+  int64_t scale_index;
+};
+
+Place key_place(KvFormat f, int64_t dim, int64_t page_size, int64_t slot, int64_t e) {
+  const int64_t group = kv_group_size(f, dim);
+  return {e * page_size + slot, group ? (e / group) * page_size + slot : 0};
+}
+
+Place value_place(KvFormat f, int64_t dim, int64_t slot, int64_t e) {
+  const int64_t group = kv_group_size(f, dim);
+  return {slot * dim + e, group ? slot * (dim / group) + e / group : 0};
+}
+
+uint16_t* scales_of(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size) {
+  return reinterpret_cast<uint16_t*>(block + kv_data_bytes(f, dim, page_size));
+}
+const uint16_t* scales_of(KvFormat f, const uint8_t* block, int64_t dim, int64_t page_size) {
+  return reinterpret_cast<const uint16_t*>(block + kv_data_bytes(f, dim, page_size));
+}
+
+void put(KvFormat f, uint8_t* data, int64_t index, float x, float inv_scale) {
+  switch (f) {
+    case KvFormat::kF16: {
+      const uint16_t h = f32_to_fp16(x);
+      std::memcpy(data + 2 * index, &h, 2);
+      return;
+    }
+    case KvFormat::kBF16: {
+      const uint16_t h = f32_to_bf16(x);
+      std::memcpy(data + 2 * index, &h, 2);
+      return;
+    }
+    case KvFormat::kF32:
+      std::memcpy(data + 4 * index, &x, 4);
+      return;
+    case KvFormat::kInt8: {
+      const float c = std::clamp(std::nearbyint(x * inv_scale), -127.0f, 127.0f);
+      data[index] = static_cast<uint8_t>(static_cast<int8_t>(c));
+      return;
+    }
+    case KvFormat::kInt4: {
+      const float c = std::clamp(std::nearbyint(x * inv_scale), -8.0f, 7.0f);
+      const uint8_t code = static_cast<uint8_t>(static_cast<int>(c) + 8);
+      uint8_t& byte = data[index / 2];
+      byte = (index & 1) ? static_cast<uint8_t>((byte & 0x0f) | (code << 4))
+                         : static_cast<uint8_t>((byte & 0xf0) | code);
+      return;
+    }
+  }
+}
+
+float get(KvFormat f, const uint8_t* data, int64_t index, float scale) {
+  switch (f) {
+    case KvFormat::kF16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * index, 2);
+      return fp16_to_f32(h);
+    }
+    case KvFormat::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * index, 2);
+      return bf16_to_f32(h);
+    }
+    case KvFormat::kF32: {
+      float x;
+      std::memcpy(&x, data + 4 * index, 4);
+      return x;
+    }
+    case KvFormat::kInt8:
+      return static_cast<float>(static_cast<int8_t>(data[index])) * scale;
+    case KvFormat::kInt4: {
+      const int code = (data[index / 2] >> ((index & 1) * 4)) & 0x0f;
+      return static_cast<float>(code - 8) * scale;
+    }
+  }
+  return 0.0f;
+}
+
+// The fp16 scale of an int8 group whose largest magnitude is `amax`: codes up to +-127. The codes
+// are computed against the rounded (stored) scale, so that code * scale is what is read.
+uint16_t int8_scale(const float* x, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t u = 0; u < n; ++u) amax = std::max(amax, std::fabs(x[u]));
+  return f32_to_fp16(std::min(amax / 127.0f, 65504.0f));
+}
+
+// The fp16 scale of an int4 group (codes -8 .. 7). Seven levels a side are coarse, so two things
+// the int8 scale does not need: the element of largest magnitude m gets code -8 (scale -m / 8,
+// negative when m is positive), which uses all 16 codes; and the scale is shrunk by the factor of
+// kInt4Shrink that minimises the group's squared error, clipping a lone extreme element a little
+// to round all the others more finely (measured in docs/design-notes.md).
+constexpr float kInt4Shrink[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f};
+
+uint16_t int4_scale(const float* x, int64_t n) {
+  float m = 0.0f;
+  for (int64_t u = 0; u < n; ++u)
+    if (std::fabs(x[u]) > std::fabs(m)) m = x[u];
+  uint16_t best = 0;
+  float best_error = INFINITY;
+  for (float shrink : kInt4Shrink) {
+    const uint16_t s16 = f32_to_fp16(std::clamp(-m / 8.0f * shrink, -65504.0f, 65504.0f));
+    const float s = fp16_to_f32(s16);
+    const float inv = s != 0.0f ? 1.0f / s : 0.0f;
+    float error = 0.0f;
+    for (int64_t u = 0; u < n; ++u) {
+      const float d = x[u] - std::clamp(std::nearbyint(x[u] * inv), -8.0f, 7.0f) * s;
+      error += d * d;
+    }
+    if (error < best_error) best_error = error, best = s16;
+  }
+  return best;
+}
+
+// Stores x[dim] through `place(e)`, group by group (rotated first when the format says so).
+template <typename PlaceFn>
+void store_row(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size, const float* x,
+               PlaceFn place) {
+  uint16_t* scales = scales_of(f, block, dim, page_size);
+  const int64_t group = kv_group_size(f, dim);
+  if (group == 0) {
+    for (int64_t e = 0; e < dim; ++e) put(f, block, place(e).index, x[e], 0.0f);
+    return;
+  }
+  // Rotation blocks of kKvGroup elements hold whole scale groups (int4's are smaller).
+  const bool rotated = kv_format_rotated(f, dim);
+  const int64_t span = rotated ? kKvGroup : group;
+  for (int64_t b0 = 0; b0 < dim; b0 += span) {
+    float rot[kKvGroup];
+    const float* xb = x + b0;
+    if (rotated) {
+      std::memcpy(rot, xb, sizeof rot);
+      kv_rotate(rot, kKvGroup);
+      xb = rot;
+    }
+    for (int64_t g0 = 0; g0 < span; g0 += group) {
+      const float* xg = xb + g0;
+      const uint16_t s16 = f == KvFormat::kInt8 ? int8_scale(xg, group) : int4_scale(xg, group);
+      scales[place(b0 + g0).scale_index] = s16;
+      const float s = fp16_to_f32(s16);
+      const float inv = s != 0.0f ? 1.0f / s : 0.0f;
+      for (int64_t u = 0; u < group; ++u) put(f, block, place(b0 + g0 + u).index, xg[u], inv);
+    }
+  }
+}
+
+}  // namespace
+
+void kv_rotate(float* x, int64_t n) {
+  constexpr int64_t kG = kKvGroup;
+  const float norm = 1.0f / std::sqrt(static_cast<float>(kG));
+  for (int64_t g0 = 0; g0 < n; g0 += kG) {
+    float* y = x + g0;
+    for (int64_t h = 1; h < kG; h *= 2)
+      for (int64_t i = 0; i < kG; i += 2 * h)
+        for (int64_t j = i; j < i + h; ++j) {
+          const float a = y[j], b = y[j + h];
+          y[j] = a + b;
+          y[j + h] = a - b;
+        }
+    for (int64_t j = 0; j < kG; ++j) y[j] *= norm;
+  }
+}
+
+int64_t kv_format_bits(KvFormat format) {
+  switch (format) {
+    case KvFormat::kF16:
+    case KvFormat::kBF16:
+      return 16;
+    case KvFormat::kF32:
+      return 32;
+    case KvFormat::kInt8:
+      return 8;
+    case KvFormat::kInt4:
+      return 4;
+  }
+  return 16;
+}
+
+int64_t kv_group_size(KvFormat format, int64_t dim) {
+  if (format == KvFormat::kInt8) return dim % kKvGroup == 0 ? kKvGroup : dim;
+  if (format == KvFormat::kInt4) return kKvInt4Group;
+  return 0;
+}
+
+Status kv_format_check(KvFormat format, int64_t dim, int64_t page_size) {
+  if (format == KvFormat::kInt4 && (dim % kKvGroup != 0 || page_size % 2 != 0))
+    return make_error(
+        "int4 KV cache needs a head dimension that is a multiple of {} and an even page size, "
+        "got head dim {}, page size {}",
+        kKvGroup, dim, page_size);
+  return Status::Ok();
+}
+
+int64_t kv_data_bytes(KvFormat format, int64_t dim, int64_t page_size) {
+  return dim * page_size * kv_format_bits(format) / 8;
+}
+
+int64_t kv_block_bytes(KvFormat format, int64_t dim, int64_t page_size) {
+  const int64_t group = kv_group_size(format, dim);
+  const int64_t scale_bytes = group ? (dim / group) * page_size * 2 : 0;
+  return (kv_data_bytes(format, dim, page_size) + scale_bytes + 3) / 4 * 4;
+}
+
+void kv_store_key(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                  const float* x) {
+  store_row(f, block, dim, page_size, x,
+            [&](int64_t e) { return key_place(f, dim, page_size, slot, e); });
+}
+
+void kv_store_value(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                    const float* x) {
+  store_row(f, block, dim, page_size, x, [&](int64_t e) { return value_place(f, dim, slot, e); });
+}
+
+float kv_load_key(KvFormat f, const uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                  int64_t e) {
+  const Place p = key_place(f, dim, page_size, slot, e);
+  const float scale =
+      kv_group_size(f, dim) ? fp16_to_f32(scales_of(f, block, dim, page_size)[p.scale_index]) : 0;
+  return get(f, block, p.index, scale);
+}
+
+float kv_load_value(KvFormat f, const uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                    int64_t e) {
+  const Place p = value_place(f, dim, slot, e);
+  const float scale =
+      kv_group_size(f, dim) ? fp16_to_f32(scales_of(f, block, dim, page_size)[p.scale_index]) : 0;
+  return get(f, block, p.index, scale);
+}
+
+}  // namespace drift::kernels

@@ -1,0 +1,112 @@
+// Internal: 8-lane loaders of paged K/V elements, dequantized in registers exactly as
+// kv_load_key / kv_load_value (kv_format.h) compute them, for the AVX2 and AVX-512 attention
+// files. One template instance per KvFormat, so the format costs no branch in the inner loops.
+// Internal linkage (see format.h).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/kv_format.h"
+
+namespace drift::kernels::paged_kv {
+namespace {
+
+// The block (key or value) of page table entry p / page_size.
+inline const uint8_t* block_of(const uint8_t* base, int64_t stride, const int32_t* page_table,
+                               int64_t page_size, int64_t p) {
+  return base + page_table[p / page_size] * stride;
+}
+
+// The scale group containing each element: all of them for the float types (scale unused).
+template <KvFormat F>
+inline int64_t group_of(int64_t dim) {
+  if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4) return kv_group_size(F, dim);
+  return dim;
+}
+
+inline __m256 fp16x8(const void* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+
+// 8 int4 codes from 4 bytes (low nibble first) as code - 8, in fp32.
+inline __m256 int4x8(const uint8_t* p) {
+  int32_t word;
+  __builtin_memcpy(&word, p, 4);
+  const __m128i b = _mm_cvtsi32_si128(word);
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  const __m128i lo = _mm_and_si128(b, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
+  const __m256i codes = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(codes, _mm256_set1_epi32(8)));
+}
+
+inline __m256 int8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// Scales of group g of key slots [slot, slot + 8) (a multiple of 8), as lanes.
+template <KvFormat F>
+inline __m256 key_scales8(const uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                          int64_t g) {
+  if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4) {
+    const uint8_t* scales = block + kv_data_bytes(F, dim, page_size);
+    return fp16x8(scales + 2 * (g * page_size + slot));
+  }
+  return _mm256_setzero_ps();
+}
+
+// Element e of key slots [slot, slot + 8) (a multiple of 8), dequantized with `scale` (the lanes
+// of key_scales8 for e's group).
+template <KvFormat F>
+inline __m256 keys8(const uint8_t* block, int64_t page_size, int64_t slot, int64_t e,
+                    __m256 scale) {
+  const int64_t i = e * page_size + slot;
+  if constexpr (F == KvFormat::kF16) return fp16x8(block + 2 * i);
+  if constexpr (F == KvFormat::kBF16)
+    return _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 * i))),
+        16));
+  if constexpr (F == KvFormat::kF32)
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(block) + i);
+  if constexpr (F == KvFormat::kInt8) return _mm256_mul_ps(int8x8(block + i), scale);
+  if constexpr (F == KvFormat::kInt4) return _mm256_mul_ps(int4x8(block + i / 2), scale);
+  (void)scale;
+  return _mm256_setzero_ps();
+}
+
+// Elements [d, d + width) of value slot `slot` (width <= 8, the rest 0), dequantized. A full
+// width needs d % 8 == 0, so that the 8 elements share one scale group.
+template <KvFormat F>
+inline __m256 values8(const uint8_t* block, int64_t dim, int64_t page_size, int64_t slot, int64_t d,
+                      int64_t width) {
+  if (width < 8) {
+    alignas(32) float tmp[8] = {};
+    for (int64_t u = 0; u < width; ++u)
+      tmp[u] = kv_load_value(F, block, dim, page_size, slot, d + u);
+    return _mm256_load_ps(tmp);
+  }
+  const int64_t i = slot * dim + d;
+  if constexpr (F == KvFormat::kF16) return fp16x8(block + 2 * i);
+  if constexpr (F == KvFormat::kBF16)
+    return _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 * i))),
+        16));
+  if constexpr (F == KvFormat::kF32)
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(block) + i);
+  if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4) {
+    const int64_t group = kv_group_size(F, dim);
+    const int64_t scale_index = slot * (dim / group) + d / group;
+    uint16_t h;
+    __builtin_memcpy(&h, block + kv_data_bytes(F, dim, page_size) + 2 * scale_index, 2);
+    const __m256 scale = _mm256_set1_ps(_cvtsh_ss(h));
+    if constexpr (F == KvFormat::kInt8) return _mm256_mul_ps(int8x8(block + i), scale);
+    return _mm256_mul_ps(int4x8(block + i / 2), scale);
+  }
+  return _mm256_setzero_ps();
+}
+
+}  // namespace
+}  // namespace drift::kernels::paged_kv

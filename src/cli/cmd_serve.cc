@@ -47,6 +47,9 @@ struct ServeOptions {
   std::optional<std::string> chat_template_file;
   uint64_t max_body_bytes = 8u << 20;
   int64_t max_connections = 1024;
+  int64_t max_connections_per_client = 512;
+  double header_timeout_seconds = 10;
+  double idle_timeout_seconds = 60;
   double drain_timeout_seconds = 30;
   EngineOptions engine;      // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
   SamplingOptions sampling;  // the server's defaults: --temp, --top-k, ..., --sampling-defaults
@@ -111,6 +114,10 @@ class ServeCommand {
     http.port = uint16_t(o_.port);
     http.max_body_bytes = o_.max_body_bytes;
     http.max_connections = o_.max_connections;
+    http.max_connections_per_client = o_.max_connections_per_client;
+    auto ms = [](double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1e3)); };
+    http.header_timeout = ms(o_.header_timeout_seconds);
+    http.idle_timeout = ms(o_.idle_timeout_seconds);
     server::HttpServer server(io, http, [&service](server::HttpRequest r, auto exchange) {
       service.handle(std::move(r), std::move(exchange));
     });
@@ -261,6 +268,18 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-connections", o->max_connections, "open connections at most")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--max-connections-per-client", o->max_connections_per_client,
+                  "open connections of one client IP address at most (429 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--header-timeout", o->header_timeout_seconds,
+                  "seconds a connection has to send a request header (a new one: from connect)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--idle-timeout", o->idle_timeout_seconds,
+                  "seconds a kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--drain-timeout", o->drain_timeout_seconds,
                   "seconds SIGTERM waits for requests in flight")
       ->capture_default_str()

@@ -162,7 +162,9 @@ void OpenAIService::route(const HttpRequest& request,
   for (const Entry& e : kRoutes)
     if (e.path == path) entry = &e;
   if (!entry) return reply_error(request, exchange, not_found(fmt::format("no route {}", path)));
-  if (request.method != entry->method) {
+  // HEAD is GET without the body (the HTTP layer drops it), RFC 9110 9.3.2.
+  const bool head_of_get = request.method == "HEAD" && entry->method == "GET";
+  if (request.method != entry->method && !head_of_get) {
     ApiError e =
         bad_request(fmt::format("{} takes {}, not {}", path, entry->method, request.method));
     e.status = 405;

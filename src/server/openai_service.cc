@@ -242,12 +242,14 @@ void OpenAIService::route(const HttpRequest& request,
 
 void OpenAIService::delete_session(const HttpRequest& request,
                                    const std::shared_ptr<HttpExchange>& exchange) {
-  const std::string id(path_of(request.target).substr(kSessionsPrefix.size()));
-  if (id.empty() || id.size() > kMaxSessionIdBytes || id.find('/') != std::string::npos)
-    return reply_error(
-        request, exchange,
-        bad_request(fmt::format("a session id has 1 to {} bytes and no '/'", kMaxSessionIdBytes),
-                    "session_id"));
+  // Ids are URL-safe (check_session_id), but a client may still percent-encode them.
+  const std::optional<std::string> decoded =
+      percent_decode(path_of(request.target).substr(kSessionsPrefix.size()));
+  if (!decoded)
+    return reply_error(request, exchange,
+                       bad_request("malformed %-escape in the session id", "session_id"));
+  if (auto e = check_session_id(*decoded)) return reply_error(request, exchange, *e);
+  const std::string& id = *decoded;
   const bool kill = query_flag(request.target, "kill");
   Status status = kill ? model_->engine->kill_session(id) : model_->engine->end_session(id);
   if (!status.ok())

@@ -3,8 +3,10 @@
 //
 // Threads: this one runs the I/O loop (every connection); the model loads on a helper thread
 // while /health already answers 503 "loading"; the engine has its worker and compute threads.
-// SIGTERM/SIGINT drain: stop accepting, let accepted requests finish (up to --drain-timeout,
-// then cancel them), wait for their responses to be written, exit 0.
+// SIGTERM/SIGINT drain: /health and new requests answer 503 "draining", requests still queued
+// (no token yet) are refused at once with 503 so their clients can retry elsewhere, started ones
+// finish (up to --drain-timeout, then they are cancelled), their responses are written, exit 0;
+// the log says how many requests and tokens the shutdown cut. A second signal exits at once (1).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -13,6 +15,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -169,8 +172,16 @@ class ServeCommand {
     auto begin_drain = [&] {
       if (stopping) return;
       stopping = true;
-      spdlog::info("drift serve: draining (up to {} s)", o_.drain_timeout_seconds);
-      server.stop_accepting();
+      if (model) {
+        const EngineMetrics m = model->engine->metrics();
+        spdlog::info(
+            "drift serve: draining (up to {} s; a second signal exits at once): {} requests "
+            "running, {} queued (refused now)",
+            o_.drain_timeout_seconds, m.num_running, m.num_waiting);
+      } else {
+        spdlog::info("drift serve: stopping while the model loads");
+      }
+      server.drain();
       service.set_draining();
       cost_log.cancel();
       if (!model) return;  // still loading: the loader stops the loop when it is done
@@ -182,7 +193,7 @@ class ServeCommand {
         aborter = std::thread([&] { model->engine->shutdown(ShutdownMode::kAbort); });
       });
       drainer = std::thread([&] {
-        model->engine->shutdown(ShutdownMode::kDrain);
+        model->engine->shutdown(ShutdownMode::kDrainStarted);
         asio::post(io, [&] {
           drain_deadline.cancel();
           give_up_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -190,9 +201,21 @@ class ServeCommand {
         });
       });
     };
-    signals.async_wait([&](const boost::system::error_code& ec, int) {
-      if (!ec) begin_drain();
-    });
+    std::function<void()> wait_for_signal = [&] {
+      signals.async_wait([&](const boost::system::error_code& ec, int signal_number) {
+        if (ec) return;
+        if (stopping) {
+          // The operator does not want to wait for the drain.
+          spdlog::warn("drift serve: second signal ({}): exiting now, cutting {} requests",
+                       signal_number, service.active_generations());
+          spdlog::default_logger()->flush();
+          std::_Exit(1);
+        }
+        begin_drain();
+        wait_for_signal();
+      });
+    };
+    wait_for_signal();
 
     loader = std::thread([&] {
       auto loaded = load_model(*path, o_);
@@ -233,7 +256,13 @@ class ServeCommand {
     if (drainer.joinable()) drainer.join();
     if (aborter.joinable()) aborter.join();
     if (model) model->engine->shutdown(ShutdownMode::kAbort);
-    if (exit_code == 0) spdlog::info("drift serve: stopped");
+    if (exit_code == 0) {
+      const server::OpenAIService::CutSummary cut = service.cut_by_shutdown();
+      spdlog::info(
+          "drift serve: stopped; the shutdown cut {} requests ({} of them before their first "
+          "token), which had generated {} tokens",
+          cut.requests, cut.before_first_token, cut.tokens);
+    }
     return exit_code;
   }
 

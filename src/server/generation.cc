@@ -94,9 +94,14 @@ void Generation::on_event(size_t index, TokenEvent event) {
                        event.finish->reason == FinishReason::kCancelled)) {
     const Finish& f = *event.finish;
     if (f.reason == FinishReason::kRejected) return fail(error_for_rejection(f));
-    if (f.reason == FinishReason::kCancelled)
+    if (f.reason == FinishReason::kCancelled) {
+      // Cut by the server (shutdown, a killed session): the log counts what was generated.
+      for (const ChoiceState& other : choices_)
+        if (!other.finish_reason) outcome_.completion_tokens += other.tokens;
+      outcome_.cut = true;
       return fail(
           unavailable(f.message.empty() ? "the request was cancelled by the server" : f.message));
+    }
     return fail(internal_error("generation failed: " + f.message));
   }
   ensure_stream_started();

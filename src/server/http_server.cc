@@ -242,7 +242,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void wait_for_request() {
     state_ = State::kWaiting;
     waiting_since_ = std::chrono::steady_clock::now();
-    if (server_->draining) return close();
+    // Draining: a connection that has been answered goes; a new one gets its one request.
+    if (server_->draining && serial_ > 0) return close();
     // A new connection gets the header timeout for its first request: a socket that never
     // sends a byte must not hold a connection slot for the (longer) keep-alive idle timeout.
     arm(serial_ == 0 ? server_->config.header_timeout : server_->config.idle_timeout);
@@ -576,11 +577,8 @@ uint16_t HttpServer::port() const {
   return ec ? 0 : endpoint.port();
 }
 
-void HttpServer::stop_accepting() {
+void HttpServer::drain() {
   impl_->draining = true;
-  error_code ignored;
-  impl_->acceptor.close(ignored);
-  impl_->retry_timer.cancel();
   // Copy first: closing removes sessions from the set.
   std::vector<Session*> sessions(impl_->sessions.begin(), impl_->sessions.end());
   for (Session* s : sessions) {

@@ -90,9 +90,10 @@ class HttpServer {
   // Binds and starts accepting; an error says which address could not be bound and why.
   Status listen();
   uint16_t port() const;
-  // Drain: no new connections; idle keep-alive connections close, busy ones close once their
-  // response ends.
-  void stop_accepting();
+  // Drain: idle keep-alive connections close, busy ones close once their response ends, and
+  // every response from now on closes its connection. New connections are still accepted (each
+  // for one request), so that /health can tell probes the server is draining.
+  void drain();
   // Connections with a response in progress.
   int64_t busy_connections() const;
   HttpCounters counters() const;

@@ -535,6 +535,11 @@ void OpenAIService::submit_completion(const HttpRequest& request,
   auto done = [this, request](const GenerationOutcome& o) {
     --active_generations_;
     if (o.client_gone) ++client_disconnects_;
+    if (o.cut && draining_) {
+      ++cut_by_shutdown_.requests;
+      if (o.completion_tokens == 0) ++cut_by_shutdown_.before_first_token;
+      cut_by_shutdown_.tokens += uint64_t(o.completion_tokens);
+    }
     stop_string_matches_ += uint64_t(o.stop_string_matches);
     access_log(request, o.status, o.prompt_tokens, o.completion_tokens, o.ttft_seconds);
   };

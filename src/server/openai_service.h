@@ -58,6 +58,14 @@ class OpenAIService {
   // The HTTP layer's counters, for /metrics.
   void set_http_counters(std::function<HttpCounters()> counters);
   int64_t active_generations() const { return active_generations_; }
+  // Requests the server cancelled while draining (queued ones refused, started ones cut at the
+  // drain timeout), and the tokens they had generated.
+  struct CutSummary {
+    uint64_t requests = 0;
+    uint64_t before_first_token = 0;
+    uint64_t tokens = 0;
+  };
+  CutSummary cut_by_shutdown() const { return cut_by_shutdown_; }
 
  private:
   void route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
@@ -95,6 +103,7 @@ class OpenAIService {
   std::function<HttpCounters()> http_counters_;
   int64_t active_generations_ = 0;
   uint64_t client_disconnects_ = 0;
+  CutSummary cut_by_shutdown_;
   uint64_t stop_string_matches_ = 0;
   uint64_t next_completion_id_ = 1;
 };

@@ -279,16 +279,23 @@ TEST_F(HttpServerTest, AbsoluteFormTargetIsServedAsItsPath) {
   EXPECT_EQ(last_target_, "/?x=1");
 }
 
-TEST_F(HttpServerTest, StopAcceptingClosesIdleConnections) {
+TEST_F(HttpServerTest, DrainClosesIdleConnectionsAndAnswersNewOnesOnce) {
   start();
   Client c(server_->port());
   c.send(get("/full"));
   c.read_until("body:");
   on_io([&] {
-    server_->stop_accepting();
+    server_->drain();
     return 0;
   });
   EXPECT_TRUE(c.closed_by_peer());
+  // A probe arriving during the drain still gets its answer, then the connection closes.
+  Client probe(server_->port());
+  probe.send(get("/full"));
+  const std::string r = probe.read_until("body:");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
+  EXPECT_TRUE(probe.closed_by_peer());
 }
 
 // A socket that never sends a byte is closed after the header timeout, not the (longer)

@@ -53,6 +53,7 @@ struct ServeOptions {
   int64_t max_connections_per_client = 512;
   double header_timeout_seconds = 10;
   double idle_timeout_seconds = 60;
+  double body_timeout_seconds = 60;
   double drain_timeout_seconds = 30;
   EngineOptions engine;      // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
   SamplingOptions sampling;  // the server's defaults: --temp, --top-k, ..., --sampling-defaults
@@ -121,6 +122,7 @@ class ServeCommand {
     auto ms = [](double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1e3)); };
     http.header_timeout = ms(o_.header_timeout_seconds);
     http.idle_timeout = ms(o_.idle_timeout_seconds);
+    http.body_timeout = ms(o_.body_timeout_seconds);
     server::HttpServer server(io, http, [&service](server::HttpRequest r, auto exchange) {
       service.handle(std::move(r), std::move(exchange));
     });
@@ -307,6 +309,10 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--idle-timeout", o->idle_timeout_seconds,
                   "seconds a kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--body-timeout", o->body_timeout_seconds,
+                  "seconds a request body may take to arrive after its header")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--drain-timeout", o->drain_timeout_seconds,

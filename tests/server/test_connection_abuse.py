@@ -28,7 +28,7 @@ def closed_by_server(s):
 @pytest.fixture(scope="module")
 def guarded():
     s = Server("--max-connections", "16", "--max-connections-per-client", "8",
-               "--header-timeout", "2")
+               "--header-timeout", "2", "--body-timeout", "2")
     yield s
     assert s.stop() == 0, s.log_text()[-4000:]
 
@@ -79,3 +79,65 @@ def test_absolute_form_target_is_served(server):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
     assert b'"object":"list"' in answer
+
+
+# ---- fault injection: clients that misbehave mid-request ----
+
+def test_slowloris_header_is_cut_at_the_header_timeout(guarded):
+    # One byte every 0.3 s never completes a header: the connection goes after --header-timeout
+    # (2 s) however steadily it trickles.
+    s = idle_socket(guarded.port, "127.0.0.5")
+    request = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 100
+    t0 = time.time()
+    closed = False
+    for byte in request:
+        try:
+            s.sendall(bytes([byte]))
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+            break
+        time.sleep(0.3)
+        if time.time() - t0 > 6:
+            break
+    assert closed or closed_by_server(s)
+    assert time.time() - t0 < 6
+    s.close()
+
+
+def test_partial_body_is_cut_at_the_body_timeout(guarded):
+    s = idle_socket(guarded.port, "127.0.0.6")
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 1000\r\n\r\n{\"prompt\": \"abc")
+    t0 = time.time()
+    assert closed_by_server(s)  # --body-timeout 2
+    assert 1.5 < time.time() - t0 < 5
+    s.close()
+    # A client that gives up half-way through its body changes nothing either.
+    s = idle_socket(guarded.port, "127.0.0.6")
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"pro")
+    s.close()
+    assert httpx.get(guarded.url + "/health", timeout=5).status_code == 200
+
+
+def test_client_leaving_mid_stream_frees_its_sequence(guarded):
+    before = guarded.metrics()
+    with socket.create_connection(("127.0.0.1", guarded.port), timeout=30) as s:
+        body = (b'{"model": "smollm2", "prompt": "Once upon a time", "max_tokens": 2000, '
+                b'"ignore_eos": true, "stream": true}')
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        got = b""
+        while got.count(b"data: ") < 3:
+            got += s.recv(65536)
+    # Gone after three events: the generation is cancelled, not run to 2000 tokens.
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        m = guarded.metrics()
+        if m["vllm:num_requests_running"] == 0 and \
+                m["drift:client_disconnects_total"] > before["drift:client_disconnects_total"]:
+            break
+        time.sleep(0.1)
+    assert m["vllm:num_requests_running"] == 0
+    assert m["drift:client_disconnects_total"] == before["drift:client_disconnects_total"] + 1
+    assert m["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] < 2000
+    assert httpx.get(guarded.url + "/health", timeout=5).status_code == 200

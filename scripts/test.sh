@@ -3,7 +3,8 @@
 #   1. set-up (packages, both models, release build) — scripts/setup.sh
 #   2. all tests of the release build (unit + model), via ctest
 #   3. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
-#   4. the GGUF parser fuzzer for $DRIFT_FUZZ_SECONDS (default 60) seeded with the malformed corpus
+#   4. every libFuzzer target (GGUF reader, request JSON and schemas, chat templates, both
+#      tokenizers) for $DRIFT_FUZZ_SECONDS each (default 20); scripts/run_fuzzers.sh runs longer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="${DRIFT_JOBS:-$(nproc)}"
@@ -21,9 +22,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -L unit -j "$JOBS"
 
 if [ -d tests/fuzz ]; then
-  echo "== fuzzing the GGUF parser for ${DRIFT_FUZZ_SECONDS:-60} s" >&2
+  echo "== fuzzing every target for ${DRIFT_FUZZ_SECONDS:-20} s each" >&2
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDRIFT_FUZZ=ON >/dev/null
-  cmake --build build-fuzz --target fuzz_gguf
-  scripts/run_fuzzers.sh build-fuzz "${DRIFT_FUZZ_SECONDS:-60}"
+  cmake --build build-fuzz --target fuzzers
+  scripts/run_fuzzers.sh build-fuzz "${DRIFT_FUZZ_SECONDS:-20}"
 fi

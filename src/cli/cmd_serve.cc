@@ -3,8 +3,10 @@
 //
 // Threads: this one runs the I/O loop (every connection); the model loads on a helper thread
 // while /health already answers 503 "loading"; the engine has its worker and compute threads.
-// SIGTERM/SIGINT drain: stop accepting, let accepted requests finish (up to --drain-timeout,
-// then cancel them), wait for their responses to be written, exit 0.
+// SIGTERM/SIGINT drain: /health and new requests answer 503 "draining", requests still queued
+// (no token yet) are refused at once with 503 so their clients can retry elsewhere, started ones
+// finish (up to --drain-timeout, then they are cancelled), their responses are written, exit 0;
+// the log says how many requests and tokens the shutdown cut. A second signal exits at once (1).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -13,6 +15,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -47,6 +50,10 @@ struct ServeOptions {
   std::optional<std::string> chat_template_file;
   uint64_t max_body_bytes = 8u << 20;
   int64_t max_connections = 1024;
+  int64_t max_connections_per_client = 512;
+  double header_timeout_seconds = 10;
+  double idle_timeout_seconds = 60;
+  double body_timeout_seconds = 60;
   double drain_timeout_seconds = 30;
   EngineOptions engine;      // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
   SamplingOptions sampling;  // the server's defaults: --temp, --top-k, ..., --sampling-defaults
@@ -111,6 +118,11 @@ class ServeCommand {
     http.port = uint16_t(o_.port);
     http.max_body_bytes = o_.max_body_bytes;
     http.max_connections = o_.max_connections;
+    http.max_connections_per_client = o_.max_connections_per_client;
+    auto ms = [](double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1e3)); };
+    http.header_timeout = ms(o_.header_timeout_seconds);
+    http.idle_timeout = ms(o_.idle_timeout_seconds);
+    http.body_timeout = ms(o_.body_timeout_seconds);
     server::HttpServer server(io, http, [&service](server::HttpRequest r, auto exchange) {
       service.handle(std::move(r), std::move(exchange));
     });
@@ -162,8 +174,16 @@ class ServeCommand {
     auto begin_drain = [&] {
       if (stopping) return;
       stopping = true;
-      spdlog::info("drift serve: draining (up to {} s)", o_.drain_timeout_seconds);
-      server.stop_accepting();
+      if (model) {
+        const EngineMetrics m = model->engine->metrics();
+        spdlog::info(
+            "drift serve: draining (up to {} s; a second signal exits at once): {} requests "
+            "running, {} queued (refused now)",
+            o_.drain_timeout_seconds, m.num_running, m.num_waiting);
+      } else {
+        spdlog::info("drift serve: stopping while the model loads");
+      }
+      server.drain();
       service.set_draining();
       cost_log.cancel();
       if (!model) return;  // still loading: the loader stops the loop when it is done
@@ -175,7 +195,7 @@ class ServeCommand {
         aborter = std::thread([&] { model->engine->shutdown(ShutdownMode::kAbort); });
       });
       drainer = std::thread([&] {
-        model->engine->shutdown(ShutdownMode::kDrain);
+        model->engine->shutdown(ShutdownMode::kDrainStarted);
         asio::post(io, [&] {
           drain_deadline.cancel();
           give_up_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -183,9 +203,21 @@ class ServeCommand {
         });
       });
     };
-    signals.async_wait([&](const boost::system::error_code& ec, int) {
-      if (!ec) begin_drain();
-    });
+    std::function<void()> wait_for_signal = [&] {
+      signals.async_wait([&](const boost::system::error_code& ec, int signal_number) {
+        if (ec) return;
+        if (stopping) {
+          // The operator does not want to wait for the drain.
+          spdlog::warn("drift serve: second signal ({}): exiting now, cutting {} requests",
+                       signal_number, service.active_generations());
+          spdlog::default_logger()->flush();
+          std::_Exit(1);
+        }
+        begin_drain();
+        wait_for_signal();
+      });
+    };
+    wait_for_signal();
 
     loader = std::thread([&] {
       auto loaded = load_model(*path, o_);
@@ -229,7 +261,13 @@ class ServeCommand {
     if (drainer.joinable()) drainer.join();
     if (aborter.joinable()) aborter.join();
     if (model) model->engine->shutdown(ShutdownMode::kAbort);
-    if (exit_code == 0) spdlog::info("drift serve: stopped");
+    if (exit_code == 0) {
+      const server::OpenAIService::CutSummary cut = service.cut_by_shutdown();
+      spdlog::info(
+          "drift serve: stopped; the shutdown cut {} requests ({} of them before their first "
+          "token), which had generated {} tokens",
+          cut.requests, cut.before_first_token, cut.tokens);
+    }
     return exit_code;
   }
 
@@ -264,6 +302,22 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-connections", o->max_connections, "open connections at most")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--max-connections-per-client", o->max_connections_per_client,
+                  "open connections of one client IP address at most (429 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--header-timeout", o->header_timeout_seconds,
+                  "seconds a connection has to send a request header (a new one: from connect)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--idle-timeout", o->idle_timeout_seconds,
+                  "seconds a kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--body-timeout", o->body_timeout_seconds,
+                  "seconds a request body may take to arrive after its header")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--drain-timeout", o->drain_timeout_seconds,
                   "seconds SIGTERM waits for requests in flight")
       ->capture_default_str()

@@ -62,6 +62,7 @@ void EngineWorker::loop() {
     admit(intake_.requests);
     apply_cancels(intake_.cancels);
     if (intake_.shutdown == ShutdownMode::kAbort) cancel_all("the engine was shut down");
+    if (intake_.shutdown == ShutdownMode::kDrainStarted) cancel_not_started();
     if (intake_.flush_prefix_cache) scheduler_.flush_prefix_cache();
 
     StepReport report;
@@ -155,6 +156,19 @@ void EngineWorker::cancel_all(const std::string& why) {
     std::optional<SequenceOutcome> outcome = scheduler_.cancel(id);
     if (!outcome) outcome = SequenceOutcome{id, std::nullopt, FinishReason::kCancelled, {}};
     outcome->message = why;
+    collect_one(*outcome, now);
+  }
+}
+
+void EngineWorker::cancel_not_started() {
+  ids_.clear();
+  scheduler_.waiting_not_started(ids_);
+  if (ids_.empty()) return;
+  const EngineClock::time_point now = EngineClock::now();
+  for (RequestId id : ids_) {
+    std::optional<SequenceOutcome> outcome = scheduler_.cancel(id);
+    if (!outcome) continue;
+    outcome->message = "the server is shutting down and this request had not started; retry it";
     collect_one(*outcome, now);
   }
 }

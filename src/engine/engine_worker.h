@@ -71,6 +71,8 @@ class EngineWorker {
   void admit(std::vector<AcceptedRequest>& requests);
   void apply_cancels(std::span<const std::shared_ptr<RequestStream>> streams);
   void cancel_all(const std::string& why);
+  // kDrainStarted: every waiting request that has not produced a token ends "cancelled".
+  void cancel_not_started();
   void set_step_budget();
   void learn_step_cost(const StepReport& report);
   void publish_forecast();

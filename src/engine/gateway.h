@@ -42,6 +42,10 @@ struct Refusal {
 
 enum class ShutdownMode : uint8_t {
   kDrain,  // every request accepted so far runs to its end
+  // A server's drain: requests that have produced a token run to their end; those still waiting
+  // for their first ("cancelled" at once) so that their clients can retry elsewhere now instead
+  // of after the drain.
+  kDrainStarted,
   kAbort,  // every unfinished request ends with finish reason "cancelled"
 };
 

@@ -103,6 +103,11 @@ std::optional<SequenceOutcome> EngineScheduler::cancel(SeqId id) {
   return outcomes_.back();
 }
 
+void EngineScheduler::waiting_not_started(std::vector<SeqId>& out) const {
+  for (const SequenceState* s : waiting_)
+    if (s->generated_len() == 0) out.push_back(s->id);
+}
+
 void EngineScheduler::set_prefill_token_budget(int32_t tokens) {
   prefill_token_budget_ = std::clamp(tokens, 1, config_.max_num_batched_tokens);
 }

@@ -133,6 +133,9 @@ class EngineScheduler {
   const SchedulerConfig& config() const { return config_; }
   uint64_t current_step() const { return step_; }  // the number the next plan will carry
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  // Appends the ids of the waiting sequences that have generated nothing yet (never admitted,
+  // or preempted before their first token) to `out`.
+  void waiting_not_started(std::vector<SeqId>& out) const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   bool has_unfinished() const { return !seqs_.empty(); }
   const SequenceState* find(SeqId id) const;

@@ -34,8 +34,13 @@ bool has_control_text(const Tokenizer& tokenizer, const std::string& text) {
 
 Expected<std::vector<int32_t>> tokenize_chat(const ChatPromptBuilder& builder,
                                              const Tokenizer& tokenizer,
-                                             const jinja::Json& messages) {
+                                             const jinja::Json& messages, size_t max_prompt_bytes) {
   DRIFT_ASSIGN_OR_RETURN(ChatPrompt plain, builder.render(inputs_for(messages)));
+  if (plain.text.size() > max_prompt_bytes)
+    return make_error(
+        "the rendered prompt has {} bytes, more than the {} bytes that could fit this model's "
+        "context",
+        plain.text.size(), max_prompt_bytes);
 
   bool any_control = false;
   for (const auto& m : messages) {

@@ -11,6 +11,7 @@
 // does not reduce to the plain one), the request is refused rather than risk a forged turn.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -20,9 +21,11 @@
 
 namespace drift::server {
 
-// `messages`: as openai_schema leaves them (role, string content).
+// `messages`: as openai_schema leaves them (role, string content). A rendered prompt longer than
+// `max_prompt_bytes` is refused before any tokenization (see prompt_bound.h).
 Expected<std::vector<int32_t>> tokenize_chat(const ChatPromptBuilder& builder,
                                              const Tokenizer& tokenizer,
-                                             const jinja::Json& messages);
+                                             const jinja::Json& messages,
+                                             size_t max_prompt_bytes = SIZE_MAX);
 
 }  // namespace drift::server

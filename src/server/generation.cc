@@ -20,6 +20,20 @@ ApiError error_for_rejection(const Finish& finish) {
   if (message.find("shutting down") != std::string::npos ||
       message.find("unhealthy") != std::string::npos)
     return unavailable(message);
+  // Session refusals (session_store.cc): a cap is the server's capacity, a retry after another
+  // session ends succeeds (429 + Retry-After); a second turn while one runs is a conflict with
+  // the session's state (409).
+  if (message.rfind("too many sessions", 0) == 0 || message.rfind("session token cap", 0) == 0) {
+    ApiError e = overloaded(message);
+    e.code = "session_limit";
+    return e;
+  }
+  if (message.find("has a turn running") != std::string::npos) {
+    ApiError e = bad_request(message, "session_id");
+    e.status = 409;
+    e.code = "session_busy";
+    return e;
+  }
   return bad_request(message);
 }
 
@@ -80,9 +94,14 @@ void Generation::on_event(size_t index, TokenEvent event) {
                        event.finish->reason == FinishReason::kCancelled)) {
     const Finish& f = *event.finish;
     if (f.reason == FinishReason::kRejected) return fail(error_for_rejection(f));
-    if (f.reason == FinishReason::kCancelled)
+    if (f.reason == FinishReason::kCancelled) {
+      // Cut by the server (shutdown, a killed session): the log counts what was generated.
+      for (const ChoiceState& other : choices_)
+        if (!other.finish_reason) outcome_.completion_tokens += other.tokens;
+      outcome_.cut = true;
       return fail(
           unavailable(f.message.empty() ? "the request was cancelled by the server" : f.message));
+    }
     return fail(internal_error("generation failed: " + f.message));
   }
   ensure_stream_started();

@@ -38,6 +38,7 @@ struct GenerationOutcome {
   int64_t completion_tokens = 0;
   std::optional<double> ttft_seconds;  // first text sent (or first token, non-streaming)
   bool client_gone = false;
+  bool cut = false;  // cancelled by the server (drain, abort, a killed session)
   int stop_string_matches = 0;
 };
 

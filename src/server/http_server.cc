@@ -5,8 +5,10 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <deque>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "server/api_error.h"
@@ -36,6 +38,8 @@ std::string_view http_reason(int status) {
       return "Method Not Allowed";
     case 408:
       return "Request Timeout";
+    case 409:
+      return "Conflict";
     case 413:
       return "Payload Too Large";
     case 429:
@@ -62,6 +66,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         retry_timer(io_) {}
 
   void accept();
+  // Over max_connections: closes the connection that has waited longest for a request (none in
+  // progress). False if every connection is reading or answering one.
+  bool reclaim_idle(const Session* newcomer);
 
   asio::io_context& io;
   const HttpServerConfig config;
@@ -73,9 +80,40 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   HttpCounters counters;
   int64_t busy = 0;
   std::unordered_set<Session*> sessions;
+  std::unordered_map<std::string, int64_t> connections_per_client;  // by client IP address
 };
 
 namespace {
+
+// The key connections are counted by: the client's IP address (an IPv4-mapped IPv6 address as
+// its IPv4 form, so a dual-stack listener counts one client once).
+std::string client_key(const tcp::socket& socket) {
+  error_code ec;
+  const tcp::endpoint remote = socket.remote_endpoint(ec);
+  if (ec) return "?";
+  asio::ip::address address = remote.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped())
+    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  return address.to_string();
+}
+
+// An absolute-form request target ("http://host:8080/v1/models?x=1", RFC 9112 3.2.2, sent to
+// proxies and accepted by servers) as its origin form ("/v1/models?x=1").
+std::string origin_form(std::string_view target) {
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() < scheme.size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < scheme.size() && match; ++i)
+      match = std::tolower(static_cast<unsigned char>(target[i])) == scheme[i];
+    if (!match) continue;
+    const std::string_view rest = target.substr(scheme.size());
+    const size_t path = rest.find_first_of("/?");
+    if (path == std::string_view::npos) return "/";
+    if (rest[path] == '?') return "/" + std::string(rest.substr(path));
+    return std::string(rest.substr(path));
+  }
+  return std::string(target);
+}
 
 std::string response_head(int status, std::string_view content_type, bool keep_alive,
                           const HttpExchange::Headers& headers,
@@ -103,28 +141,42 @@ std::string response_head(int status, std::string_view content_type, bool keep_a
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket)
-      : server_(std::move(server)), socket_(std::move(socket)), deadline_(server_->io) {
+      : server_(std::move(server)),
+        socket_(std::move(socket)),
+        deadline_(server_->io),
+        client_(client_key(socket_)) {
     server_->sessions.insert(this);
     ++server_->counters.open_connections;
+    ++server_->connections_per_client[client_];
   }
   ~Session() {
     server_->sessions.erase(this);
     --server_->counters.open_connections;
+    auto it = server_->connections_per_client.find(client_);
+    if (--it->second == 0) server_->connections_per_client.erase(it);
   }
 
   void start() { wait_for_request(); }
-  // Over the connection cap: one 503 and close.
-  void refuse() {
+  // Over a connection cap: one error response (429 or 503, with Retry-After) and close.
+  void refuse(ApiError error) {
     state_ = State::kBusy;
     ++serial_;
     ++server_->busy;
     keep_alive_ = false;
-    respond(serial_, 503, "application/json",
-            error_json(unavailable("too many open connections; retry later")), {});
+    error.retry_after_seconds = 1;
+    respond(serial_, error.status, "application/json", error_json(error), {{"Retry-After", "1"}});
   }
   void close_if_idle() {
     if (state_ == State::kWaiting) close();
   }
+  // Waiting for a request (a new connection's first, or a kept-alive one's next) since when;
+  // nullopt while a request is read or answered.
+  std::optional<std::chrono::steady_clock::time_point> idle_since() const {
+    if (state_ != State::kWaiting) return std::nullopt;
+    return waiting_since_;
+  }
+  int64_t client_connections() const { return server_->connections_per_client[client_]; }
+  const std::string& client() const { return client_; }
 
   // ---- the exchange's calls, checked against the request they belong to ----
   void respond(uint64_t serial, int status, std::string_view content_type, std::string body,
@@ -134,7 +186,8 @@ class Session : public std::enable_shared_from_this<Session> {
     response_started_ = true;
     response_ended_ = true;
     if (server_->draining) keep_alive_ = false;
-    enqueue(response_head(status, content_type, keep_alive_, headers, body.size()) + body);
+    std::string head = response_head(status, content_type, keep_alive_, headers, body.size());
+    enqueue(head_only_ ? std::move(head) : std::move(head) + body);  // HEAD: the length, no body
   }
   void start_stream(uint64_t serial, int status, std::string_view content_type) {
     if (!current(serial) || response_started_) return;
@@ -145,13 +198,13 @@ class Session : public std::enable_shared_from_this<Session> {
     enqueue(response_head(status, content_type, keep_alive_, {}, std::nullopt));
   }
   void send_chunk(uint64_t serial, std::string data) {
-    if (!current(serial) || !chunked_ || response_ended_ || data.empty()) return;
+    if (!current(serial) || !chunked_ || response_ended_ || data.empty() || head_only_) return;
     enqueue(fmt::format("{:x}\r\n", data.size()) + data + "\r\n");
   }
   void end_stream(uint64_t serial) {
     if (!current(serial) || !chunked_ || response_ended_) return;
     response_ended_ = true;
-    enqueue("0\r\n\r\n");
+    enqueue(head_only_ ? std::string() : std::string("0\r\n\r\n"));
   }
   void on_disconnect(uint64_t serial, std::function<void()> callback) {
     if (serial == serial_) on_disconnect_ = std::move(callback);
@@ -188,8 +241,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // ---- reading requests ----
   void wait_for_request() {
     state_ = State::kWaiting;
-    if (server_->draining) return close();
-    arm(server_->config.idle_timeout);
+    waiting_since_ = std::chrono::steady_clock::now();
+    // Draining: a connection that has been answered goes; a new one gets its one request.
+    if (server_->draining && serial_ > 0) return close();
+    // A new connection gets the header timeout for its first request: a socket that never
+    // sends a byte must not hold a connection slot for the (longer) keep-alive idle timeout.
+    arm(serial_ == 0 ? server_->config.header_timeout : server_->config.idle_timeout);
     if (buffer_.size() > 0) return read_header();  // a pipelined request is already here
     if (!wait_pending_) watch_readable();
   }
@@ -251,7 +308,8 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpRequest request;
     request.id = server_->next_request_id++;
     request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
+    request.target = origin_form(std::string_view(req.target().data(), req.target().size()));
+    head_only_ = req.method() == http::verb::head;
     request.authorization = std::string(req[http::field::authorization]);
     request.body = std::move(req.body());
     request.received = std::chrono::steady_clock::now();
@@ -295,7 +353,7 @@ class Session : public std::enable_shared_from_this<Session> {
     ++serial_;
     ++server_->counters.requests_total;
     ++server_->busy;
-    response_started_ = response_ended_ = chunked_ = false;
+    response_started_ = response_ended_ = chunked_ = head_only_ = false;
     keep_alive_ = false;
     linger_ = true;  // the client may still be sending the body we refused
     respond(serial_, error.status, "application/json", error_json(error), {});
@@ -384,6 +442,8 @@ class Session : public std::enable_shared_from_this<Session> {
   const std::shared_ptr<HttpServer::Impl> server_;
   tcp::socket socket_;
   asio::steady_timer deadline_;
+  const std::string client_;  // client_key(): what the per-client cap counts
+  std::chrono::steady_clock::time_point waiting_since_;
   uint64_t deadline_gen_ = 0;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -397,6 +457,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool chunked_ = false;
   bool linger_ = false;
   bool writing_ = false;
+  bool head_only_ = false;  // the current request is HEAD
   std::deque<std::string> out_;
   std::string writing_buffer_;
   std::array<char, 16384> drain_buffer_;
@@ -437,28 +498,50 @@ std::shared_ptr<HttpExchange> Session::make_exchange() {
 
 void HttpServer::Impl::accept() {
   // The handler shares ownership of the Impl, so it may run after ~HttpServer.
-  acceptor.async_accept(
-      [this, keep = shared_from_this()](const error_code& ec, tcp::socket socket) {
-        if (!acceptor.is_open()) return;
-        if (ec) {
-          // Out of descriptors (or similar): pause instead of spinning on the error.
-          spdlog::warn("accept failed: {}; retrying in 100 ms", ec.message());
-          retry_timer.expires_after(std::chrono::milliseconds(100));
-          retry_timer.async_wait([this, keep = shared_from_this()](const error_code& e) {
-            if (!e) accept();
-          });
-          return;
-        }
-        error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto session = std::make_shared<Session>(shared_from_this(), std::move(socket));
-        if (counters.open_connections > config.max_connections) {
-          session->refuse();
-        } else {
-          session->start();
-        }
-        accept();
+  acceptor.async_accept([this, keep = shared_from_this()](const error_code& ec,
+                                                          tcp::socket socket) {
+    if (!acceptor.is_open()) return;
+    if (ec) {
+      // Out of descriptors (or similar): pause instead of spinning on the error.
+      spdlog::warn("accept failed: {}; retrying in 100 ms", ec.message());
+      retry_timer.expires_after(std::chrono::milliseconds(100));
+      retry_timer.async_wait([this, keep = shared_from_this()](const error_code& e) {
+        if (!e) accept();
       });
+      return;
+    }
+    error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    auto session = std::make_shared<Session>(shared_from_this(), std::move(socket));
+    if (session->client_connections() > config.max_connections_per_client) {
+      ApiError error =
+          overloaded(fmt::format("too many connections from {}: at most {} at once; reuse a "
+                                 "keep-alive connection or close idle ones",
+                                 session->client(), config.max_connections_per_client));
+      session->refuse(std::move(error));
+    } else if (counters.open_connections > config.max_connections && !reclaim_idle(session.get())) {
+      session->refuse(unavailable("too many open connections; retry later"));
+    } else {
+      session->start();
+    }
+    accept();
+  });
+}
+
+bool HttpServer::Impl::reclaim_idle(const Session* newcomer) {
+  Session* oldest = nullptr;
+  std::chrono::steady_clock::time_point oldest_since;
+  for (Session* s : sessions) {
+    const auto since = s->idle_since();
+    if (s == newcomer || !since) continue;
+    if (!oldest || *since < oldest_since) {
+      oldest = s;
+      oldest_since = *since;
+    }
+  }
+  if (!oldest) return false;
+  oldest->close_if_idle();  // a kept-alive client sees the close and reconnects
+  return true;
 }
 
 HttpServer::HttpServer(asio::io_context& io, HttpServerConfig config, HttpHandler handler)
@@ -494,11 +577,8 @@ uint16_t HttpServer::port() const {
   return ec ? 0 : endpoint.port();
 }
 
-void HttpServer::stop_accepting() {
+void HttpServer::drain() {
   impl_->draining = true;
-  error_code ignored;
-  impl_->acceptor.close(ignored);
-  impl_->retry_timer.cancel();
   // Copy first: closing removes sessions from the set.
   std::vector<Session*> sessions(impl_->sessions.begin(), impl_->sessions.end());
   for (Session* s : sessions) {

@@ -4,9 +4,13 @@
 // that runs the io_context.
 //
 // Limits that keep slow or hostile clients from pinning resources: a cap on open connections
-// (the excess gets 503 and is closed), a header size limit (431), a body size limit (413), and
-// timeouts for an idle keep-alive connection, for receiving the header, the body, and for each
-// write (a client that stops reading its stream is dropped, which cancels its generation).
+// (when it is reached, the longest-idle connection that has no request in progress is closed to
+// make room; only when none is idle does the newcomer get 503), a cap on the connections of one
+// client address (the excess gets 429), a header size limit (431), a body size limit (413), and
+// timeouts: a new connection must deliver its first request header within the header timeout
+// (so sockets that never send a byte are gone after it), a kept-alive connection its next request
+// within the idle timeout; the body and each write have their own (a client that stops reading
+// its stream is dropped, which cancels its generation).
 #pragma once
 
 #include <chrono>
@@ -32,16 +36,18 @@ struct HttpServerConfig {
   uint64_t max_body_bytes = 8u << 20;
   uint32_t max_header_bytes = 16u << 10;
   int64_t max_connections = 1024;
+  // Connections of one client IP address at once (IPv4-mapped IPv6 counts as the IPv4 address).
+  int64_t max_connections_per_client = 512;
   std::chrono::milliseconds idle_timeout{60'000};    // keep-alive connection with no request
-  std::chrono::milliseconds header_timeout{10'000};  // first byte to end of header
+  std::chrono::milliseconds header_timeout{10'000};  // connect (or first byte) to end of header
   std::chrono::milliseconds body_timeout{60'000};    // end of header to end of body
   std::chrono::milliseconds write_timeout{60'000};   // one write of a response or stream
 };
 
 struct HttpRequest {
-  uint64_t id = 0;  // per process, for the access log
-  std::string method;
-  std::string target;  // path and query
+  uint64_t id = 0;     // per process, for the access log
+  std::string method;  // HEAD is passed on as "HEAD"; its response's body is not sent
+  std::string target;  // path and query (an absolute-form target arrives as its path and query)
   std::string authorization;
   std::string body;
   std::chrono::steady_clock::time_point received;
@@ -84,9 +90,10 @@ class HttpServer {
   // Binds and starts accepting; an error says which address could not be bound and why.
   Status listen();
   uint16_t port() const;
-  // Drain: no new connections; idle keep-alive connections close, busy ones close once their
-  // response ends.
-  void stop_accepting();
+  // Drain: idle keep-alive connections close, busy ones close once their response ends, and
+  // every response from now on closes its connection. New connections are still accepted (each
+  // for one request), so that /health can tell probes the server is draining.
+  void drain();
   // Connections with a response in progress.
   int64_t busy_connections() const;
   HttpCounters counters() const;

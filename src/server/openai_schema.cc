@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -331,15 +332,52 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(const json& b
                        "n");
   if (auto e = get_string(body, "session_id", r.options.session_id)) return *e;
   if (const auto& id = r.options.session_id) {
-    if (id->empty() || id->size() > kMaxSessionIdBytes)
-      return bad_request(fmt::format("'session_id' must have 1 to {} bytes, got {}",
-                                     kMaxSessionIdBytes, id->size()),
-                         "session_id");
+    if (auto e = check_session_id(*id)) return *e;
     // A session runs one turn at a time, and a turn is one prompt with one continuation.
     if (r.prompts.size() != 1 || r.options.n != 1)
       return bad_request("a request with 'session_id' takes one prompt and n = 1", "session_id");
   }
   return r;
+}
+
+std::optional<ApiError> check_session_id(std::string_view id) {
+  if (id.empty() || id.size() > kMaxSessionIdBytes)
+    return bad_request(
+        fmt::format("'session_id' must have 1 to {} bytes, got {}", kMaxSessionIdBytes, id.size()),
+        "session_id");
+  for (size_t i = 0; i < id.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(id[i]);
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') continue;
+    return bad_request(
+        fmt::format("'session_id' may contain only letters, digits, '-', '.', '_' and '~' (so that "
+                    "DELETE /v1/sessions/{{id}} can name it), but byte {} is {}",
+                    i, std::isprint(c) ? fmt::format("'{}'", char(c)) : fmt::format("0x{:02X}", c)),
+        "session_id");
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> percent_decode(std::string_view segment) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(segment.size());
+  for (size_t i = 0; i < segment.size(); ++i) {
+    if (segment[i] != '%') {
+      out += segment[i];
+      continue;
+    }
+    if (i + 2 >= segment.size()) return std::nullopt;  // "%" or "%X" at the end
+    const int high = hex(segment[i + 1]), low = hex(segment[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += char(high * 16 + low);
+    i += 2;
+  }
+  return out;
 }
 
 std::variant<ChatRequest, ApiError> parse_chat_request(const json& body) {

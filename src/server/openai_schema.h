@@ -76,6 +76,14 @@ struct TokenizeRequest {
 };
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const nlohmann::json& body);
 
+// A session id: 1 to kMaxSessionIdBytes of RFC 3986's unreserved characters (letters, digits,
+// '-', '.', '_', '~'), so that every id a turn creates can be named in DELETE /v1/sessions/{id}
+// as it is. nullopt if `id` is one; else the 400 (param "session_id") saying which byte is not.
+std::optional<ApiError> check_session_id(std::string_view id);
+
+// A URL path segment with its %XX escapes decoded; nullopt if an escape is malformed.
+std::optional<std::string> percent_decode(std::string_view segment);
+
 // /detokenize: {"tokens": [int...]}.
 std::variant<std::vector<int32_t>, ApiError> parse_detokenize_request(const nlohmann::json& body);
 

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -88,12 +90,59 @@ std::string completion_id(bool chat, uint64_t serial) {
 
 }  // namespace
 
+// A request's prompt phase after validation: what the I/O thread needs to start its Generation.
+struct PreparedCompletion {
+  GenerationOptions options;
+  // One entry per distinct prompt: its ids and its echo text.
+  std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;
+  int64_t prompt_tokens = 0;
+};
+
+// Two workers: one huge prompt does not hold up the next request's, and the engine's compute
+// threads keep the cores.
 OpenAIService::OpenAIService(boost::asio::io_context& io, ServiceConfig config)
-    : io_(io), config_(std::move(config)) {}
+    : io_(io),
+      config_(std::move(config)),
+      prompt_workers_(std::make_unique<boost::asio::thread_pool>(2)) {}
 
-OpenAIService::~OpenAIService() = default;
+OpenAIService::~OpenAIService() {
+  // Queued prompt jobs are dropped (their connections are going too); a running one finishes.
+  prompt_workers_->stop();
+  prompt_workers_->join();
+}
 
-void OpenAIService::set_ready(std::shared_ptr<LoadedModel> model) { model_ = std::move(model); }
+void OpenAIService::set_ready(std::shared_ptr<LoadedModel> model) {
+  prompt_bound_ = PromptBound::from(model->tokenizer);
+  model_ = std::move(model);
+}
+
+template <typename Work, typename Then>
+void OpenAIService::off_io_thread(const HttpRequest& request,
+                                  const std::shared_ptr<HttpExchange>& exchange, Work work,
+                                  Then then) {
+  boost::asio::post(*prompt_workers_, [this, request = HttpRequest(request), exchange,
+                                       work = std::move(work), then = std::move(then)]() mutable {
+    using Result = decltype(work(request.body));
+    std::optional<Result> result;
+    try {
+      result.emplace(work(request.body));
+    } catch (const std::exception& e) {
+      spdlog::error("request {} {}: internal error: {}", request.id, request.target, e.what());
+      result.emplace(internal_error(fmt::format("internal error: {}", e.what())));
+    }
+    request.body = std::string();  // read; the access log needs the rest
+    boost::asio::post(io_, [this, request = std::move(request), exchange = std::move(exchange),
+                            result = std::move(*result), then = std::move(then)]() mutable {
+      try {
+        if (auto* e = std::get_if<ApiError>(&result)) return reply_error(request, exchange, *e);
+        then(request, exchange, std::move(std::get<1>(result)));
+      } catch (const std::exception& e) {
+        spdlog::error("request {} {}: internal error: {}", request.id, request.target, e.what());
+        reply_error(request, exchange, internal_error(fmt::format("internal error: {}", e.what())));
+      }
+    });
+  });
+}
 void OpenAIService::set_draining() { draining_ = true; }
 void OpenAIService::set_http_counters(std::function<HttpCounters()> counters) {
   http_counters_ = std::move(counters);
@@ -162,7 +211,9 @@ void OpenAIService::route(const HttpRequest& request,
   for (const Entry& e : kRoutes)
     if (e.path == path) entry = &e;
   if (!entry) return reply_error(request, exchange, not_found(fmt::format("no route {}", path)));
-  if (request.method != entry->method) {
+  // HEAD is GET without the body (the HTTP layer drops it), RFC 9110 9.3.2.
+  const bool head_of_get = request.method == "HEAD" && entry->method == "GET";
+  if (request.method != entry->method && !head_of_get) {
     ApiError e =
         bad_request(fmt::format("{} takes {}, not {}", path, entry->method, request.method));
     e.status = 405;
@@ -191,12 +242,14 @@ void OpenAIService::route(const HttpRequest& request,
 
 void OpenAIService::delete_session(const HttpRequest& request,
                                    const std::shared_ptr<HttpExchange>& exchange) {
-  const std::string id(path_of(request.target).substr(kSessionsPrefix.size()));
-  if (id.empty() || id.size() > kMaxSessionIdBytes || id.find('/') != std::string::npos)
-    return reply_error(
-        request, exchange,
-        bad_request(fmt::format("a session id has 1 to {} bytes and no '/'", kMaxSessionIdBytes),
-                    "session_id"));
+  // Ids are URL-safe (check_session_id), but a client may still percent-encode them.
+  const std::optional<std::string> decoded =
+      percent_decode(path_of(request.target).substr(kSessionsPrefix.size()));
+  if (!decoded)
+    return reply_error(request, exchange,
+                       bad_request("malformed %-escape in the session id", "session_id"));
+  if (auto e = check_session_id(*decoded)) return reply_error(request, exchange, *e);
+  const std::string& id = *decoded;
   const bool kill = query_flag(request.target, "kill");
   Status status = kill ? model_->engine->kill_session(id) : model_->engine->end_session(id);
   if (!status.ok())
@@ -285,25 +338,30 @@ void OpenAIService::models(const HttpRequest& request,
 
 void OpenAIService::tokenize(const HttpRequest& request,
                              const std::shared_ptr<HttpExchange>& exchange) {
-  auto body = parse_request_json(request.body);
-  if (auto* e = std::get_if<ApiError>(&body)) return reply_error(request, exchange, *e);
-  auto parsed = parse_tokenize_request(std::get<json>(body));
-  if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
-  const TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
-  std::vector<int32_t> tokens;
-  if (t.prompt) {
-    tokens =
-        model_->tokenizer.encode(*t.prompt, {.add_special = t.add_special, .parse_special = true});
-  } else {
-    auto ids = tokenize_chat(model_->chat, model_->tokenizer, *t.messages);
-    if (!ids.ok())
-      return reply_error(request, exchange, bad_request(ids.error().message, "messages"));
-    tokens = std::move(*ids);
-  }
-  reply_json(request, exchange, 200,
-             dump_json(json{{"tokens", tokens},
-                            {"count", tokens.size()},
-                            {"max_model_len", model_->engine->setup().max_model_len}}));
+  // Off the I/O thread: a large prompt takes a while to tokenize (see prompt_workers_).
+  using Result = std::variant<ApiError, std::vector<int32_t>>;
+  auto work = [model = model_](const std::string& body) -> Result {
+    auto parsed_body = parse_request_json(body);
+    if (auto* e = std::get_if<ApiError>(&parsed_body)) return *e;
+    auto parsed = parse_tokenize_request(std::get<json>(parsed_body));
+    if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+    const TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
+    if (t.prompt)
+      return model->tokenizer.encode(*t.prompt,
+                                     {.add_special = t.add_special, .parse_special = true});
+    auto ids = tokenize_chat(model->chat, model->tokenizer, *t.messages);
+    if (!ids.ok()) return bad_request(ids.error().message, "messages");
+    return std::move(*ids);
+  };
+  off_io_thread(request, exchange, std::move(work),
+                [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                       std::vector<int32_t> tokens) {
+                  reply_json(
+                      request, exchange, 200,
+                      dump_json(json{{"tokens", tokens},
+                                     {"count", tokens.size()},
+                                     {"max_model_len", model_->engine->setup().max_model_len}}));
+                });
 }
 
 void OpenAIService::detokenize(const HttpRequest& request,
@@ -319,38 +377,53 @@ void OpenAIService::detokenize(const HttpRequest& request,
   reply_json(request, exchange, 200, dump_json(json{{"prompt", *text}, {"content", *text}}));
 }
 
-void OpenAIService::completions(const HttpRequest& request,
-                                const std::shared_ptr<HttpExchange>& exchange, bool chat) {
-  auto body = parse_request_json(request.body);
-  if (auto* e = std::get_if<ApiError>(&body)) return reply_error(request, exchange, *e);
-  const json& j = std::get<json>(body);
+namespace {
+
+// Runs on a prompt worker: reads only the loaded model (immutable, or thread-safe) and its
+// arguments.
+std::variant<ApiError, PreparedCompletion> prepare_completion(const LoadedModel& model,
+                                                              const PromptBound& bound,
+                                                              const std::string& served_model_name,
+                                                              const std::string& body, bool chat) {
+  auto parsed_body = parse_request_json(body);
+  if (auto* e = std::get_if<ApiError>(&parsed_body)) return *e;
+  const json& j = std::get<json>(parsed_body);
+  const int64_t context = model.engine->setup().max_model_len;
+  const size_t max_prompt_bytes = bound.max_bytes(context);
 
   std::optional<std::string> model_name;
-  GenerationOptions options;
-  // One entry per distinct prompt: its ids and its echo text.
-  std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;
-  const Tokenizer& tokenizer = model_->tokenizer;
+  PreparedCompletion prepared;
+  GenerationOptions& options = prepared.options;
+  auto& prompts = prepared.prompts;
+  const Tokenizer& tokenizer = model.tokenizer;
   if (chat) {
     auto parsed = parse_chat_request(j);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
     ChatRequest& c = std::get<ChatRequest>(parsed);
     model_name = c.model;
     options = std::move(c.options);
-    auto ids = tokenize_chat(model_->chat, tokenizer, c.messages);
-    if (!ids.ok())
-      return reply_error(request, exchange, bad_request(ids.error().message, "messages"));
+    auto ids = tokenize_chat(model.chat, tokenizer, c.messages, max_prompt_bytes);
+    if (!ids.ok()) return (bad_request(ids.error().message, "messages"));
     prompts.emplace_back(std::move(*ids), std::string());
   } else {
     auto parsed = parse_completion_request(j);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
     CompletionRequest& c = std::get<CompletionRequest>(parsed);
     model_name = c.model;
     options = std::move(c.options);
     for (PromptInput& p : c.prompts) {
       if (auto* text = std::get_if<std::string>(&p)) {
+        if (text->size() > max_prompt_bytes)
+          return bad_request(
+              fmt::format("this model's context length is {} tokens, but the prompt has {} "
+                          "bytes, at least {} tokens (no token of this model covers more than {} "
+                          "bytes)",
+                          context, text->size(), bound.min_tokens(text->size()),
+                          bound.max_bytes_per_token()),
+              "prompt");
         // A turn that continues a session follows its history: no second BOS.
         const bool continues_session =
-            options.session_id && model_->engine->session_history(*options.session_id)
+            options.session_id && model.engine->session_history(*options.session_id)
                                           .value_or(std::vector<TokenId>{})
                                           .size() > 0;
         prompts.emplace_back(
@@ -360,16 +433,14 @@ void OpenAIService::completions(const HttpRequest& request,
         auto& ids = std::get<std::vector<int32_t>>(p);
         for (int32_t id : ids)
           if (id >= tokenizer.vocab_size())
-            return reply_error(request, exchange,
-                               bad_request(fmt::format("prompt token id {} is outside the "
-                                                       "vocabulary of {} tokens",
-                                                       id, tokenizer.vocab_size()),
-                                           "prompt"));
+            return (bad_request(fmt::format("prompt token id {} is outside the "
+                                            "vocabulary of {} tokens",
+                                            id, tokenizer.vocab_size()),
+                                "prompt"));
         std::string echo;
         if (options.echo) {
           auto decoded = tokenizer.decode(ids);
-          if (!decoded.ok())
-            return reply_error(request, exchange, bad_request(decoded.error().message, "prompt"));
+          if (!decoded.ok()) return (bad_request(decoded.error().message, "prompt"));
           echo = std::move(*decoded);
         }
         prompts.emplace_back(std::move(ids), std::move(echo));
@@ -377,36 +448,56 @@ void OpenAIService::completions(const HttpRequest& request,
       if (!options.echo) prompts.back().second.clear();
     }
   }
-  if (model_name && *model_name != config_.served_model_name)
-    return reply_error(request, exchange,
-                       not_found(fmt::format("the model '{}' does not exist; this server serves "
-                                             "'{}'",
-                                             *model_name, config_.served_model_name),
-                                 "model_not_found"));
+  if (model_name && *model_name != served_model_name)
+    return (not_found(fmt::format("the model '{}' does not exist; this server serves "
+                                  "'{}'",
+                                  *model_name, served_model_name),
+                      "model_not_found"));
   // The context checks, with both numbers, before anything is queued.
-  const int64_t context = model_->engine->setup().max_model_len;
-  int64_t prompt_tokens = 0;
+  int64_t& prompt_tokens = prepared.prompt_tokens;
   for (const auto& [ids, echo] : prompts) {
     const int64_t len = int64_t(ids.size());
-    if (len == 0)
-      return reply_error(request, exchange, bad_request("the prompt is empty", "prompt"));
+    if (len == 0) return (bad_request("the prompt is empty", "prompt"));
     if (len >= context)
-      return reply_error(
-          request, exchange,
+      return (
           bad_request(fmt::format("this model's context length is {} tokens, but the prompt has "
                                   "{} tokens (leaving no room to generate)",
                                   context, len),
                       chat ? "messages" : "prompt"));
     if (options.max_tokens && len + *options.max_tokens > context)
-      return reply_error(
-          request, exchange,
+      return (
           bad_request(fmt::format("this model's context length is {} tokens, but {} prompt tokens "
                                   "+ {} max_tokens = {} tokens were requested",
                                   context, len, *options.max_tokens, len + *options.max_tokens),
                       "max_tokens"));
     prompt_tokens += len;
   }
+  return prepared;
+}
 
+}  // namespace
+
+void OpenAIService::completions(const HttpRequest& request,
+                                const std::shared_ptr<HttpExchange>& exchange, bool chat) {
+  // Off the I/O thread: parsing, template rendering and tokenization of a large body take
+  // seconds that /health and the running streams must not wait for.
+  auto work = [model = model_, bound = prompt_bound_, name = config_.served_model_name,
+               chat](const std::string& body) -> std::variant<ApiError, PreparedCompletion> {
+    return prepare_completion(*model, bound, name, body, chat);
+  };
+  off_io_thread(request, exchange, std::move(work),
+                [this, chat](const HttpRequest& request,
+                             const std::shared_ptr<HttpExchange>& exchange, PreparedCompletion p) {
+                  submit_completion(request, exchange, chat, std::move(p));
+                });
+}
+
+void OpenAIService::submit_completion(const HttpRequest& request,
+                                      const std::shared_ptr<HttpExchange>& exchange, bool chat,
+                                      PreparedCompletion prepared) {
+  GenerationOptions& options = prepared.options;
+  const auto& prompts = prepared.prompts;
+  const int64_t prompt_tokens = prepared.prompt_tokens;
   GenerationSpec spec;
   spec.meta.chat = chat;
   spec.meta.id = completion_id(chat, next_completion_id_++);
@@ -444,6 +535,11 @@ void OpenAIService::completions(const HttpRequest& request,
   auto done = [this, request](const GenerationOutcome& o) {
     --active_generations_;
     if (o.client_gone) ++client_disconnects_;
+    if (o.cut && draining_) {
+      ++cut_by_shutdown_.requests;
+      if (o.completion_tokens == 0) ++cut_by_shutdown_.before_first_token;
+      cut_by_shutdown_.tokens += uint64_t(o.completion_tokens);
+    }
     stop_string_matches_ += uint64_t(o.stop_string_matches);
     access_log(request, o.status, o.prompt_tokens, o.completion_tokens, o.ttft_seconds);
   };

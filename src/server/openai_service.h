@@ -1,7 +1,9 @@
 // The OpenAI-compatible API over one engine: routing, the API key, request validation against
 // the model (context length, vocabulary), tokenization and chat templates, and the non-generating
 // endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize). Generating requests become
-// Generations (generation.h). Runs on the I/O thread only.
+// Generations (generation.h). Runs on the I/O thread, except the prompt phase of /tokenize and the
+// completion routes (JSON parsing, template rendering, tokenization: up to seconds for a large
+// body), which runs on two prompt workers and hands its result back to the I/O thread.
 //
 // Status codes: 400 invalid request, 401 bad or missing key (all routes but /health), 404 unknown
 // route or model, 405 wrong method, 413/431 (HTTP layer), 429 + Retry-After when the engine's
@@ -18,14 +20,18 @@
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/http_server.h"
+#include "server/prompt_bound.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace boost::asio {
 class io_context;
-}
+class thread_pool;
+}  // namespace boost::asio
 
 namespace drift::server {
+
+struct PreparedCompletion;  // openai_service.cc
 
 struct ServiceConfig {
   std::string served_model_name;
@@ -52,6 +58,14 @@ class OpenAIService {
   // The HTTP layer's counters, for /metrics.
   void set_http_counters(std::function<HttpCounters()> counters);
   int64_t active_generations() const { return active_generations_; }
+  // Requests the server cancelled while draining (queued ones refused, started ones cut at the
+  // drain timeout), and the tokens they had generated.
+  struct CutSummary {
+    uint64_t requests = 0;
+    uint64_t before_first_token = 0;
+    uint64_t tokens = 0;
+  };
+  CutSummary cut_by_shutdown() const { return cut_by_shutdown_; }
 
  private:
   void route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
@@ -65,6 +79,14 @@ class OpenAIService {
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                    bool chat);
+  // The I/O-thread half of completions(): a validated, tokenized request becomes a Generation.
+  void submit_completion(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                         bool chat, PreparedCompletion prepared);
+  // Runs `work(request.body)` on a prompt worker, then on the I/O thread answers its ApiError,
+  // or passes its value to `then(request, exchange, value)`.
+  template <typename Work, typename Then>
+  void off_io_thread(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                     Work work, Then then);
 
   void reply_json(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                   int status, std::string body);
@@ -75,10 +97,13 @@ class OpenAIService {
   boost::asio::io_context& io_;
   const ServiceConfig config_;
   std::shared_ptr<LoadedModel> model_;
+  PromptBound prompt_bound_{0};  // from model_'s vocabulary
+  std::unique_ptr<boost::asio::thread_pool> prompt_workers_;
   bool draining_ = false;
   std::function<HttpCounters()> http_counters_;
   int64_t active_generations_ = 0;
   uint64_t client_disconnects_ = 0;
+  CutSummary cut_by_shutdown_;
   uint64_t stop_string_matches_ = 0;
   uint64_t next_completion_id_ = 1;
 };

@@ -55,8 +55,10 @@ class Dict {
   void set(std::string key, Value value);
   void set(Value key, Value value);
   void clear();
-  size_t size() const { return entries_.size(); }
-  bool empty() const { return entries_.empty(); }
+  // Defined after Value: clang instantiates std::pair<Value, Value> for an inline body here,
+  // while Value is still incomplete.
+  size_t size() const;
+  bool empty() const;
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
   uint32_t depth() const { return depth_; }
 
@@ -173,6 +175,9 @@ class Value {
   } scalar_{};
   std::shared_ptr<void> object_;
 };
+
+inline size_t Dict::size() const { return entries_.size(); }
+inline bool Dict::empty() const { return entries_.empty(); }
 
 // Python's truth value.
 bool truthy(const Value& v);

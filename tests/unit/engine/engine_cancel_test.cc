@@ -168,6 +168,54 @@ TEST(EngineShutdown, DrainRunsEveryAcceptedRequestToItsEnd) {
   fake.engine->shutdown(ShutdownMode::kAbort);  // again: nothing left to do
 }
 
+// A server's drain: what has started finishes, what still waits for its first token is cut at
+// once (its client can retry elsewhere now rather than after the drain).
+TEST(EngineShutdown, DrainStartedCancelsOnlyRequestsWithoutAToken) {
+  EngineConfig config = small_config();
+  config.scheduler.max_num_seqs = 1;  // one runs, the others wait
+  config.scheduler.max_num_partial_prefills = 1;
+  StepGate gate([](const StepPlan& plan) { return plan_has(plan, 1, StepItemKind::kDecode); });
+  FakeHooks hooks = pause_hooks(gate);
+  FakeModel model;
+  FakeEngine fake = make_fake_engine(config, model, hooks);
+  Request first = token_request(1, 4, 6);
+  const std::vector<TokenId> want =
+      model.reference(1, std::get<std::vector<TokenId>>(first.prompt), 6);
+  RequestHandle running = fake.engine->submit(first);
+  ASSERT_TRUE(gate.wait_paused());  // request 1 has its first token and decodes
+  RequestHandle waiting_a = fake.engine->submit(token_request(2, 4, 6));
+  RequestHandle waiting_b = fake.engine->submit(token_request(3, 4, 6));
+  std::thread drain([&] { fake.engine->shutdown(ShutdownMode::kDrainStarted); });
+  // The drain is requested once the gateway refuses new requests (same lock); then the paused
+  // step may go on, and the worker takes the shutdown with requests 2 and 3.
+  // (An immediate rejection is delivered before submit returns; a probe accepted before that
+  // waits like requests 2 and 3, and must end like them.)
+  std::vector<RequestHandle> waiting;
+  waiting.push_back(std::move(waiting_a));
+  waiting.push_back(std::move(waiting_b));
+  for (RequestId probe = 100;; ++probe) {
+    RequestHandle h = fake.engine->submit(token_request(probe, 4, 1));
+    std::optional<TokenEvent> e = h.next_for(milliseconds(0));
+    if (e && e->finish && e->finish->message == "the engine is shutting down") break;
+    waiting.push_back(std::move(h));
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  gate.open();
+  for (RequestHandle* h : {&waiting[0], &waiting[1]}) {
+    Completion c = finish_within(*h);
+    EXPECT_EQ(c.finish.reason, FinishReason::kCancelled);
+    EXPECT_TRUE(c.tokens.empty());
+    EXPECT_NE(c.finish.message.find("had not started"), std::string::npos) << c.finish.message;
+  }
+  for (size_t i = 2; i < waiting.size(); ++i)
+    EXPECT_EQ(finish_within(waiting[i]).finish.reason, FinishReason::kCancelled);
+  drain.join();
+  Completion c = finish_within(running, milliseconds(0));
+  EXPECT_EQ(c.finish.reason, FinishReason::kLength);
+  EXPECT_EQ(c.tokens, want);
+  EXPECT_TRUE(idle(fake.engine->metrics())) << describe(fake.engine->metrics());
+}
+
 TEST(EngineShutdown, AbortEndsEveryRequestCancelled) {
   StepGate gate([](const StepPlan& plan) { return plan_has(plan, 1); });
   FakeHooks hooks = pause_hooks(gate);

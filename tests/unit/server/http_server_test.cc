@@ -22,8 +22,16 @@ namespace {
 
 class Client {
  public:
-  explicit Client(uint16_t port) {
+  // `source`: the local IPv4 address to connect from (any of 127/8 works on loopback), so that
+  // tests can play several clients.
+  explicit Client(uint16_t port, const char* source = nullptr) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (source) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      inet_pton(AF_INET, source, &local.sin_addr);
+      EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local), 0);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -98,6 +106,8 @@ class HttpServerTest : public ::testing::Test {
   }
 
   void handle(HttpRequest r, std::shared_ptr<HttpExchange> exchange) {
+    last_target_ = r.target;
+    last_method_ = r.method;
     if (r.target == "/full") {
       exchange->respond(200, "text/plain", "body:" + r.body);
     } else if (r.target == "/stream") {
@@ -118,6 +128,7 @@ class HttpServerTest : public ::testing::Test {
   std::thread thread_;
   std::shared_ptr<HttpExchange> held_;
   std::atomic<bool> disconnected_{false};
+  std::string last_target_, last_method_;  // of the last request (read after its response)
 };
 
 TEST_F(HttpServerTest, KeepAliveServesRequestsInTurn) {
@@ -187,38 +198,126 @@ TEST_F(HttpServerTest, OversizedBodyGets413AndTheClientSeesIt) {
   EXPECT_NE(r.find("Connection: close"), std::string::npos);
 }
 
-TEST_F(HttpServerTest, ConnectionsOverTheCapGet503) {
+TEST_F(HttpServerTest, ConnectionsOverTheCapGet503WhenNoneIsIdle) {
   HttpServerConfig config;
   config.max_connections = 2;
   start(config);
   Client a(server_->port()), b(server_->port());
-  a.send(get("/full"));
-  a.read_until("body:");
-  b.send(get("/full"));
-  b.read_until("body:");
+  a.send(get("/hold"));              // busy: its response is in progress
+  b.send("GET /full HTTP/1.1\r\n");  // reading: half a header
+  while (!on_io([&] { return held_ != nullptr; })) std::this_thread::yield();
   Client c(server_->port());
   std::string r = c.read_until("}}");
   EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
+  EXPECT_NE(r.find("Retry-After: 1"), std::string::npos) << r;
   EXPECT_TRUE(c.closed_by_peer());
 }
 
-TEST_F(HttpServerTest, StopAcceptingClosesIdleConnections) {
+// Idle sockets cannot lock everyone out: at the cap, the connection that has waited longest for
+// a request is closed to make room for the newcomer.
+TEST_F(HttpServerTest, AtTheCapTheLongestIdleConnectionMakesRoom) {
+  HttpServerConfig config;
+  config.max_connections = 2;
+  start(config);
+  Client oldest(server_->port());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Client served(server_->port());
+  served.send(get("/full"));
+  served.read_until("body:");  // now idle too, but more recently
+  Client c(server_->port());
+  c.send(get("/full"));
+  EXPECT_EQ(c.read_until("body:").rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_TRUE(oldest.closed_by_peer());
+  served.send(get("/full"));
+  EXPECT_EQ(served.read_until("body:").rfind("HTTP/1.1 200", 0), 0u);
+}
+
+TEST_F(HttpServerTest, OneClientAddressOverItsCapGets429OthersAreServed) {
+  HttpServerConfig config;
+  config.max_connections_per_client = 2;
+  start(config);
+  Client a(server_->port(), "127.0.0.2"), b(server_->port(), "127.0.0.2");
+  while (on_io([&] { return server_->counters().open_connections; }) < 2) std::this_thread::yield();
+  Client third(server_->port(), "127.0.0.2");
+  std::string r = third.read_until("}}");
+  EXPECT_EQ(r.rfind("HTTP/1.1 429", 0), 0u) << r;
+  EXPECT_NE(r.find("127.0.0.2"), std::string::npos) << r;
+  EXPECT_TRUE(third.closed_by_peer());
+  Client other(server_->port(), "127.0.0.3");
+  other.send(get("/full"));
+  EXPECT_EQ(other.read_until("body:").rfind("HTTP/1.1 200", 0), 0u);
+  // A slot freed by the client is its own again.
+  a.close();
+  while (on_io([&] { return server_->counters().open_connections; }) > 2) std::this_thread::yield();
+  Client again(server_->port(), "127.0.0.2");
+  again.send(get("/full"));
+  EXPECT_EQ(again.read_until("body:").rfind("HTTP/1.1 200", 0), 0u);
+}
+
+TEST_F(HttpServerTest, HeadGetsTheHeadersWithoutTheBody) {
+  start();
+  Client c(server_->port());
+  c.send("HEAD /full HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = c.read_until("\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("Content-Length: 5\r\n"), std::string::npos) << r;  // "body:"
+  EXPECT_EQ(r.substr(r.size() - 4), "\r\n\r\n") << r;                  // and nothing after
+  EXPECT_EQ(last_method_, "HEAD");
+  c.send(get("/full"));  // the connection stays usable
+  r = c.read_until("body:");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+}
+
+TEST_F(HttpServerTest, AbsoluteFormTargetIsServedAsItsPath) {
+  start();
+  Client c(server_->port());
+  c.send(get("http://127.0.0.1:8080/full"));
+  EXPECT_EQ(c.read_until("body:").rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_EQ(last_target_, "/full");
+  c.send(get("HTTP://host?x=1"));
+  EXPECT_EQ(c.read_until("{}").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(last_target_, "/?x=1");
+}
+
+TEST_F(HttpServerTest, DrainClosesIdleConnectionsAndAnswersNewOnesOnce) {
   start();
   Client c(server_->port());
   c.send(get("/full"));
   c.read_until("body:");
   on_io([&] {
-    server_->stop_accepting();
+    server_->drain();
     return 0;
   });
   EXPECT_TRUE(c.closed_by_peer());
+  // A probe arriving during the drain still gets its answer, then the connection closes.
+  Client probe(server_->port());
+  probe.send(get("/full"));
+  const std::string r = probe.read_until("body:");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
+  EXPECT_TRUE(probe.closed_by_peer());
 }
 
-TEST_F(HttpServerTest, IdleConnectionTimesOut) {
+// A socket that never sends a byte is closed after the header timeout, not the (longer)
+// keep-alive idle timeout.
+TEST_F(HttpServerTest, ConnectionThatSendsNothingClosesAfterTheHeaderTimeout) {
+  HttpServerConfig config;
+  config.header_timeout = std::chrono::milliseconds(100);
+  config.idle_timeout = std::chrono::seconds(60);
+  start(config);
+  Client c(server_->port());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+}
+
+TEST_F(HttpServerTest, KeptAliveConnectionTimesOutAfterTheIdleTimeout) {
   HttpServerConfig config;
   config.idle_timeout = std::chrono::milliseconds(100);
   start(config);
   Client c(server_->port());
+  c.send(get("/full"));
+  c.read_until("body:");
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(c.closed_by_peer());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));

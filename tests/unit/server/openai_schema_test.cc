@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/session_store.h"  // kMaxSessionIdBytes
+
 namespace drift::server {
 namespace {
 
@@ -206,6 +208,35 @@ TEST(CompletionSchema, PriorityIsVllmsIntegerField) {
             "priority");
   EXPECT_EQ(completion_error(json::parse(R"({"prompt": "hi", "priority": 1e9})")).param,
             "priority");
+}
+
+}  // namespace
+}  // namespace drift::server
+
+namespace drift::server {
+namespace {
+
+TEST(SessionId, OnlyUrlSafeCharactersAreAccepted) {
+  EXPECT_FALSE(check_session_id("user-42_chat.v1~a"));
+  EXPECT_FALSE(check_session_id(std::string(kMaxSessionIdBytes, 'a')));
+  for (std::string_view bad : {"a/b", "a b", "a?b", "a#b", "a%20b", "caf\xC3\xA9", ""}) {
+    auto e = check_session_id(bad);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_EQ(e->param, "session_id");
+  }
+  EXPECT_NE(check_session_id("a/b")->message.find("byte 1 is '/'"), std::string::npos);
+  EXPECT_NE(check_session_id("caf\xC3\xA9")->message.find("byte 3 is 0xC3"), std::string::npos);
+  EXPECT_TRUE(check_session_id(std::string(kMaxSessionIdBytes + 1, 'a')));
+}
+
+TEST(SessionId, PercentDecoding) {
+  EXPECT_EQ(percent_decode("abc"), "abc");
+  EXPECT_EQ(percent_decode("a%7Eb%2fc"), "a~b/c");
+  EXPECT_EQ(percent_decode("%41"), "A");
+  EXPECT_FALSE(percent_decode("a%"));
+  EXPECT_FALSE(percent_decode("a%4"));
+  EXPECT_FALSE(percent_decode("a%G1"));
 }
 
 }  // namespace

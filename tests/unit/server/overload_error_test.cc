@@ -30,5 +30,26 @@ TEST(OverloadError, OtherRefusalsKeepTheirStatus) {
   EXPECT_FALSE(e.retry_after_seconds);
 }
 
+// The messages are session_store.cc's.
+TEST(OverloadError, SessionCapsAre429AndABusySessionIs409) {
+  Finish f;
+  f.reason = FinishReason::kRejected;
+  f.message =
+      "too many sessions: all 2 (sessions.max_sessions) are open; end one, or wait for an idle "
+      "one to expire after 600 s";
+  ApiError e = error_for_rejection(f);
+  EXPECT_EQ(e.status, 429);
+  EXPECT_EQ(e.retry_after_seconds, 1);
+  EXPECT_EQ(e.code, "session_limit");
+  f.message = "session token cap: this turn needs up to 90 tokens (10 prompt + 80 max_tokens)";
+  EXPECT_EQ(error_for_rejection(f).status, 429);
+  f.message =
+      "session s1 has a turn running (request 7): wait for it to finish, or kill the session";
+  e = error_for_rejection(f);
+  EXPECT_EQ(e.status, 409);
+  EXPECT_EQ(e.code, "session_busy");
+  EXPECT_EQ(e.param, "session_id");
+}
+
 }  // namespace
 }  // namespace drift::server

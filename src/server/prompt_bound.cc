@@ -1,0 +1,37 @@
+#include "server/prompt_bound.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace drift::server {
+
+namespace {
+constexpr size_t kUnknownCharacterBytes = 4;  // the longest UTF-8 character: one <unk> token
+}
+
+PromptBound PromptBound::from(const Tokenizer& tokenizer) {
+  size_t longest = kUnknownCharacterBytes;
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    const Expected<std::string_view> text = tokenizer.token_text(id);
+    if (text.ok()) longest = std::max(longest, text->size());
+  }
+  return PromptBound(longest);
+}
+
+PromptBound::PromptBound(size_t max_bytes_per_token)
+    : max_bytes_per_token_(std::max(max_bytes_per_token, kUnknownCharacterBytes)) {}
+
+int64_t PromptBound::min_tokens(size_t bytes) const {
+  return int64_t((bytes + max_bytes_per_token_ - 1) / max_bytes_per_token_);
+}
+
+size_t PromptBound::max_bytes(int64_t context) const {
+  // min_tokens(b) <= context - 1  <=>  b <= (context - 1) * max_bytes_per_token.
+  if (context <= 1) return 0;
+  const size_t positions = size_t(context - 1);
+  if (positions > std::numeric_limits<size_t>::max() / max_bytes_per_token_)
+    return std::numeric_limits<size_t>::max();
+  return positions * max_bytes_per_token_;
+}
+
+}  // namespace drift::server

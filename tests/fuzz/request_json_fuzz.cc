@@ -1,0 +1,46 @@
+// libFuzzer target for what a client's request body goes through before the model sees it: the
+// JSON checks (UTF-8, depth, syntax) and every endpoint's schema. Any body must be accepted or
+// refused with a 4xx naming what is wrong; nothing may crash, hang or throw, and an error
+// message must serialize as valid JSON (it may quote the client's bytes).
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "server/api_error.h"
+#include "server/openai_schema.h"
+#include "server/request_json.h"
+
+namespace {
+
+void check_error(const drift::server::ApiError& e) {
+  if (e.status < 400 || e.status > 499 || e.message.empty()) abort();
+  // Throws (and so aborts the fuzzer) if the message made the body invalid.
+  (void)nlohmann::json::parse(drift::server::error_json(e));
+}
+
+template <typename T>
+void check(const std::variant<T, drift::server::ApiError>& result) {
+  if (auto* e = std::get_if<drift::server::ApiError>(&result)) check_error(*e);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  auto parsed = drift::server::parse_request_json(body);
+  if (auto* e = std::get_if<drift::server::ApiError>(&parsed)) {
+    check_error(*e);
+    return 0;
+  }
+  const nlohmann::json& json = std::get<nlohmann::json>(parsed);
+  check(drift::server::parse_completion_request(json));
+  check(drift::server::parse_chat_request(json));
+  check(drift::server::parse_tokenize_request(json));
+  check(drift::server::parse_detokenize_request(json));
+  if (auto* s = json.find("session_id") != json.end() && json["session_id"].is_string()
+                    ? &json["session_id"].get_ref<const std::string&>()
+                    : nullptr) {
+    if (auto e = drift::server::check_session_id(*s)) check_error(*e);
+  }
+  return 0;
+}

@@ -1,0 +1,41 @@
+// The byte bound on prompts: exact at its edges (one byte more is refused, the byte bound itself
+// is not), and never below 4 bytes per token (an unknown character is one token).
+#include "server/prompt_bound.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace drift::server {
+namespace {
+
+TEST(PromptBound, MinTokensRoundsUp) {
+  const PromptBound bound(10);
+  EXPECT_EQ(bound.min_tokens(0), 0);
+  EXPECT_EQ(bound.min_tokens(1), 1);
+  EXPECT_EQ(bound.min_tokens(10), 1);
+  EXPECT_EQ(bound.min_tokens(11), 2);
+}
+
+TEST(PromptBound, MaxBytesIsTheLastSizeThatMayFit) {
+  const PromptBound bound(10);
+  // A context of 5 leaves room for prompts of up to 4 tokens: 40 bytes may fit, 41 cannot.
+  EXPECT_EQ(bound.max_bytes(5), 40u);
+  EXPECT_EQ(bound.min_tokens(40), 4);
+  EXPECT_EQ(bound.min_tokens(41), 5);
+  EXPECT_EQ(bound.max_bytes(1), 0u);
+  EXPECT_EQ(bound.max_bytes(0), 0u);
+}
+
+TEST(PromptBound, AtLeastFourBytesPerToken) {
+  EXPECT_EQ(PromptBound(1).max_bytes_per_token(), 4u);
+  EXPECT_EQ(PromptBound(0).max_bytes(3), 8u);
+}
+
+TEST(PromptBound, HugeContextsDoNotOverflow) {
+  const PromptBound bound(std::numeric_limits<size_t>::max() / 2);
+  EXPECT_EQ(bound.max_bytes(int64_t{1} << 40), std::numeric_limits<size_t>::max());
+}
+
+}  // namespace
+}  // namespace drift::server

@@ -1,25 +1,26 @@
-// The OpenAI-compatible API over one engine: routing, the API key, request validation against
-// the model (context length, vocabulary), tokenization and chat templates, and the non-generating
-// endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize). Generating requests become
-// Generations (generation.h). Runs on the I/O thread only.
+// The OpenAI-compatible API over one engine: routing, the API key, the served model's name, and
+// the non-generating endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize).
+// Generating requests become Generations (generation.h). The engine alone shapes and checks a
+// prompt (tokenization, chat template, BOS, vocabulary, context): the service hands it text,
+// conversations or ids and maps its refusals (rejection_error.h). Runs on the I/O thread only.
 //
 // Status codes: 400 invalid request, 401 bad or missing key (all routes but /health), 404 unknown
-// route or model, 405 wrong method, 413/431 (HTTP layer), 429 + Retry-After when the engine's
-// queue is full (429 rather than 503 because the server is healthy and a retry soon will likely
-// succeed; OpenAI clients retry 429 with backoff), 503 + Retry-After while loading or draining,
-// 500 only for internal faults.
+// route or model, 405 wrong method, 413/431 (HTTP layer), 429 + Retry-After when the engine is
+// overloaded, 503 + Retry-After while loading or draining, 500 only for internal faults.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/generation.h"
 #include "server/http_server.h"
-#include "tokenizer/chat_prompt.h"
-#include "tokenizer/tokenizer.h"
+#include "server/openai_schema.h"
 
 namespace boost::asio {
 class io_context;
@@ -32,11 +33,34 @@ struct ServiceConfig {
   std::optional<std::string> api_key;
 };
 
-// What the service serves once the model is loaded.
+// What the service serves once the model is loaded: the engine, which also tokenizes (with the
+// model's chat template, --chat-template, or the ChatML fallback).
 struct LoadedModel {
   std::unique_ptr<Engine> engine;
-  Tokenizer tokenizer;
-  ChatPromptBuilder chat;  // the model's template, --chat-template, or the ChatML fallback
+};
+
+// The endpoints, each with its path and method (openai_service.cc's route table).
+enum class Route : uint8_t {
+  kHealth,
+  kMetrics,
+  kModels,
+  kTokenize,
+  kDetokenize,
+  kCompletions,
+  kChatCompletions,
+};
+
+// A generating request once its body is parsed: the model it names, its options, and each distinct
+// prompt as the engine will get it, with the text echoed before its choices.
+struct GenerationRequest {
+  bool chat = false;
+  std::optional<std::string> model;
+  GenerationOptions options;
+  struct PromptEntry {
+    Prompt prompt;
+    std::string echo;
+  };
+  std::vector<PromptEntry> prompts;
 };
 
 class OpenAIService {
@@ -65,6 +89,13 @@ class OpenAIService {
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                    bool chat);
+  // The steps of completions, in order.
+  std::variant<GenerationRequest, ApiError> parse_generation_request(const std::string& body,
+                                                                     bool chat) const;
+  std::optional<ApiError> check_model_name(const std::optional<std::string>& model) const;
+  GenerationSpec generation_spec(GenerationRequest parsed);
+  void start_generation(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                        GenerationSpec spec);
 
   void reply_json(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                   int status, std::string body);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <exception>
 
-#include "engine/utf8_repair.h"
+#include "util/utf8.h"
 
 namespace drift {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/utf8_repair.h"
+#include "util/utf8.h"
 
 namespace drift::testing {
 

@@ -1,6 +1,7 @@
 // `drift chat -m MODEL`: a conversation in the terminal. Each line read from stdin is a user
-// turn; the whole conversation is rendered with the model's chat template (--chat-template FILE
-// overrides it; ChatML when the model has none) and the reply streams to stdout. Commands:
+// turn; the whole conversation goes to the engine, which renders it with the model's chat
+// template (--chat-template FILE overrides it; ChatML when the model has none) and tokenizes it
+// so that what the user types never becomes control tokens; the reply streams to stdout. Commands:
 // /reset starts over, /exit (or end of input) quits. At start it says (on stderr) which sampling
 // settings are in force and where each came from; --stats prints each reply's token count, time
 // to first token and decode speed after it (stderr too, so stdout is the conversation).
@@ -13,16 +14,14 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "engine/engine.h"
 #include "engine_options.h"
-#include "gguf/gguf_file.h"
 #include "model_locator.h"
 #include "runtime/load_engine.h"
 #include "sampling_options.h"
-#include "tokenizer/chat_prompt.h"
-#include "tokenizer/tokenizer.h"
 
 namespace drift::cli {
 namespace {
@@ -50,13 +49,6 @@ Expected<std::string> read_file(const std::string& path) {
   return text.str();
 }
 
-jinja::Json message(std::string_view role, const std::string& content) {
-  jinja::Json m = jinja::Json::object();
-  m["role"] = role;
-  m["content"] = content;
-  return m;
-}
-
 // "-- 42 tokens, TTFT 85 ms, 31.2 tokens/s": decode speed over the tokens after the first.
 void print_stats(const Finish& finish) {
   const RequestTimings& t = finish.timings;
@@ -76,31 +68,22 @@ int run_chat(ChatOptions o) {
   const SamplingSettings sampling = request_sampling(o.sampling);
   auto path = resolve_model_path(o.model);
   if (!path.ok()) return fail(path.error());
-  std::optional<std::string> override_source;
+  ModelLoadOptions load;
   if (o.chat_template_file) {
     auto text = read_file(*o.chat_template_file);
     if (!text.ok()) return fail(text.error());
-    override_source = std::move(*text);
+    load.chat_template = std::move(*text);
   }
-  auto file = GgufFile::open(*path);
-  if (!file.ok()) return fail(file.error());
-  auto tokenizer = Tokenizer::from_gguf(*file);
-  if (!tokenizer.ok()) return fail(tokenizer.error());
-  auto builder = ChatPromptBuilder::create(*file, *tokenizer, std::move(override_source));
-  if (!builder.ok()) return fail(builder.error());
-  if (builder->source() == ChatTemplateSource::kChatmlFallback)
-    fmt::print(stderr, "warning: {} has no chat template; using ChatML (see --chat-template)\n",
-               *path);
   auto config = to_engine_config(o.engine);
   if (!config.ok()) return fail(config.error());
   if (Status s = apply_sampling_defaults(o.sampling, *config); !s.ok()) return fail(s.error());
-  auto engine = load_engine(*path, *config);
+  auto engine = load_engine(*path, *config, load);
   if (!engine.ok()) return fail(engine.error());
   fmt::print(stderr, "sampling: {}, seed {}\n", (*engine)->setup().sampling.describe(),
              *sampling.seed);
 
-  jinja::Json conversation = jinja::Json::array();
-  if (o.system) conversation.push_back(message("system", *o.system));
+  std::vector<ChatMessage> conversation;
+  if (o.system) conversation.push_back({"system", *o.system});
   const size_t preamble = conversation.size();
   std::string line;
   while (true) {
@@ -113,17 +96,9 @@ int run_chat(ChatOptions o) {
       continue;
     }
     if (line.empty()) continue;
-    conversation.push_back(message("user", line));
-    ChatTemplateInputs inputs;
-    inputs.messages = conversation;
-    auto prompt = builder->render(std::move(inputs));
-    if (!prompt.ok()) {
-      fmt::print(stderr, "error: {}\n", prompt.error().message);
-      conversation.erase(conversation.end() - 1);
-      continue;
-    }
+    conversation.push_back({"user", line});
     Request request;
-    request.prompt = TextPrompt{prompt->text, prompt->add_special, /*parse_special=*/true};
+    request.prompt = ChatPrompt{conversation};
     request.max_tokens = o.max_tokens;
     request.sampling = sampling;
     RequestHandle handle = (*engine)->submit(std::move(request));
@@ -144,7 +119,7 @@ int run_chat(ChatOptions o) {
       conversation.erase(conversation.end() - 1);
       continue;
     }
-    conversation.push_back(message("assistant", reply));
+    conversation.push_back({"assistant", reply});
   }
   (*engine)->shutdown(ShutdownMode::kDrain);
   return 0;

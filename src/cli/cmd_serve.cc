@@ -26,14 +26,11 @@
 #include "commands.h"
 #include "engine/engine.h"
 #include "engine_options.h"
-#include "gguf/gguf_file.h"
 #include "model_locator.h"
 #include "runtime/load_engine.h"
 #include "sampling_options.h"
 #include "server/http_server.h"
 #include "server/openai_service.h"
-#include "tokenizer/chat_prompt.h"
-#include "tokenizer/tokenizer.h"
 #include "util/log.h"
 
 namespace drift::cli {
@@ -81,23 +78,13 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
                                                           const ServeOptions& o) {
   DRIFT_ASSIGN_OR_RETURN(EngineConfig config, to_engine_config(o.engine));
   DRIFT_RETURN_IF_ERROR(apply_sampling_defaults(o.sampling, config));
-  DRIFT_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
-  DRIFT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(file));
-  std::optional<std::string> override_source;
+  ModelLoadOptions load;
   if (o.chat_template_file) {
     DRIFT_ASSIGN_OR_RETURN(std::string source, read_text_file(*o.chat_template_file));
-    override_source = std::move(source);
+    load.chat_template = std::move(source);
   }
-  DRIFT_ASSIGN_OR_RETURN(ChatPromptBuilder chat,
-                         ChatPromptBuilder::create(file, tokenizer, std::move(override_source)));
-  if (chat.source() == ChatTemplateSource::kChatmlFallback)
-    spdlog::warn(
-        "the model has no chat template: chat requests use ChatML (--chat-template FILE "
-        "gives another)");
-  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config));
-  auto loaded = std::make_shared<server::LoadedModel>(
-      server::LoadedModel{std::move(engine), std::move(tokenizer), std::move(chat)});
-  return loaded;
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config, load));
+  return std::make_shared<server::LoadedModel>(server::LoadedModel{std::move(engine)});
 }
 
 class ServeCommand {

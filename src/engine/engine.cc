@@ -96,27 +96,28 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
   const EngineClock::time_point submitted = EngineClock::now();
   const RequestId id = request.id.value_or(next_id_.fetch_add(1, std::memory_order_relaxed));
   auto stream = std::make_shared<RequestStream>(id, std::move(on_event));
-  RequestHandle handle(stream, gateway_);
 
   int32_t prompt_tokens = 0;
-  Expected<AcceptedRequest> accepted = accept(request, id, stream, prompt_tokens);
-  std::optional<Refusal> refused;
-  if (!accepted.ok()) refused = Refusal{accepted.error().message, std::nullopt};
-  if (accepted.ok()) {
-    accepted->stream = stream;
-    accepted->submitted = submitted;
-    std::optional<std::string> session = accepted->session_id;
-    refused = gateway_->push(*accepted);
+  AcceptedRequest accepted;
+  std::optional<Rejection> refused = accept(request, id, stream, accepted, prompt_tokens);
+  // Made before the push: once queued, the request's events may flow at once.
+  RequestHandle handle(stream, gateway_, prompt_tokens);
+  if (!refused) {
+    accepted.stream = stream;
+    accepted.submitted = submitted;
+    std::optional<std::string> session = accepted.session_id;
+    refused = gateway_->push(accepted);
     if (refused && session) sessions_.end_turn(*session, id, {}, false, EngineClock::now());
   }
   if (refused) {
-    const int64_t max_new = accepted.ok() ? accepted->sequence.max_new_tokens : 0;
+    const int64_t max_new = accepted.sequence.max_new_tokens;
     log_.record(ProgressEvent::kReject, id,
                 setup_.kv_layout.pages_for_tokens(int64_t(prompt_tokens) + max_new),
                 setup_.num_kv_pages);
     board_.count_rejected_at_submit();
     Finish finish;
     finish.reason = FinishReason::kRejected;
+    finish.reject_reason = refused->reason;
     finish.message = std::move(refused->message);
     finish.retry_after_seconds = refused->retry_after_seconds;
     finish.usage.prompt_tokens = prompt_tokens;
@@ -129,78 +130,125 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
   return handle;
 }
 
-Expected<AcceptedRequest> Engine::accept(Request& request, RequestId id,
-                                         const std::shared_ptr<RequestStream>& stream,
-                                         int32_t& prompt_tokens) {
+std::optional<Rejection> Engine::accept(Request& request, RequestId id,
+                                        const std::shared_ptr<RequestStream>& stream,
+                                        AcceptedRequest& accepted, int32_t& prompt_tokens) {
   // Rule: everything decidable from the request and the configuration is decided here, at once,
   // with a message that gives the sizes; the worker only admits.
   if (request.id && *request.id >= kFirstEngineAssignedId)
-    return make_error("request id {} is reserved: ids from 2^63 up are assigned by the engine", id);
+    return make_rejection(RejectReason::kInvalidRequest,
+                          "request id {} is reserved: ids from 2^63 up are assigned by the engine",
+                          id);
   if (request.priority != 0 && setup_.scheduler.policy != SchedulerPolicy::kPriority)
-    return make_error(
+    return make_rejection(
+        RejectReason::kInvalidRequest,
         "request {}: priority {} needs the priority scheduling policy (--policy priority); this "
         "engine runs {}",
         id, request.priority, scheduler_policy_name(setup_.scheduler.policy));
-  AcceptedRequest accepted;
   SequenceRequest& seq = accepted.sequence;
   seq.id = id;
   seq.sampling = setup_.sampling.resolve(request.sampling);
   if (Status s = seq.sampling.validate(); !s.ok())
-    return make_error("request {}: sampling: {}", id, s.message());
+    return make_rejection(RejectReason::kInvalidRequest, "request {}: sampling: {}", id,
+                          s.message());
   const EngineClock::time_point now = EngineClock::now();
-  if (auto* tokens = std::get_if<std::vector<TokenId>>(&request.prompt)) {
-    seq.prompt = std::move(*tokens);
-  } else {
-    TextPrompt& text = std::get<TextPrompt>(request.prompt);
-    // A turn that continues a conversation gets no second BOS in the middle of it.
-    if (request.session_id && sessions_.has_history(*request.session_id, now))
-      text.add_special = false;
-    seq.prompt = codec_->encode(text);
-  }
+  // A turn that continues a conversation gets no second BOS in the middle of it.
+  const bool continues_session =
+      request.session_id && sessions_.has_history(*request.session_id, now);
+  Expected<std::vector<TokenId>> prompt = encode(std::move(request.prompt), continues_session);
+  if (!prompt.ok())
+    return make_rejection(RejectReason::kInvalidPrompt, "request {}: {}", id,
+                          prompt.error().message);
+  seq.prompt = std::move(*prompt);
   prompt_tokens = int32_t(std::min<size_t>(seq.prompt.size(), INT32_MAX));
   if (request.session_id) {
     // The session's history goes before the input; the whole prompt is sized under its lock.
+    std::optional<Rejection> sizing;
     auto size_turn = [&](std::span<const TokenId> prompt) -> Expected<int32_t> {
       prompt_tokens = int32_t(std::min<size_t>(prompt.size(), INT32_MAX));
-      Expected<int32_t> max_new = size_request(request, id, prompt);
-      if (max_new.ok()) seq.max_new_tokens = *max_new;
-      return max_new;
+      sizing = size_request(request, id, prompt, seq.max_new_tokens);
+      if (sizing) return Error{sizing->message};
+      return seq.max_new_tokens;
     };
-    DRIFT_ASSIGN_OR_RETURN(seq.prompt, sessions_.begin_turn(*request.session_id, id, stream,
-                                                            seq.prompt, size_turn, now));
+    SessionStore::Refusal why = SessionStore::Refusal::kInvalidId;
+    Expected<std::vector<TokenId>> turn =
+        sessions_.begin_turn(*request.session_id, id, stream, seq.prompt, size_turn, now, &why);
+    if (!turn.ok()) {
+      if (sizing) return sizing;
+      const RejectReason reason = why == SessionStore::Refusal::kBusy ? RejectReason::kSessionBusy
+                                  : why == SessionStore::Refusal::kCap
+                                      ? RejectReason::kSessionLimit
+                                      : RejectReason::kInvalidRequest;
+      return Rejection{reason, turn.error().message, std::nullopt};
+    }
+    seq.prompt = std::move(*turn);
     accepted.session_id = request.session_id;
-  } else {
-    DRIFT_ASSIGN_OR_RETURN(seq.max_new_tokens, size_request(request, id, seq.prompt));
+  } else if (std::optional<Rejection> sizing =
+                 size_request(request, id, seq.prompt, seq.max_new_tokens)) {
+    return sizing;
   }
   seq.priority = request.priority;
   accepted.text = codec_->start_stream();
-  return accepted;
+  return std::nullopt;
 }
 
-Expected<int32_t> Engine::size_request(const Request& request, RequestId id,
-                                       std::span<const TokenId> prompt) const {
+Expected<std::vector<TokenId>> Engine::encode(Prompt prompt, bool continues_session) const {
+  if (auto* tokens = std::get_if<std::vector<TokenId>>(&prompt)) return std::move(*tokens);
+  if (auto* chat = std::get_if<ChatPrompt>(&prompt)) return codec_->encode_chat(chat->messages);
+  TextPrompt& text = std::get<TextPrompt>(prompt);
+  if (continues_session) text.add_special = false;
+  return codec_->encode(text);
+}
+
+Expected<std::vector<TokenId>> Engine::tokenize(Prompt prompt) const {
+  return encode(std::move(prompt), /*continues_session=*/false);
+}
+
+Expected<std::string> Engine::detokenize(std::span<const TokenId> tokens,
+                                         bool render_special) const {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= vocab_size_)
+      return make_error("token {} at position {} is outside the vocabulary of {}", tokens[i], i,
+                        vocab_size_);
+  return codec_->decode(tokens, render_special);
+}
+
+Expected<std::string> Engine::token_text(TokenId token) const {
+  if (token < 0 || token >= vocab_size_)
+    return make_error("token {} is outside the vocabulary of {}", token, vocab_size_);
+  return codec_->token_text(token);
+}
+
+std::optional<Rejection> Engine::size_request(const Request& request, RequestId id,
+                                              std::span<const TokenId> prompt,
+                                              int32_t& sized_max_new_tokens) const {
   const int64_t prompt_len = int64_t(prompt.size());
-  if (prompt_len == 0) return make_error("request {}: the prompt is empty", id);
+  if (prompt_len == 0)
+    return make_rejection(RejectReason::kEmptyPrompt, "request {}: the prompt is empty", id);
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab_size_)
-      return make_error(
+      return make_rejection(
+          RejectReason::kTokenOutsideVocabulary,
           "request {}: prompt token {} at position {} is outside the vocabulary of {}", id,
           prompt[i], i, vocab_size_);
   }
   const int64_t max_len = setup_.max_model_len;
   const int64_t kv_tokens = int64_t(setup_.num_kv_pages) * setup_.kv_layout.page_size;
   if (prompt_len >= max_len)
-    return make_error(
+    return make_rejection(
+        RejectReason::kPromptTooLong,
         "request {}: the prompt has {} tokens, but max_model_len is {}: no room to generate", id,
         prompt_len, max_len);
   int32_t max_new_tokens = 0;
   if (request.max_tokens) {
     if (*request.max_tokens < 1)
-      return make_error("request {}: max_tokens must be >= 1, got {}", id, *request.max_tokens);
+      return make_rejection(RejectReason::kInvalidRequest,
+                            "request {}: max_tokens must be >= 1, got {}", id, *request.max_tokens);
     if (prompt_len + *request.max_tokens > max_len)
-      return make_error("request {}: {} prompt tokens + {} max_tokens = {} exceed max_model_len {}",
-                        id, prompt_len, *request.max_tokens, prompt_len + *request.max_tokens,
-                        max_len);
+      return make_rejection(
+          RejectReason::kMaxTokensTooLong,
+          "request {}: {} prompt tokens + {} max_tokens = {} exceed max_model_len {}", id,
+          prompt_len, *request.max_tokens, prompt_len + *request.max_tokens, max_len);
     max_new_tokens = *request.max_tokens;
   } else {
     // The default never makes a request too long: it shrinks to what is left.
@@ -209,12 +257,14 @@ Expected<int32_t> Engine::size_request(const Request& request, RequestId id,
   }
   const int64_t pages = setup_.kv_layout.pages_for_tokens(prompt_len + max_new_tokens);
   if (pages > setup_.num_kv_pages)
-    return make_error(
+    return make_rejection(
+        RejectReason::kExceedsKvCache,
         "request {} can never fit in the KV cache: {} prompt + {} max new tokens need {} pages of "
         "{} tokens, but the cache has {} pages ({} tokens)",
         id, prompt_len, max_new_tokens, pages, setup_.kv_layout.page_size, setup_.num_kv_pages,
         kv_tokens);
-  return max_new_tokens;
+  sized_max_new_tokens = max_new_tokens;
+  return std::nullopt;
 }
 
 }  // namespace drift

@@ -9,12 +9,16 @@
 //   (*engine)->shutdown(ShutdownMode::kDrain);
 //
 // Errors reach the caller as events: submit always returns a handle, and a request that cannot
-// run ends with a single event, finish reason kRejected and a message — "overloaded: ..." when
-// max_queued_requests are waiting (a server answers 429/503), "... exceed max_model_len ..." or
-// "... can never fit in the KV cache ..." with the sizes for one that is too long (400), "the
-// engine is shutting down" / "the engine is unhealthy: ..." once closed (503). An immediate
-// rejection is decided on the submitting thread: its event is queued (or passed to the
-// callback) before submit returns.
+// run ends with a single event, finish reason kRejected, a RejectReason (request.h) and a message
+// with the sizes: kOverloaded when max_queued_requests are waiting or the predicted wait is too
+// long (with a retry time; a server answers 429), kPromptTooLong / kMaxTokensTooLong /
+// kExceedsKvCache / kTokenOutsideVocabulary / ... for a request that can never run (400),
+// kShuttingDown / kUnhealthy once closed (503). An immediate rejection is decided on the
+// submitting thread: its event is queued (or passed to the callback) before submit returns.
+//
+// The engine alone shapes a prompt: it tokenizes text and conversations (with its TextCodec),
+// decides whether a turn gets BOS, and checks token ids, context and KV limits. Programs ask it
+// for tokenize/detokenize too, so they never build a second tokenizer.
 //
 // A server attaches by submitting with a callback that posts each TokenEvent to its own event
 // loop (the callback runs on the engine's worker thread, so it must only hand the event over; see
@@ -100,6 +104,18 @@ class Engine {
   // once and from several threads; a later kAbort cuts a drain short.
   void shutdown(ShutdownMode mode);
 
+  // The token ids submit would run for `prompt` outside any session (what /tokenize shows): BOS
+  // as the model asks, a conversation through the chat template. Error if a conversation cannot
+  // be rendered.
+  Expected<std::vector<TokenId>> tokenize(Prompt prompt) const;
+  // The text of `tokens`; `render_special` gives control tokens their text ("<|im_end|>"). Error
+  // for an id outside the vocabulary.
+  Expected<std::string> detokenize(std::span<const TokenId> tokens,
+                                   bool render_special = false) const;
+  // One token's own text (control tokens included), as logprobs show it: may be part of a
+  // character.
+  Expected<std::string> token_text(TokenId token) const;
+
   const EngineSetup& setup() const { return setup_; }
   int32_t vocab_size() const { return vocab_size_; }  // token ids of a prompt are below it
   const TextCodec& codec() const { return *codec_; }
@@ -109,14 +125,18 @@ class Engine {
   Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<const TextCodec> codec,
          std::shared_ptr<const void> executor_resources, std::unique_ptr<Executor> executor,
          KVCacheManager kv);
-  // Tokenizes, validates and sizes a request on the submitting thread (and begins its session
-  // turn); `prompt_tokens` is set as soon as the prompt is known (for the usage of a rejection).
-  Expected<AcceptedRequest> accept(Request& request, RequestId id,
-                                   const std::shared_ptr<RequestStream>& stream,
-                                   int32_t& prompt_tokens);
-  // The max_new_tokens of a request with this prompt, or why it cannot run.
-  Expected<int32_t> size_request(const Request& request, RequestId id,
-                                 std::span<const TokenId> prompt) const;
+  // Tokenizes, validates and sizes a request into `accepted` on the submitting thread (and begins
+  // its session turn), or says why it cannot run; `prompt_tokens` is set as soon as the prompt is
+  // known (for the usage of a rejection).
+  std::optional<Rejection> accept(Request& request, RequestId id,
+                                  const std::shared_ptr<RequestStream>& stream,
+                                  AcceptedRequest& accepted, int32_t& prompt_tokens);
+  // The prompt's token ids; a turn that continues a session gets no BOS/EOS.
+  Expected<std::vector<TokenId>> encode(Prompt prompt, bool continues_session) const;
+  // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.
+  std::optional<Rejection> size_request(const Request& request, RequestId id,
+                                        std::span<const TokenId> prompt,
+                                        int32_t& sized_max_new_tokens) const;
 
   const EngineSetup setup_;
   const int32_t vocab_size_;

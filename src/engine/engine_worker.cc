@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <exception>
 
-#include "engine/utf8_repair.h"
+#include "util/utf8.h"
 
 namespace drift {
 
@@ -97,7 +97,7 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
     const int32_t prompt_tokens = int32_t(request.sequence.prompt.size());
     if (!healthy()) {
       log_.record(ProgressEvent::kReject, id, 0, kv_.num_pages());
-      reject(request, prompt_tokens, unhealthy_reason_);
+      reject(request, prompt_tokens, {RejectReason::kUnhealthy, unhealthy_reason_, std::nullopt});
       continue;
     }
     if (request.stream->cancel_requested()) {  // cancelled before the worker saw it
@@ -114,12 +114,14 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
     if (live_.contains(id)) {
       log_.record(ProgressEvent::kReject, id, 0, kv_.num_pages());
       reject(request, prompt_tokens,
-             fmt::format("request id {} is in use by an unfinished request", id));
+             make_rejection(RejectReason::kInvalidRequest,
+                            "request id {} is in use by an unfinished request", id));
       continue;
     }
     const int32_t max_new_tokens = request.sequence.max_new_tokens;
     if (Status s = scheduler_.add(std::move(request.sequence)); !s.ok()) {
-      reject(request, prompt_tokens, s.message());  // add() logged the rejection
+      // add() logged the rejection (accept() has checked the sizes it checks again).
+      reject(request, prompt_tokens, {RejectReason::kInvalidRequest, s.message(), std::nullopt});
       continue;
     }
     LiveRequest& live = live_[id];
@@ -307,12 +309,14 @@ void EngineWorker::end_session_turn(const std::optional<std::string>& session, R
   if (session) sessions_.end_turn(*session, id, generated, completed, EngineClock::now());
 }
 
-void EngineWorker::reject(AcceptedRequest& request, int32_t prompt_tokens, std::string message) {
+void EngineWorker::reject(AcceptedRequest& request, int32_t prompt_tokens, Rejection why) {
   end_session_turn(request.session_id, request.sequence.id, {}, false);
   TokenEvent event;
   Finish finish;
   finish.reason = FinishReason::kRejected;
-  finish.message = std::move(message);
+  finish.reject_reason = why.reason;
+  finish.message = std::move(why.message);
+  finish.retry_after_seconds = why.retry_after_seconds;
   finish.usage.prompt_tokens = prompt_tokens;
   finish.timings.end_to_end_seconds = seconds_between(request.submitted, EngineClock::now());
   event.finish = std::move(finish);
@@ -325,7 +329,7 @@ void EngineWorker::become_unhealthy(const std::string& why) {
   unhealthy_reason_ = fmt::format("the engine is unhealthy: {}", why);
   healthy_.store(false, std::memory_order_release);
   log_.record(ProgressEvent::kError, 0, int64_t(scheduler_.current_step()), -1);
-  gateway_.close(unhealthy_reason_);
+  gateway_.close({RejectReason::kUnhealthy, unhealthy_reason_, std::nullopt});
   collect(scheduler_.abort_all(Error{unhealthy_reason_}));
 }
 
@@ -335,7 +339,7 @@ void EngineWorker::fail_everything(const std::string& why) noexcept {
   unhealthy_reason_ = fmt::format("the engine is unhealthy: {}", why);
   healthy_.store(false, std::memory_order_release);
   log_.record(ProgressEvent::kError, 0, int64_t(scheduler_.current_step()), -1);
-  gateway_.close(unhealthy_reason_);
+  gateway_.close({RejectReason::kUnhealthy, unhealthy_reason_, std::nullopt});
   const EngineClock::time_point now = EngineClock::now();
   for (auto& [id, live] : live_) {
     TokenEvent event;

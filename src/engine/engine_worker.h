@@ -82,7 +82,7 @@ class EngineWorker {
   void collect_one(const SequenceOutcome& outcome, EngineClock::time_point now);
   void finish_live(LiveRequest& request, TokenEvent& event, FinishReason reason,
                    std::string message, EngineClock::time_point now);
-  void reject(AcceptedRequest& request, int32_t prompt_tokens, std::string message);
+  void reject(AcceptedRequest& request, int32_t prompt_tokens, Rejection why);
   void end_session_turn(const std::optional<std::string>& session, RequestId id,
                         std::span<const TokenId> generated, bool completed);
   void become_unhealthy(const std::string& why);

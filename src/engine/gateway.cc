@@ -7,16 +7,17 @@
 
 namespace drift {
 
-std::optional<Refusal> Gateway::push(AcceptedRequest& request) {
+std::optional<Rejection> Gateway::push(AcceptedRequest& request) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_reason_) return Refusal{*closed_reason_, std::nullopt};
+    if (closed_reason_) return *closed_reason_;
     const int64_t queued = int64_t(requests_.size()) + waiting_in_worker_;
     if (queued >= max_queued_)
-      return Refusal{fmt::format("overloaded: {} requests are already waiting to be admitted "
-                                 "(max_queued_requests is {}); retry later",
-                                 queued, max_queued_),
-                     1.0};
+      return Rejection{RejectReason::kOverloaded,
+                       fmt::format("overloaded: {} requests are already waiting to be admitted "
+                                   "(max_queued_requests is {}); retry later",
+                                   queued, max_queued_),
+                       1.0};
     const int64_t prompt = int64_t(request.sequence.prompt.size());
     const int64_t backlog = backlog_tokens_ + queued_prompt_tokens_;
     if (max_ttft_ && seconds_per_prefill_token_ > 0 && backlog > 0) {
@@ -25,11 +26,12 @@ std::optional<Refusal> Gateway::push(AcceptedRequest& request) {
         // Waiting this long drains enough of the backlog (never more than all of it).
         const double retry =
             std::min(ttft - *max_ttft_, double(backlog) * seconds_per_prefill_token_);
-        return Refusal{fmt::format("overloaded: predicted time to first token {:.2f} s exceeds "
-                                   "max_ttft {:.2f} s ({} prompt tokens behind {} tokens of "
-                                   "prefill); retry in {:.1f} s",
-                                   ttft, *max_ttft_, prompt, backlog, retry),
-                       retry};
+        return Rejection{RejectReason::kOverloaded,
+                         fmt::format("overloaded: predicted time to first token {:.2f} s exceeds "
+                                     "max_ttft {:.2f} s ({} prompt tokens behind {} tokens of "
+                                     "prefill); retry in {:.1f} s",
+                                     ttft, *max_ttft_, prompt, backlog, retry),
+                         retry};
       }
     }
     queued_prompt_tokens_ += prompt;
@@ -60,15 +62,17 @@ void Gateway::mark_stopped() {
   cancels_.clear();
 }
 
-void Gateway::close(std::string reason) {
+void Gateway::close(Rejection why) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!closed_reason_) closed_reason_ = std::move(reason);
+  if (!closed_reason_) closed_reason_ = std::move(why);
 }
 
 void Gateway::request_shutdown(ShutdownMode mode) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!closed_reason_) closed_reason_ = "the engine is shutting down";
+    if (!closed_reason_)
+      closed_reason_ =
+          Rejection{RejectReason::kShuttingDown, "the engine is shutting down", std::nullopt};
     if (!shutdown_ || mode == ShutdownMode::kAbort) shutdown_ = mode;
   }
   work_.notify_one();

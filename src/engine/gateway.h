@@ -33,12 +33,18 @@ struct AcceptedRequest {
   std::optional<std::string> session_id;
 };
 
-// Why push refused a request.
-struct Refusal {
+// Why the engine refused a request: the kind, a message a user can act on, and for an overload the
+// seconds after which a retry is predicted to succeed.
+struct Rejection {
+  RejectReason reason = RejectReason::kInvalidRequest;
   std::string message;
-  // Overloaded: seconds after which a retry is predicted to succeed.
   std::optional<double> retry_after_seconds;
 };
+
+template <typename... Args>
+Rejection make_rejection(RejectReason reason, fmt::format_string<Args...> format, Args&&... args) {
+  return Rejection{reason, fmt::format(format, std::forward<Args>(args)...), std::nullopt};
+}
 
 enum class ShutdownMode : uint8_t {
   kDrain,  // every request accepted so far runs to its end
@@ -63,13 +69,13 @@ class Gateway {
   // to first token — its prompt behind the prefill backlog, at the worker's forecast rate —
   // exceeds max_ttft_seconds (only when there is a backlog: a retry could not help an idle
   // engine), with the predicted wait as retry time; or the reason the gateway is closed.
-  std::optional<Refusal> push(AcceptedRequest& request);
+  std::optional<Rejection> push(AcceptedRequest& request);
   // Queues a cancel of the request behind `stream` for the worker (ignored there if it has
   // finished). The stream, not the id, names the request: ids given by callers may repeat.
   // Ignored once the worker has stopped.
   void cancel(std::shared_ptr<RequestStream> stream);
-  // Refuses later pushes with `reason` (the first reason given sticks).
-  void close(std::string reason);
+  // Refuses later pushes with `why` (the first one given sticks).
+  void close(Rejection why);
   // The worker has exited: nothing will take cancels any more.
   void mark_stopped();
   // Closes (reason "the engine is shutting down") and tells the worker to stop; a later
@@ -110,7 +116,7 @@ class Gateway {
   int64_t queued_prompt_tokens_ = 0;  // of requests_ (not taken yet)
   int64_t backlog_tokens_ = 0;        // publish_forecast
   double seconds_per_prefill_token_ = 0;
-  std::optional<std::string> closed_reason_;
+  std::optional<Rejection> closed_reason_;
   std::optional<ShutdownMode> shutdown_;
   bool flush_prefix_cache_ = false;
 };

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -28,12 +30,34 @@ struct TextPrompt {
   bool parse_special = false;
 };
 
+// One turn of a conversation, as a chat template receives it.
+struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role, std::string content, std::optional<std::string> name = {})
+      : role(std::move(role)), content(std::move(content)), name(std::move(name)) {}
+
+  std::string role;  // "system", "user", "assistant", ...
+  std::string content;
+  std::optional<std::string> name;  // the speaker's name, which some templates show
+};
+
+// A conversation, rendered with the model's chat template (or the one the program loaded the
+// engine with) and tokenized by the engine, such that message text never becomes control tokens:
+// a user who types "<|im_start|>system" gets those characters, not a forged turn.
+struct ChatPrompt {
+  std::vector<ChatMessage> messages;
+};
+
+// What submit or tokenize takes as a prompt: token ids (each checked against the vocabulary), text
+// or a conversation.
+using Prompt = std::variant<std::vector<TokenId>, TextPrompt, ChatPrompt>;
+
 struct Request {
   // Absent: the engine assigns one (>= kFirstEngineAssignedId). A given id must be below that and
   // not in use by an unfinished request. The sampler's random stream is seeded from it unless
   // sampling.seed is set.
   std::optional<RequestId> id;
-  std::variant<std::vector<TokenId>, TextPrompt> prompt;
+  Prompt prompt;
   // Tokens to generate at most. Absent: the engine's default_max_tokens, capped by what is left
   // of max_model_len and of the KV cache after the prompt. Given: prompt + max_tokens must fit in
   // max_model_len, or the request is rejected.
@@ -65,8 +89,28 @@ struct RequestTimings {
   double end_to_end_seconds = 0;  // until the finish event
 };
 
+// Why the engine refused a request (finish reason kRejected), so that a caller can act on the kind
+// (a server maps it to an HTTP status) without reading the message.
+enum class RejectReason : uint8_t {
+  kInvalidRequest,          // a field other than the prompt: id, priority, sampling, max_tokens
+  kInvalidPrompt,           // the prompt cannot be tokenized (e.g. the chat template fails)
+  kEmptyPrompt,             // the prompt has no tokens
+  kTokenOutsideVocabulary,  // a prompt token id is negative or >= the vocabulary size
+  kPromptTooLong,           // the prompt alone fills max_model_len
+  kMaxTokensTooLong,        // prompt + max_tokens exceed max_model_len
+  kExceedsKvCache,          // prompt + max new tokens can never fit in the KV cache
+  kSessionBusy,             // a turn of the session is still running
+  kSessionLimit,            // a session cap (sessions open, tokens held) is reached: retry later
+  kOverloaded,              // too many requests wait, or the predicted wait is too long: retry
+  kShuttingDown,            // the engine takes no more requests
+  kUnhealthy,               // the executor failed for good
+};
+std::string_view reject_reason_name(RejectReason reason);
+
 struct Finish {
   FinishReason reason = FinishReason::kStop;
+  // Set exactly when reason is kRejected.
+  std::optional<RejectReason> reject_reason;
   // Why, for kError and kRejected (a message a user can act on); empty otherwise, or for
   // kCancelled the cause when the engine cancelled it (shutdown).
   std::string message;

@@ -9,6 +9,7 @@ RequestHandle& RequestHandle::operator=(RequestHandle&& other) noexcept {
     release();
     stream_ = std::move(other.stream_);
     gateway_ = std::move(other.gateway_);
+    prompt_tokens_ = other.prompt_tokens_;
   }
   return *this;
 }

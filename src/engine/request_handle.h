@@ -27,8 +27,10 @@ struct Completion {
 class RequestHandle {
  public:
   RequestHandle() = default;
-  RequestHandle(std::shared_ptr<RequestStream> stream, std::shared_ptr<Gateway> gateway)
-      : stream_(std::move(stream)), gateway_(std::move(gateway)) {}
+  // `prompt_tokens`: the prompt's length as the engine tokenized it.
+  RequestHandle(std::shared_ptr<RequestStream> stream, std::shared_ptr<Gateway> gateway,
+                int32_t prompt_tokens = 0)
+      : stream_(std::move(stream)), gateway_(std::move(gateway)), prompt_tokens_(prompt_tokens) {}
   RequestHandle(RequestHandle&&) noexcept = default;
   RequestHandle& operator=(RequestHandle&& other) noexcept;
   RequestHandle(const RequestHandle&) = delete;
@@ -37,6 +39,10 @@ class RequestHandle {
 
   bool valid() const { return stream_ != nullptr; }
   RequestId id() const { return stream_->id(); }
+  // The prompt's tokens as the engine tokenized it (a session turn's history included), known
+  // when submit returns: the usage a caller reports even if it stops reading before the finish.
+  // 0 when the prompt could not be tokenized.
+  int32_t prompt_tokens() const { return prompt_tokens_; }
 
   // Pull delivery: the next event, blocking until there is one. nullopt once the finish event
   // has been returned (and always in callback delivery).
@@ -62,6 +68,7 @@ class RequestHandle {
 
   std::shared_ptr<RequestStream> stream_;
   std::shared_ptr<Gateway> gateway_;
+  int32_t prompt_tokens_ = 0;
 };
 
 }  // namespace drift

@@ -50,17 +50,24 @@ void SessionStore::expire_idle(Clock::time_point now, bool force) {
 Expected<std::vector<TokenId>> SessionStore::begin_turn(const std::string& id, RequestId request,
                                                         std::weak_ptr<RequestStream> stream,
                                                         std::span<const TokenId> input,
-                                                        SizeTurn size_turn, Clock::time_point now) {
+                                                        SizeTurn size_turn, Clock::time_point now,
+                                                        Refusal* why) {
   // Rule: a turn starts only if the session is idle, the prompt can run and the caps hold after
   // idle sessions expire; nothing changes otherwise.
-  if (id.empty() || id.size() > kMaxSessionIdBytes)
+  auto refuse = [why](Refusal kind) {
+    if (why) *why = kind;
+  };
+  if (id.empty() || id.size() > kMaxSessionIdBytes) {
+    refuse(Refusal::kInvalidId);
     return make_error("session_id must have 1 to {} bytes, got {}", kMaxSessionIdBytes, id.size());
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   expire_idle(now, /*force=*/false);
   Session* existing = find_live(id, now);
   const bool is_new = existing == nullptr;
   if (!is_new && existing->running) {
     ++rejected_turns_;
+    refuse(Refusal::kBusy);
     return make_error(
         "session {} has a turn running (request {}): wait for it to finish, or kill the session",
         id, *existing->running);
@@ -69,6 +76,7 @@ Expected<std::vector<TokenId>> SessionStore::begin_turn(const std::string& id, R
     expire_idle(now, /*force=*/true);  // a cap counts only live sessions
   if (is_new && int32_t(sessions_.size()) >= config_.max_sessions) {
     ++rejected_turns_;
+    refuse(Refusal::kCap);
     return make_error(
         "too many sessions: all {} (sessions.max_sessions) are open; end one, or wait for an idle "
         "one to expire after {} s",
@@ -78,7 +86,10 @@ Expected<std::vector<TokenId>> SessionStore::begin_turn(const std::string& id, R
   if (!is_new) prompt = existing->tokens;
   prompt.insert(prompt.end(), input.begin(), input.end());
   Expected<int32_t> max_new = size_turn(prompt);
-  if (!max_new.ok()) return max_new.error();
+  if (!max_new.ok()) {
+    refuse(Refusal::kSizing);
+    return max_new.error();
+  }
 
   const int64_t before = is_new ? 0 : held(*existing);
   const int64_t after = int64_t(prompt.size()) + *max_new;
@@ -86,6 +97,7 @@ Expected<std::vector<TokenId>> SessionStore::begin_turn(const std::string& id, R
     expire_idle(now, /*force=*/true);  // a cap counts only live sessions
   if (total_tokens_ - before + after > config_.max_total_tokens) {
     ++rejected_turns_;
+    refuse(Refusal::kCap);
     return make_error(
         "session token cap: this turn needs up to {} tokens ({} prompt + {} max_tokens), but "
         "sessions hold {} of {} (sessions.max_total_tokens); end a session or lower max_tokens",

@@ -66,14 +66,18 @@ class SessionStore {
   // generate, or why it cannot run. Called with the store locked.
   using SizeTurn = FunctionRef<Expected<int32_t>(std::span<const TokenId> prompt)>;
 
+  // Why a turn was refused, for callers that answer differently (a busy session is a conflict
+  // with its state; a cap is capacity that frees up).
+  enum class Refusal { kInvalidId, kBusy, kCap, kSizing };
+
   // Starts a turn of session `id` (opening the session if it does not exist) by request
   // `request`, whose events go to `stream`: returns the prompt, history followed by `input`.
   // Errors: an invalid id, a turn of the session still running, `size_turn`'s error, or a cap
-  // (with the sizes and what to do).
+  // (with the sizes and what to do); `why`, when given, is set to which.
   Expected<std::vector<TokenId>> begin_turn(const std::string& id, RequestId request,
                                             std::weak_ptr<RequestStream> stream,
                                             std::span<const TokenId> input, SizeTurn size_turn,
-                                            Clock::time_point now);
+                                            Clock::time_point now, Refusal* why = nullptr);
   // Whether session `id` exists with a non-empty history (so a turn continues it).
   bool has_history(const std::string& id, Clock::time_point now);
   // Ends the turn of `request`: if it `completed`, `generated` is appended to the history;

@@ -1,9 +1,11 @@
-// What the engine needs of a tokenizer: a text prompt to token ids, and generated ids to text,
-// incrementally. The real one wraps Tokenizer and StreamingDecoder (tokenizer_codec.h); tests
-// use small fakes, so that the engine is tested without a model file.
+// What the engine needs of a tokenizer: a text prompt or a conversation to token ids, and ids to
+// text, whole or incrementally. The real one wraps Tokenizer, the chat prompt builder and
+// StreamingDecoder (tokenizer_codec.h); tests use small fakes, so that the engine (and a server
+// over it) is tested without a model file.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +32,14 @@ class TextCodec {
  public:
   virtual ~TextCodec() = default;
   virtual std::vector<TokenId> encode(const TextPrompt& prompt) const = 0;
+  // The conversation rendered with the chat template and tokenized so that message text never
+  // becomes control tokens; error if the template fails or cannot keep a message plain.
+  virtual Expected<std::vector<TokenId>> encode_chat(
+      std::span<const ChatMessage> messages) const = 0;
+  // Ids the engine checked against the vocabulary.
+  virtual Expected<std::string> decode(std::span<const TokenId> tokens,
+                                       bool render_special) const = 0;
+  virtual Expected<std::string> token_text(TokenId token) const = 0;
   virtual std::unique_ptr<TokenTextStream> start_stream() const = 0;
 };
 

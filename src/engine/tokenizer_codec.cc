@@ -18,7 +18,8 @@ class TokenizerTextStream final : public TokenTextStream {
 
 class TokenizerCodec final : public TextCodec {
  public:
-  explicit TokenizerCodec(Tokenizer tokenizer) : tokenizer_(std::move(tokenizer)) {}
+  TokenizerCodec(Tokenizer tokenizer, ChatPromptBuilder chat)
+      : tokenizer_(std::move(tokenizer)), chat_(std::move(chat)) {}
 
   std::vector<TokenId> encode(const TextPrompt& prompt) const override {
     EncodeOptions options;
@@ -27,18 +28,40 @@ class TokenizerCodec final : public TextCodec {
     return tokenizer_.encode(prompt.text, options);
   }
 
+  Expected<std::vector<TokenId>> encode_chat(std::span<const ChatMessage> messages) const override {
+    jinja::Json conversation = jinja::Json::array();
+    for (const ChatMessage& m : messages) {
+      jinja::Json message{{"role", m.role}, {"content", m.content}};
+      if (m.name) message["name"] = *m.name;
+      conversation.push_back(std::move(message));
+    }
+    return tokenize_chat(chat_, tokenizer_, conversation);
+  }
+
+  Expected<std::string> decode(std::span<const TokenId> tokens,
+                               bool render_special) const override {
+    return tokenizer_.decode(tokens, {.render_special = render_special});
+  }
+
+  Expected<std::string> token_text(TokenId token) const override {
+    DRIFT_ASSIGN_OR_RETURN(std::string_view piece,
+                           tokenizer_.token_to_piece(token, /*render_special=*/true));
+    return std::string(piece);
+  }
+
   std::unique_ptr<TokenTextStream> start_stream() const override {
     return std::make_unique<TokenizerTextStream>(tokenizer_);
   }
 
  private:
   Tokenizer tokenizer_;
+  ChatPromptBuilder chat_;
 };
 
 }  // namespace
 
-std::shared_ptr<const TextCodec> make_tokenizer_codec(Tokenizer tokenizer) {
-  return std::make_shared<TokenizerCodec>(std::move(tokenizer));
+std::shared_ptr<const TextCodec> make_tokenizer_codec(Tokenizer tokenizer, ChatPromptBuilder chat) {
+  return std::make_shared<TokenizerCodec>(std::move(tokenizer), std::move(chat));
 }
 
 }  // namespace drift

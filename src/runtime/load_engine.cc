@@ -8,6 +8,7 @@
 #include "engine/tokenizer_codec.h"
 #include "executor/cpu_executor.h"
 #include "model/model.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/cpu_features.h"
 #include "util/log.h"
@@ -37,12 +38,20 @@ ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer,
 }  // namespace
 
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
-                                              const EngineConfig& config) {
+                                              const EngineConfig& config,
+                                              const ModelLoadOptions& options) {
   DRIFT_ASSIGN_OR_RETURN(Isa isa, select_isa(detect_cpu_features()));
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded_model, Model::load(model_path, isa));
   // Shared with the engine, which keeps it alive for the executor that reads its weights.
   std::shared_ptr<const Model> model = std::move(loaded_model);
   DRIFT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(model->file()));
+  DRIFT_ASSIGN_OR_RETURN(ChatPromptBuilder chat, ChatPromptBuilder::create(model->file(), tokenizer,
+                                                                           options.chat_template));
+  if (chat.source() == ChatTemplateSource::kChatmlFallback)
+    spdlog::warn(
+        "{} has no chat template; using ChatML for conversations (--chat-template FILE "
+        "gives another)",
+        model_path);
   const ModelFacts facts = model_facts(model->config(), tokenizer, model->file());
   const Model& loaded = *model;
   auto make_executor = [&](const EngineSetup& setup) -> Expected<std::unique_ptr<Executor>> {
@@ -57,8 +66,8 @@ Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
     DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor, CpuExecutor::create(loaded, c));
     return std::unique_ptr<Executor>(std::move(executor));
   };
-  return Engine::create(config, facts, make_tokenizer_codec(std::move(tokenizer)), make_executor,
-                        std::move(model));
+  return Engine::create(config, facts, make_tokenizer_codec(std::move(tokenizer), std::move(chat)),
+                        make_executor, std::move(model));
 }
 
 kernels::KvFormat kv_format_of(KVDtype dtype) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/engine.h"
@@ -13,10 +14,19 @@
 
 namespace drift {
 
-// Loads the GGUF model and its tokenizer and runs it on the CPU executor with config.threads
-// compute threads (the ISA the CPU supports best, or DRIFT_ISA's).
+struct ModelLoadOptions {
+  // A Jinja chat template's text that replaces the model's (--chat-template FILE). Absent: the
+  // model's, or ChatML when it has none (with a warning).
+  std::optional<std::string> chat_template;
+};
+
+// Loads the GGUF model (the file is opened once), its tokenizer and chat prompt builder, and runs
+// it on the CPU executor with config.threads compute threads (the ISA the CPU supports best, or
+// DRIFT_ISA's). The engine then owns every prompt decision: programs submit text, conversations
+// or ids, and ask it to tokenize.
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
-                                              const EngineConfig& config);
+                                              const EngineConfig& config,
+                                              const ModelLoadOptions& options = {});
 
 // The executor's storage format of an engine KV dtype (the two enums are kept apart because kv/
 // may not know the kernels; both count a page's bytes alike, tests/unit/runtime checks it).

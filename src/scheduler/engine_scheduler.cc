@@ -36,8 +36,6 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
   plan_.items.reserve(seqs);
   plan_.page_copies.reserve(seqs);
   plan_.token_ids.reserve(tokens);
-  plan_.positions.reserve(tokens);
-  plan_.slot_mapping.reserve(tokens);
   plan_.block_table.reserve(size_t(pages));
   plan_.page_size = kv.page_size();
   prefix_pages_.reserve(size_t(kv.layout().pages_for_tokens(config.max_model_len)));
@@ -371,7 +369,6 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   }
   if (grown->copy_on_write) plan_.page_copies.push_back(*grown->copy_on_write);
 
-  const int32_t page_size = kv_.page_size();
   const int32_t start = seq.num_computed_tokens;
   std::span<const PageId> pages = kv_.pages(seq.id);
   StepItem item;
@@ -387,11 +384,8 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   item.history = seq.tokens;
   item.prompt_len = seq.prompt_len;
   plan_.block_table.insert(plan_.block_table.end(), pages.begin(), pages.end());
-  for (int32_t t = start; t < start + num_tokens; ++t) {
-    plan_.token_ids.push_back(seq.tokens[size_t(t)]);
-    plan_.positions.push_back(t);
-    plan_.slot_mapping.push_back(int64_t(pages[size_t(t / page_size)]) * page_size + t % page_size);
-  }
+  plan_.token_ids.insert(plan_.token_ids.end(), seq.tokens.begin() + start,
+                         seq.tokens.begin() + start + num_tokens);
   plan_.items.push_back(item);
   token_budget_ -= num_tokens;
   seq.last_scheduled_step = step_;

@@ -28,7 +28,7 @@ struct StepItem {
   StepItemKind kind = StepItemKind::kPrefill;
   int32_t start_position = 0;
   int32_t num_tokens = 0;
-  int32_t token_offset = 0;  // of its first token in token_ids, positions and slot_mapping
+  int32_t token_offset = 0;  // of its first token in token_ids
   int32_t page_offset = 0;   // of its first page in block_table
   int32_t num_pages = 0;     // pages covering positions [0, context_len())
   // Sample a token from the logits of the last scheduled token: true for decode and for the last
@@ -51,10 +51,11 @@ struct StepPlan {
   uint64_t step = 0;      // the scheduler's step number
   int32_t page_size = 0;  // tokens per KV page
   std::vector<StepItem> items;
-  std::vector<TokenId> token_ids;     // [num_tokens] items' tokens, concatenated in item order
-  std::vector<int32_t> positions;     // [num_tokens] each token's position in its sequence
-  std::vector<int64_t> slot_mapping;  // [num_tokens] page * page_size + position % page_size
-  std::vector<PageId> block_table;    // items' page lists, concatenated in item order
+  // Token k of an item is at position start_position + k of its sequence, and its K/V go to slot
+  // slot(item, k) of the KV pages: the plan carries no per-token position or slot arrays, which
+  // the executor would only recompute (ForwardSequence takes a start position and a page table).
+  std::vector<TokenId> token_ids;   // [num_tokens] items' tokens, concatenated in item order
+  std::vector<PageId> block_table;  // items' page lists, concatenated in item order
   // Copy-on-write: before running the step, copy all K/V of each src page into its dst page.
   std::vector<PageCopy> page_copies;
   int32_t num_prefill_tokens = 0;
@@ -68,14 +69,14 @@ struct StepPlan {
   std::span<const TokenId> tokens(const StepItem& item) const {
     return {token_ids.data() + item.token_offset, size_t(item.num_tokens)};
   }
-  std::span<const int64_t> slots(const StepItem& item) const {
-    return {slot_mapping.data() + item.token_offset, size_t(item.num_tokens)};
+  // page * page_size + position % page_size for the item's k-th token.
+  int64_t slot(const StepItem& item, int32_t k) const {
+    const int32_t position = item.start_position + k;
+    return int64_t(pages(item)[size_t(position / page_size)]) * page_size + position % page_size;
   }
   void clear() {
     items.clear();
     token_ids.clear();
-    positions.clear();
-    slot_mapping.clear();
     block_table.clear();
     page_copies.clear();
     num_prefill_tokens = num_decode_tokens = 0;

@@ -5,37 +5,10 @@
 #include <boost/asio/post.hpp>
 #include <cmath>
 
+#include "server/rejection_error.h"
 #include "server/sse.h"
 
 namespace drift::server {
-
-ApiError error_for_rejection(const Finish& finish) {
-  const std::string& message = finish.message;
-  if (finish.retry_after_seconds) {
-    ApiError e = overloaded(message);
-    e.retry_after_seconds = std::max(1, int(std::ceil(*finish.retry_after_seconds)));
-    return e;
-  }
-  if (message.rfind("overloaded", 0) == 0) return overloaded(message);
-  if (message.find("shutting down") != std::string::npos ||
-      message.find("unhealthy") != std::string::npos)
-    return unavailable(message);
-  // Session refusals (session_store.cc): a cap is the server's capacity, a retry after another
-  // session ends succeeds (429 + Retry-After); a second turn while one runs is a conflict with
-  // the session's state (409).
-  if (message.rfind("too many sessions", 0) == 0 || message.rfind("session token cap", 0) == 0) {
-    ApiError e = overloaded(message);
-    e.code = "session_limit";
-    return e;
-  }
-  if (message.find("has a turn running") != std::string::npos) {
-    ApiError e = bad_request(message, "session_id");
-    e.status = 409;
-    e.code = "session_busy";
-    return e;
-  }
-  return bad_request(message);
-}
 
 Generation::Generation(boost::asio::io_context& io, Engine& engine,
                        std::shared_ptr<HttpExchange> exchange, GenerationSpec spec, Done done)
@@ -44,9 +17,7 @@ Generation::Generation(boost::asio::io_context& io, Engine& engine,
       exchange_(std::move(exchange)),
       spec_(std::move(spec)),
       done_(std::move(done)),
-      started_(std::chrono::steady_clock::now()) {
-  outcome_.prompt_tokens = spec_.prompt_tokens;
-}
+      started_(std::chrono::steady_clock::now()) {}
 
 void Generation::start() {
   auto self = shared_from_this();
@@ -64,7 +35,9 @@ void Generation::start() {
       });
     };
     choices_[i].handle = engine_.submit(std::move(spec_.choices[i].request), on_event);
+    if (spec_.choices[i].counts_prompt_tokens) prompt_tokens_ += choices_[i].handle.prompt_tokens();
   }
+  outcome_.prompt_tokens = prompt_tokens_;
 }
 
 void Generation::ensure_stream_started() {
@@ -93,7 +66,8 @@ void Generation::on_event(size_t index, TokenEvent event) {
                        event.finish->reason == FinishReason::kError ||
                        event.finish->reason == FinishReason::kCancelled)) {
     const Finish& f = *event.finish;
-    if (f.reason == FinishReason::kRejected) return fail(error_for_rejection(f));
+    if (f.reason == FinishReason::kRejected)
+      return fail(error_for_rejection(f, spec_.meta.chat ? "messages" : "prompt"));
     if (f.reason == FinishReason::kCancelled) {
       // Cut by the server (shutdown, a killed session): the log counts what was generated.
       for (const ChoiceState& other : choices_)
@@ -169,8 +143,8 @@ void Generation::finish_choice(size_t index, std::string reason, int64_t complet
 void Generation::complete() {
   if (spec_.stream) {
     if (spec_.include_usage)
-      exchange_->send_chunk(sse_event(dump_json(
-          usage_chunk_json(spec_.meta, spec_.prompt_tokens, outcome_.completion_tokens))));
+      exchange_->send_chunk(sse_event(
+          dump_json(usage_chunk_json(spec_.meta, prompt_tokens_, outcome_.completion_tokens))));
     exchange_->send_chunk(sse_done());
     exchange_->end_stream();
     return end(200);
@@ -185,9 +159,9 @@ void Generation::complete() {
     results.push_back(
         {int32_t(i), echo + choices_[i].text, *choices_[i].finish_reason, std::move(logprobs)});
   }
-  exchange_->respond(200, "application/json",
-                     dump_json(response_json(spec_.meta, results, spec_.prompt_tokens,
-                                             outcome_.completion_tokens)));
+  exchange_->respond(
+      200, "application/json",
+      dump_json(response_json(spec_.meta, results, prompt_tokens_, outcome_.completion_tokens)));
   end(200);
 }
 

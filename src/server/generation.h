@@ -47,13 +47,15 @@ struct GenerationSpec {
   bool stream = false;
   bool include_usage = false;
   std::vector<std::string> stop;
-  // One per choice, in index order: the engine request, and text to put first (echo).
+  // One per choice, in index order: the engine request, and text to put first (echo). Usage
+  // counts the prompt tokens once per distinct prompt, as OpenAI does: of the first choice of each
+  // (the engine's count, known when submit returns).
   struct Choice {
     Request request;
     std::string echo;
+    bool counts_prompt_tokens = true;
   };
   std::vector<Choice> choices;
-  int64_t prompt_tokens = 0;  // counted once per distinct prompt, as OpenAI reports usage
   // Set when the request asked for logprobs: the text of a token id, for the response.
   TokenTextFn token_text;
 };
@@ -100,13 +102,9 @@ class Generation : public std::enable_shared_from_this<Generation> {
   size_t finished_ = 0;
   bool stream_started_ = false;
   bool ended_ = false;
+  int64_t prompt_tokens_ = 0;  // usage's prompt_tokens
   GenerationOutcome outcome_;
   std::chrono::steady_clock::time_point started_;
 };
-
-// The HTTP error for an engine rejection: overloaded (a retry time given: the queue is full or
-// the predicted time to first token is too long) -> 429 with Retry-After, the seconds rounded
-// up; shutting down or unhealthy -> 503; anything else (sizes, ids, priority) -> 400.
-ApiError error_for_rejection(const Finish& finish);
 
 }  // namespace drift::server

@@ -275,7 +275,7 @@ MaybeError flatten_content(const json& content, size_t index, std::string& out) 
   return std::nullopt;
 }
 
-MaybeError parse_messages(const json& body, jinja::Json& messages) {
+MaybeError parse_messages(const json& body, std::vector<ChatMessage>& messages) {
   const json* v = field(body, "messages");
   if (!v) return bad_request("'messages' is required", "messages");
   if (!v->is_array()) return wrong_type("messages", "an array", *v);
@@ -284,7 +284,7 @@ MaybeError parse_messages(const json& body, jinja::Json& messages) {
     return bad_request(
         fmt::format("'messages' may hold at most {} messages, got {}", kMaxMessages, v->size()),
         "messages");
-  messages = jinja::Json::array();
+  messages.clear();
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     const std::string param = fmt::format("messages[{}]", i);
@@ -302,11 +302,12 @@ MaybeError parse_messages(const json& body, jinja::Json& messages) {
     if (!content) return bad_request(fmt::format("{} needs 'content'", param), param + ".content");
     std::string text;
     if (auto e = flatten_content(*content, i, text)) return e;
-    jinja::Json msg = jinja::Json::object();
+    ChatMessage msg;
     // Templates written for OpenAI know "developer" as "system".
-    msg["role"] = r == "developer" ? "system" : r;
-    msg["content"] = std::move(text);
-    if (const json* name = field(m, "name"); name && name->is_string()) msg["name"] = *name;
+    msg.role = r == "developer" ? "system" : r;
+    msg.content = std::move(text);
+    if (const json* name = field(m, "name"); name && name->is_string())
+      msg.name = name->get<std::string>();
     messages.push_back(std::move(msg));
   }
   return std::nullopt;
@@ -412,7 +413,7 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const json& body)
     if (auto e = get_string(body, "content", prompt)) return *e;  // llama.cpp's name
   r.prompt = std::move(prompt);
   if (field(body, "messages")) {
-    jinja::Json messages;
+    std::vector<ChatMessage> messages;
     if (auto e = parse_messages(body, messages)) return *e;
     r.messages = std::move(messages);
   }

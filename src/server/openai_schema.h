@@ -2,7 +2,7 @@
 // with a 400 that names it; fields drift does not implement yet (tools, response_format,
 // logit_bias, best_of, ...) are refused rather than silently ignored, and other unknown fields
 // are ignored as OpenAI's own server does. Nothing here depends on the model: limits that do
-// (context length, vocabulary size) are checked where the prompt is tokenized.
+// (context length, vocabulary size) are the engine's to check.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,8 @@
 #include <variant>
 #include <vector>
 
+#include "engine/request.h"
 #include "server/api_error.h"
-#include "tokenizer/jinja_json.h"
 #include "util/sampling_params.h"
 
 namespace drift::server {
@@ -61,7 +61,7 @@ struct CompletionRequest {
 struct ChatRequest {
   std::optional<std::string> model;
   // [{"role", "content"(string)}...]: roles checked, content parts joined into one string.
-  jinja::Json messages;
+  std::vector<ChatMessage> messages;
   GenerationOptions options;
 };
 
@@ -71,7 +71,7 @@ std::variant<ChatRequest, ApiError> parse_chat_request(const nlohmann::json& bod
 // /tokenize: {"prompt"|"content": string, "add_special_tokens"?: bool} or {"messages": [...]}.
 struct TokenizeRequest {
   std::optional<std::string> prompt;
-  std::optional<jinja::Json> messages;  // validated as in a chat request
+  std::optional<std::vector<ChatMessage>> messages;  // validated as in a chat request
   bool add_special = true;
 };
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const nlohmann::json& body);

@@ -12,7 +12,6 @@
 #include <type_traits>
 
 #include "server/api_error.h"
-#include "server/chat_prompt.h"
 #include "server/generation.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
@@ -90,16 +89,8 @@ std::string completion_id(bool chat, uint64_t serial) {
 
 }  // namespace
 
-// A request's prompt phase after validation: what the I/O thread needs to start its Generation.
-struct PreparedCompletion {
-  GenerationOptions options;
-  // One entry per distinct prompt: its ids and its echo text.
-  std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;
-  int64_t prompt_tokens = 0;
-};
-
-// Two workers: one huge prompt does not hold up the next request's, and the engine's compute
-// threads keep the cores.
+// Two prompt workers: one huge prompt does not hold up the next request's, and the engine's
+// compute threads keep the cores.
 OpenAIService::OpenAIService(boost::asio::io_context& io, ServiceConfig config)
     : io_(io),
       config_(std::move(config)),
@@ -112,7 +103,9 @@ OpenAIService::~OpenAIService() {
 }
 
 void OpenAIService::set_ready(std::shared_ptr<LoadedModel> model) {
-  prompt_bound_ = PromptBound::from(model->tokenizer);
+  const Engine& engine = *model->engine;
+  prompt_bound_ = PromptBound::from_texts(engine.vocab_size(),
+                                          [&](int32_t id) { return engine.token_text(id); });
   model_ = std::move(model);
 }
 
@@ -186,16 +179,16 @@ void OpenAIService::route(const HttpRequest& request,
   struct Entry {
     std::string_view path;
     std::string_view method;
-    int kind;
+    Route route;
   };
   static constexpr Entry kRoutes[] = {
-      {"/health", "GET", 0},
-      {"/metrics", "GET", 1},
-      {"/v1/models", "GET", 2},
-      {"/tokenize", "POST", 3},
-      {"/detokenize", "POST", 4},
-      {"/v1/completions", "POST", 5},
-      {"/v1/chat/completions", "POST", 6},
+      {"/health", "GET", Route::kHealth},
+      {"/metrics", "GET", Route::kMetrics},
+      {"/v1/models", "GET", Route::kModels},
+      {"/tokenize", "POST", Route::kTokenize},
+      {"/detokenize", "POST", Route::kDetokenize},
+      {"/v1/completions", "POST", Route::kCompletions},
+      {"/v1/chat/completions", "POST", Route::kChatCompletions},
   };
   if (path.starts_with(kSessionsPrefix)) {
     if (request.method != "DELETE") {
@@ -219,24 +212,29 @@ void OpenAIService::route(const HttpRequest& request,
     e.status = 405;
     return reply_error(request, exchange, e);
   }
-  if (entry->kind == 0) return health(request, exchange);
+  // Rule: /health answers anyone; the rest need the key; what needs the engine needs it ready.
+  if (entry->route == Route::kHealth) return health(request, exchange);
   if (!authorized(request)) return reply_error(request, exchange, unauthorized());
-  if (entry->kind == 1) return metrics(request, exchange);
-  if (entry->kind == 2) return models(request, exchange);
+  if (entry->route == Route::kMetrics) return metrics(request, exchange);
+  if (entry->route == Route::kModels) return models(request, exchange);
   if (!model_)
     return reply_error(
         request, exchange,
         unavailable(draining_ ? "the server is shutting down" : "the model is still loading"));
   if (draining_) return reply_error(request, exchange, unavailable("the server is shutting down"));
-  switch (entry->kind) {
-    case 3:
+  switch (entry->route) {
+    case Route::kTokenize:
       return tokenize(request, exchange);
-    case 4:
+    case Route::kDetokenize:
       return detokenize(request, exchange);
-    case 5:
+    case Route::kCompletions:
       return completions(request, exchange, false);
-    default:
+    case Route::kChatCompletions:
       return completions(request, exchange, true);
+    case Route::kHealth:
+    case Route::kMetrics:
+    case Route::kModels:
+      break;  // answered above
   }
 }
 
@@ -339,23 +337,23 @@ void OpenAIService::models(const HttpRequest& request,
 void OpenAIService::tokenize(const HttpRequest& request,
                              const std::shared_ptr<HttpExchange>& exchange) {
   // Off the I/O thread: a large prompt takes a while to tokenize (see prompt_workers_).
-  using Result = std::variant<ApiError, std::vector<int32_t>>;
+  using Result = std::variant<ApiError, std::vector<TokenId>>;
   auto work = [model = model_](const std::string& body) -> Result {
-    auto parsed_body = parse_request_json(body);
-    if (auto* e = std::get_if<ApiError>(&parsed_body)) return *e;
-    auto parsed = parse_tokenize_request(std::get<json>(parsed_body));
+    auto json_body = parse_request_json(body);
+    if (auto* e = std::get_if<ApiError>(&json_body)) return *e;
+    auto parsed = parse_tokenize_request(std::get<json>(json_body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-    const TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
-    if (t.prompt)
-      return model->tokenizer.encode(*t.prompt,
-                                     {.add_special = t.add_special, .parse_special = true});
-    auto ids = tokenize_chat(model->chat, model->tokenizer, *t.messages);
-    if (!ids.ok()) return bad_request(ids.error().message, "messages");
-    return std::move(*ids);
+    TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
+    Prompt prompt = t.prompt ? Prompt(TextPrompt{std::move(*t.prompt), t.add_special,
+                                                 /*parse_special=*/true})
+                             : Prompt(ChatPrompt{std::move(*t.messages)});
+    auto tokens = model->engine->tokenize(std::move(prompt));
+    if (!tokens.ok()) return bad_request(tokens.error().message, "messages");
+    return std::move(*tokens);
   };
   off_io_thread(request, exchange, std::move(work),
                 [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
-                       std::vector<int32_t> tokens) {
+                       std::vector<TokenId> tokens) {
                   reply_json(
                       request, exchange, 200,
                       dump_json(json{{"tokens", tokens},
@@ -371,153 +369,132 @@ void OpenAIService::detokenize(const HttpRequest& request,
   auto parsed = parse_detokenize_request(std::get<json>(body));
   if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
   const auto& tokens = std::get<std::vector<int32_t>>(parsed);
-  auto text = model_->tokenizer.decode(tokens, {.render_special = true});
+  auto text = model_->engine->detokenize(tokens, /*render_special=*/true);
   if (!text.ok())
     return reply_error(request, exchange, bad_request(text.error().message, "tokens"));
   reply_json(request, exchange, 200, dump_json(json{{"prompt", *text}, {"content", *text}}));
 }
 
-namespace {
+void OpenAIService::completions(const HttpRequest& request,
+                                const std::shared_ptr<HttpExchange>& exchange, bool chat) {
+  // Rule: parse the body, check the model's name, bound and tokenize the prompts (on a prompt
+  // worker: parsing, template rendering and tokenization of a large body take seconds that
+  // /health and the running streams must not wait for), then shape the engine requests and
+  // start (on the I/O thread). Whatever depends on the model (BOS, vocabulary, context) the
+  // engine decides when they are submitted.
+  using Result = std::variant<ApiError, GenerationRequest>;
+  auto work = [this, chat](const std::string& body) -> Result {
+    auto parsed = parse_generation_request(body, chat);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+    GenerationRequest& generation = std::get<GenerationRequest>(parsed);
+    if (auto e = check_model_name(generation.model)) return *e;
+    if (auto e = prepare_prompts(generation)) return *e;
+    return std::move(generation);
+  };
+  off_io_thread(request, exchange, std::move(work),
+                [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                       GenerationRequest generation) {
+                  start_generation(request, exchange, generation_spec(std::move(generation)));
+                });
+}
 
-// Runs on a prompt worker: reads only the loaded model (immutable, or thread-safe) and its
-// arguments.
-std::variant<ApiError, PreparedCompletion> prepare_completion(const LoadedModel& model,
-                                                              const PromptBound& bound,
-                                                              const std::string& served_model_name,
-                                                              const std::string& body, bool chat) {
-  auto parsed_body = parse_request_json(body);
-  if (auto* e = std::get_if<ApiError>(&parsed_body)) return *e;
-  const json& j = std::get<json>(parsed_body);
-  const int64_t context = model.engine->setup().max_model_len;
-  const size_t max_prompt_bytes = bound.max_bytes(context);
-
-  std::optional<std::string> model_name;
-  PreparedCompletion prepared;
-  GenerationOptions& options = prepared.options;
-  auto& prompts = prepared.prompts;
-  const Tokenizer& tokenizer = model.tokenizer;
+std::variant<GenerationRequest, ApiError> OpenAIService::parse_generation_request(
+    const std::string& body, bool chat) const {
+  auto json_body = parse_request_json(body);
+  if (auto* e = std::get_if<ApiError>(&json_body)) return *e;
+  const json& j = std::get<json>(json_body);
+  GenerationRequest out;
+  out.chat = chat;
   if (chat) {
     auto parsed = parse_chat_request(j);
     if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
     ChatRequest& c = std::get<ChatRequest>(parsed);
-    model_name = c.model;
-    options = std::move(c.options);
-    auto ids = tokenize_chat(model.chat, tokenizer, c.messages, max_prompt_bytes);
-    if (!ids.ok()) return (bad_request(ids.error().message, "messages"));
-    prompts.emplace_back(std::move(*ids), std::string());
-  } else {
-    auto parsed = parse_completion_request(j);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-    CompletionRequest& c = std::get<CompletionRequest>(parsed);
-    model_name = c.model;
-    options = std::move(c.options);
-    for (PromptInput& p : c.prompts) {
-      if (auto* text = std::get_if<std::string>(&p)) {
-        if (text->size() > max_prompt_bytes)
-          return bad_request(
-              fmt::format("this model's context length is {} tokens, but the prompt has {} "
-                          "bytes, at least {} tokens (no token of this model covers more than {} "
-                          "bytes)",
-                          context, text->size(), bound.min_tokens(text->size()),
-                          bound.max_bytes_per_token()),
-              "prompt");
-        // A turn that continues a session follows its history: no second BOS.
-        const bool continues_session =
-            options.session_id && model.engine->session_history(*options.session_id)
-                                          .value_or(std::vector<TokenId>{})
-                                          .size() > 0;
-        prompts.emplace_back(
-            tokenizer.encode(*text, {.add_special = !continues_session, .parse_special = true}),
-            *text);
-      } else {
-        auto& ids = std::get<std::vector<int32_t>>(p);
-        for (int32_t id : ids)
-          if (id >= tokenizer.vocab_size())
-            return (bad_request(fmt::format("prompt token id {} is outside the "
-                                            "vocabulary of {} tokens",
-                                            id, tokenizer.vocab_size()),
-                                "prompt"));
-        std::string echo;
-        if (options.echo) {
-          auto decoded = tokenizer.decode(ids);
-          if (!decoded.ok()) return (bad_request(decoded.error().message, "prompt"));
-          echo = std::move(*decoded);
-        }
-        prompts.emplace_back(std::move(ids), std::move(echo));
+    out.model = std::move(c.model);
+    out.options = std::move(c.options);
+    out.prompts.push_back({ChatPrompt{std::move(c.messages)}, std::string()});
+    return out;
+  }
+  auto parsed = parse_completion_request(j);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  CompletionRequest& c = std::get<CompletionRequest>(parsed);
+  out.model = std::move(c.model);
+  out.options = std::move(c.options);
+  for (PromptInput& p : c.prompts) {
+    GenerationRequest::PromptEntry entry;
+    if (auto* text = std::get_if<std::string>(&p)) {
+      if (out.options.echo) entry.echo = *text;
+      // BOS as the model asks (none for a turn that continues a session): the engine decides.
+      entry.prompt = TextPrompt{std::move(*text), /*add_special=*/true, /*parse_special=*/true};
+    } else {
+      auto& ids = std::get<std::vector<int32_t>>(p);
+      if (out.options.echo) {
+        auto decoded = model_->engine->detokenize(ids);
+        if (!decoded.ok()) return bad_request(decoded.error().message, "prompt");
+        entry.echo = std::move(*decoded);
       }
-      if (!options.echo) prompts.back().second.clear();
+      entry.prompt = std::move(ids);
     }
+    out.prompts.push_back(std::move(entry));
   }
-  if (model_name && *model_name != served_model_name)
-    return (not_found(fmt::format("the model '{}' does not exist; this server serves "
-                                  "'{}'",
-                                  *model_name, served_model_name),
-                      "model_not_found"));
-  // The context checks, with both numbers, before anything is queued.
-  int64_t& prompt_tokens = prepared.prompt_tokens;
-  for (const auto& [ids, echo] : prompts) {
-    const int64_t len = int64_t(ids.size());
-    if (len == 0) return (bad_request("the prompt is empty", "prompt"));
-    if (len >= context)
-      return (
-          bad_request(fmt::format("this model's context length is {} tokens, but the prompt has "
-                                  "{} tokens (leaving no room to generate)",
-                                  context, len),
-                      chat ? "messages" : "prompt"));
-    if (options.max_tokens && len + *options.max_tokens > context)
-      return (
-          bad_request(fmt::format("this model's context length is {} tokens, but {} prompt tokens "
-                                  "+ {} max_tokens = {} tokens were requested",
-                                  context, len, *options.max_tokens, len + *options.max_tokens),
-                      "max_tokens"));
-    prompt_tokens += len;
-  }
-  return prepared;
+  return out;
 }
 
-}  // namespace
-
-void OpenAIService::completions(const HttpRequest& request,
-                                const std::shared_ptr<HttpExchange>& exchange, bool chat) {
-  // Off the I/O thread: parsing, template rendering and tokenization of a large body take
-  // seconds that /health and the running streams must not wait for.
-  auto work = [model = model_, bound = prompt_bound_, name = config_.served_model_name,
-               chat](const std::string& body) -> std::variant<ApiError, PreparedCompletion> {
-    return prepare_completion(*model, bound, name, body, chat);
-  };
-  off_io_thread(request, exchange, std::move(work),
-                [this, chat](const HttpRequest& request,
-                             const std::shared_ptr<HttpExchange>& exchange, PreparedCompletion p) {
-                  submit_completion(request, exchange, chat, std::move(p));
-                });
+std::optional<ApiError> OpenAIService::check_model_name(
+    const std::optional<std::string>& model) const {
+  if (!model || *model == config_.served_model_name) return std::nullopt;
+  return not_found(fmt::format("the model '{}' does not exist; this server serves '{}'", *model,
+                               config_.served_model_name),
+                   "model_not_found");
 }
 
-void OpenAIService::submit_completion(const HttpRequest& request,
-                                      const std::shared_ptr<HttpExchange>& exchange, bool chat,
-                                      PreparedCompletion prepared) {
-  GenerationOptions& options = prepared.options;
-  const auto& prompts = prepared.prompts;
-  const int64_t prompt_tokens = prepared.prompt_tokens;
+std::optional<ApiError> OpenAIService::prepare_prompts(GenerationRequest& request) const {
+  const Engine& engine = *model_->engine;
+  const int64_t context = engine.setup().max_model_len;
+  const size_t max_bytes = prompt_bound_.max_bytes(context);
+  const char* param = request.chat ? "messages" : "prompt";
+  for (GenerationRequest::PromptEntry& entry : request.prompts) {
+    // A rendered conversation is at least as long as its messages' text.
+    size_t bytes = 0;
+    if (const auto* text = std::get_if<TextPrompt>(&entry.prompt)) bytes = text->text.size();
+    if (const auto* chat = std::get_if<ChatPrompt>(&entry.prompt))
+      for (const ChatMessage& m : chat->messages) bytes += m.content.size();
+    if (bytes > max_bytes)
+      return bad_request(
+          fmt::format("this model's context length is {} tokens, but the {} {} bytes, at least {} "
+                      "tokens (no token of this model covers more than {} bytes)",
+                      context, request.chat ? "messages have" : "prompt has", bytes,
+                      prompt_bound_.min_tokens(bytes), prompt_bound_.max_bytes_per_token()),
+          param);
+    if (request.options.session_id || std::holds_alternative<std::vector<TokenId>>(entry.prompt))
+      continue;
+    Expected<std::vector<TokenId>> ids = engine.tokenize(entry.prompt);
+    if (!ids.ok()) return bad_request(ids.error().message, param);
+    entry.prompt = std::move(*ids);
+  }
+  return std::nullopt;
+}
+
+GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
+  GenerationOptions& options = parsed.options;
   GenerationSpec spec;
-  spec.meta.chat = chat;
-  spec.meta.id = completion_id(chat, next_completion_id_++);
+  spec.meta.chat = parsed.chat;
+  spec.meta.id = completion_id(parsed.chat, next_completion_id_++);
   spec.meta.created = unix_now();
   spec.meta.model = config_.served_model_name;
   spec.stream = options.stream;
   spec.include_usage = options.include_usage;
   spec.stop = options.stop;
-  spec.prompt_tokens = prompt_tokens;
   if (options.logprobs) {
     options.sampling.logprobs = *options.logprobs;
     spec.token_text = [model = model_](int32_t id) {
-      auto piece = model->tokenizer.token_to_piece(id, /*render_special=*/true);
-      return piece.ok() ? std::string(*piece) : std::string();
+      auto text = model->engine->token_text(id);
+      return text.ok() ? std::move(*text) : std::string();
     };
   }
-  for (const auto& [ids, echo] : prompts) {
+  for (GenerationRequest::PromptEntry& entry : parsed.prompts) {
     for (int32_t i = 0; i < options.n; ++i) {
       GenerationSpec::Choice choice;
-      choice.request.prompt = ids;
+      choice.request.prompt = entry.prompt;
       choice.request.max_tokens = options.max_tokens;
       choice.request.sampling = options.sampling;
       choice.request.session_id = options.session_id;
@@ -526,11 +503,17 @@ void OpenAIService::submit_completion(const HttpRequest& request,
       // Choices of one request differ by seed: seed, seed+1, ... (engine-derived when unset).
       if (options.sampling.seed)
         choice.request.sampling.seed = *options.sampling.seed + uint64_t(i);
-      choice.echo = echo;
+      choice.echo = entry.echo;
+      choice.counts_prompt_tokens = i == 0;
       spec.choices.push_back(std::move(choice));
     }
   }
+  return spec;
+}
 
+void OpenAIService::start_generation(const HttpRequest& request,
+                                     const std::shared_ptr<HttpExchange>& exchange,
+                                     GenerationSpec spec) {
   ++active_generations_;
   auto done = [this, request](const GenerationOutcome& o) {
     --active_generations_;

@@ -1,28 +1,27 @@
-// The OpenAI-compatible API over one engine: routing, the API key, request validation against
-// the model (context length, vocabulary), tokenization and chat templates, and the non-generating
-// endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize). Generating requests become
-// Generations (generation.h). Runs on the I/O thread, except the prompt phase of /tokenize and the
-// completion routes (JSON parsing, template rendering, tokenization: up to seconds for a large
-// body), which runs on two prompt workers and hands its result back to the I/O thread.
+// The OpenAI-compatible API over one engine: routing, the API key, the served model's name, and
+// the non-generating endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize).
+// Generating requests become Generations (generation.h). The engine alone shapes and checks a
+// prompt (tokenization, chat template, BOS, vocabulary, context): the service hands it text,
+// conversations or ids and maps its refusals (rejection_error.h). Runs on the I/O thread only.
 //
 // Status codes: 400 invalid request, 401 bad or missing key (all routes but /health), 404 unknown
-// route or model, 405 wrong method, 413/431 (HTTP layer), 429 + Retry-After when the engine's
-// queue is full (429 rather than 503 because the server is healthy and a retry soon will likely
-// succeed; OpenAI clients retry 429 with backoff), 503 + Retry-After while loading or draining,
-// 500 only for internal faults.
+// route or model, 405 wrong method, 413/431 (HTTP layer), 429 + Retry-After when the engine is
+// overloaded, 503 + Retry-After while loading or draining, 500 only for internal faults.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/generation.h"
 #include "server/http_server.h"
+#include "server/openai_schema.h"
 #include "server/prompt_bound.h"
-#include "tokenizer/chat_prompt.h"
-#include "tokenizer/tokenizer.h"
 
 namespace boost::asio {
 class io_context;
@@ -31,18 +30,39 @@ class thread_pool;
 
 namespace drift::server {
 
-struct PreparedCompletion;  // openai_service.cc
-
 struct ServiceConfig {
   std::string served_model_name;
   std::optional<std::string> api_key;
 };
 
-// What the service serves once the model is loaded.
+// What the service serves once the model is loaded: the engine, which also tokenizes (with the
+// model's chat template, --chat-template, or the ChatML fallback).
 struct LoadedModel {
   std::unique_ptr<Engine> engine;
-  Tokenizer tokenizer;
-  ChatPromptBuilder chat;  // the model's template, --chat-template, or the ChatML fallback
+};
+
+// The endpoints, each with its path and method (openai_service.cc's route table).
+enum class Route : uint8_t {
+  kHealth,
+  kMetrics,
+  kModels,
+  kTokenize,
+  kDetokenize,
+  kCompletions,
+  kChatCompletions,
+};
+
+// A generating request once its body is parsed: the model it names, its options, and each distinct
+// prompt as the engine will get it, with the text echoed before its choices.
+struct GenerationRequest {
+  bool chat = false;
+  std::optional<std::string> model;
+  GenerationOptions options;
+  struct PromptEntry {
+    Prompt prompt;
+    std::string echo;
+  };
+  std::vector<PromptEntry> prompts;
 };
 
 class OpenAIService {
@@ -79,9 +99,19 @@ class OpenAIService {
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                    bool chat);
-  // The I/O-thread half of completions(): a validated, tokenized request becomes a Generation.
-  void submit_completion(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
-                         bool chat, PreparedCompletion prepared);
+  // The steps of completions, in order; the first three run on a prompt worker (they read only
+  // the immutable configuration and the thread-safe engine), the last two on the I/O thread.
+  std::variant<GenerationRequest, ApiError> parse_generation_request(const std::string& body,
+                                                                     bool chat) const;
+  std::optional<ApiError> check_model_name(const std::optional<std::string>& model) const;
+  // Refuses a text that cannot fit the context from its size alone, then tokenizes the prompts
+  // of a request that continues no session (a session turn's BOS and history are the engine's
+  // to decide at submit), so that the I/O thread never tokenizes a large prompt.
+  std::optional<ApiError> prepare_prompts(GenerationRequest& request) const;
+  GenerationSpec generation_spec(GenerationRequest parsed);
+  void start_generation(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                        GenerationSpec spec);
+
   // Runs `work(request.body)` on a prompt worker, then on the I/O thread answers its ApiError,
   // or passes its value to `then(request, exchange, value)`.
   template <typename Work, typename Then>
@@ -97,7 +127,7 @@ class OpenAIService {
   boost::asio::io_context& io_;
   const ServiceConfig config_;
   std::shared_ptr<LoadedModel> model_;
-  PromptBound prompt_bound_{0};  // from model_'s vocabulary
+  PromptBound prompt_bound_{0};  // from the engine's vocabulary
   std::unique_ptr<boost::asio::thread_pool> prompt_workers_;
   bool draining_ = false;
   std::function<HttpCounters()> http_counters_;

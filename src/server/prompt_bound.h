@@ -11,6 +11,7 @@
 // bytes becomes at least ceil(B / max_bytes_per_token) tokens.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,6 +23,17 @@ class PromptBound {
  public:
   // Reads every token's text once (O(vocabulary)); do it when the model loads.
   static PromptBound from(const Tokenizer& tokenizer);
+  // The same from any source of token texts: text_of(id) returns an Expected of a string (or
+  // view) for ids [0, vocab_size), e.g. the engine's token_text (the bytes a token stands for).
+  template <typename TextOf>
+  static PromptBound from_texts(int32_t vocab_size, TextOf text_of) {
+    size_t longest = 0;
+    for (int32_t id = 0; id < vocab_size; ++id) {
+      const auto text = text_of(id);
+      if (text.ok()) longest = std::max(longest, text->size());
+    }
+    return PromptBound(longest);  // at least the unknown-character floor
+  }
   explicit PromptBound(size_t max_bytes_per_token);
 
   size_t max_bytes_per_token() const { return max_bytes_per_token_; }

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "tokenizer/byte_level_mapping.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace drift {
 namespace {
@@ -122,7 +122,7 @@ class WordMerger {
 void encode_byte_level_bpe(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) {
   std::vector<uint32_t> cpts;
   cpts.reserve(text.size());
-  decode_utf8_lossy(text, cpts);
+  decode_utf8(text, Utf8Policy::kLenient, cpts);
   WordMerger merger(vocab);
   std::string utf8;
   std::string word;
@@ -131,10 +131,11 @@ void encode_byte_level_bpe(const Vocab& vocab, std::string_view text, std::vecto
     // The word's UTF-8 bytes (invalid input was replaced by U+FFFD), each written as its
     // byte-level character.
     utf8.clear();
-    for (size_t i = begin; i < begin + length; ++i) append_utf8(cpts[i], utf8);
+    for (size_t i = begin; i < begin + length; ++i)
+      append_utf8(cpts[i], utf8, Utf8Policy::kLenient);
     word.clear();
     for (const char byte : utf8)
-      append_utf8(byte_level_codepoint(static_cast<uint8_t>(byte)), word);
+      append_utf8(byte_level_codepoint(static_cast<uint8_t>(byte)), word, Utf8Policy::kLenient);
     merger.encode(word, out);
     begin += length;
   }

@@ -1,7 +1,7 @@
 // A model's chat template (GGUF `tokenizer.chat_template`) rendered as Hugging Face transformers'
 // apply_chat_template renders it: the template sees `messages`, `tools` (none when not given),
 // `documents` (none), `add_generation_prompt`, the special tokens and any extra context, and the
-// engine behind it is drift's Jinja interpreter (tokenizer/jinja_template.h), which matches
+// engine behind it is drift's Jinja interpreter (jinja/template.h), which matches
 // Python's jinja2 output byte for byte.
 //
 // An error — a template syntax error, or a conversation the template rejects with
@@ -15,9 +15,9 @@
 #include <string>
 
 #include "gguf/gguf_file.h"
-#include "tokenizer/jinja_json.h"
-#include "tokenizer/jinja_render_options.h"
-#include "tokenizer/jinja_template.h"
+#include "jinja/json.h"
+#include "jinja/render_options.h"
+#include "jinja/template.h"
 #include "util/error.h"
 
 namespace drift {

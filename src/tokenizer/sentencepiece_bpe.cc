@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <queue>
 
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace drift {
 namespace {

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "tokenizer/space_cleanup.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace drift {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tokenizer/byte_level_mapping.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace drift {
 namespace {
@@ -32,7 +32,7 @@ std::string unescape_sentencepiece(std::string_view text) {
 // and so does this.
 std::string decode_byte_level(std::string_view text) {
   std::vector<uint32_t> cpts;
-  decode_utf8_lossy(text, cpts);
+  decode_utf8(text, Utf8Policy::kLenient, cpts);
   std::string out;
   out.reserve(text.size());
   for (const uint32_t cpt : cpts) {
@@ -41,7 +41,7 @@ std::string decode_byte_level(std::string_view text) {
       continue;
     }
     std::string utf8;
-    append_utf8(cpt, utf8);
+    append_utf8(cpt, utf8, Utf8Policy::kLenient);
     out += "[UNK_BYTE_0x";
     for (const char c : utf8) out += fmt::format("{:02x}", static_cast<uint8_t>(c));
     out += text;

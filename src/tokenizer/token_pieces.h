@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/vocab.h"
+#include "tokenizer/token_kinds.h"
 
 namespace drift {
 

@@ -31,7 +31,7 @@ std::unique_ptr<Engine> load(const EngineConfig& c) {
   return engine.ok() ? std::move(engine).value() : nullptr;
 }
 
-Request greedy(std::variant<std::vector<TokenId>, TextPrompt> prompt, int32_t max_tokens) {
+Request greedy(Prompt prompt, int32_t max_tokens) {
   Request r;
   r.prompt = std::move(prompt);
   r.max_tokens = max_tokens;

@@ -17,8 +17,8 @@
 #include "test_models.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 #include "tokenizer_fixtures.h"
+#include "util/utf8.h"
 
 namespace drift {
 namespace {

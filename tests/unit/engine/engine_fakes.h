@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/utf8_repair.h"
+#include "util/utf8.h"
 
 namespace drift::testing {
 
@@ -157,7 +157,9 @@ class FakeTextStream final : public TokenTextStream {
   std::string held_;
 };
 
-// Text to tokens: BOS (with add_special), then one token per byte.
+// Text to tokens: BOS (with add_special), then one token per byte. A conversation renders as
+// "role: content\n" per message, then "assistant: ", after one BOS; a message without a role is
+// the template's error.
 class FakeCodec final : public TextCodec {
  public:
   std::vector<TokenId> encode(const TextPrompt& prompt) const override {
@@ -165,6 +167,26 @@ class FakeCodec final : public TextCodec {
     if (prompt.add_special) ids.push_back(kBos);
     for (char c : prompt.text) ids.push_back(2 + TokenId(uint8_t(c)));
     return ids;
+  }
+  Expected<std::vector<TokenId>> encode_chat(std::span<const ChatMessage> messages) const override {
+    std::string text;
+    for (const ChatMessage& m : messages) {
+      if (m.role.empty()) return make_error("the fake template needs every message's role");
+      text += m.role + ": " + m.content + "\n";
+    }
+    return encode(TextPrompt{text + "assistant: ", /*add_special=*/true});
+  }
+  Expected<std::string> decode(std::span<const TokenId> tokens,
+                               bool render_special) const override {
+    std::string text;
+    for (TokenId t : tokens)
+      text += render_special && t == kBos   ? "<s>"
+              : render_special && t == kEos ? "</s>"
+                                            : fake_piece(t);
+    return text;
+  }
+  Expected<std::string> token_text(TokenId token) const override {
+    return token == kBos ? "<s>" : token == kEos ? "</s>" : fake_piece(token);
   }
   std::unique_ptr<TokenTextStream> start_stream() const override {
     return std::make_unique<FakeTextStream>();

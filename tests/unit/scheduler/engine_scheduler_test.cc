@@ -21,6 +21,7 @@ using testing::ItemView;
 using testing::P;
 using testing::pages_of;
 using testing::range;
+using testing::slot_mapping;
 
 SchedulerConfig small_config() {
   SchedulerConfig c;
@@ -51,8 +52,7 @@ TEST(EngineScheduler, LongPromptIsChunkedAcrossStepsWithExactSlotsAndPages) {
   StepPlan s0 = d.step();
   EXPECT_EQ(items_of(s0), (std::vector<ItemView>{{1, P, 0, 8, false}}));
   EXPECT_EQ(pages_of(s0, 0), (Pages{0, 1}));
-  EXPECT_EQ(s0.slot_mapping, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_EQ(s0.positions, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(slot_mapping(s0), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(d.kv().reserved_pages(1), 4) << "guaranteed: 24 tokens = 6 pages, 2 bound";
   EXPECT_EQ(d.scheduler().find(1)->phase, SequencePhase::kPrefill);
   EXPECT_EQ(d.scheduler().find(1)->num_computed_tokens, 8);
@@ -60,19 +60,19 @@ TEST(EngineScheduler, LongPromptIsChunkedAcrossStepsWithExactSlotsAndPages) {
   StepPlan s1 = d.step();
   EXPECT_EQ(items_of(s1), (std::vector<ItemView>{{1, P, 8, 8, false}}));
   EXPECT_EQ(pages_of(s1, 0), (Pages{0, 1, 2, 3}));
-  EXPECT_EQ(s1.slot_mapping.front(), 8);
-  EXPECT_EQ(s1.slot_mapping.back(), 15);
+  EXPECT_EQ(slot_mapping(s1).front(), 8);
+  EXPECT_EQ(slot_mapping(s1).back(), 15);
 
   StepPlan s2 = d.step();
   EXPECT_EQ(items_of(s2), (std::vector<ItemView>{{1, P, 16, 5, true}}));
   EXPECT_EQ(pages_of(s2, 0), range(0, 6));
-  EXPECT_EQ(s2.slot_mapping, (std::vector<int64_t>{16, 17, 18, 19, 20}));
+  EXPECT_EQ(slot_mapping(s2), (std::vector<int64_t>{16, 17, 18, 19, 20}));
   EXPECT_EQ(d.scheduler().find(1)->phase, SequencePhase::kDecode);
   EXPECT_EQ(d.records()[1].generated.size(), 1u);
 
   StepPlan s3 = d.step();
   EXPECT_EQ(items_of(s3), (std::vector<ItemView>{{1, D, 21, 1, true}}));
-  EXPECT_EQ(s3.slot_mapping, (std::vector<int64_t>{21}));
+  EXPECT_EQ(slot_mapping(s3), (std::vector<int64_t>{21}));
   EXPECT_EQ(s3.token_ids, (std::vector<TokenId>{d.records()[1].generated[0]}));
 
   StepPlan s4 = d.step();
@@ -177,13 +177,13 @@ TEST(EngineScheduler, TwoSequencesGetAndReturnExactPageIds) {
   EXPECT_EQ(pages_of(s0, 0), (Pages{0, 1}));
   EXPECT_EQ(pages_of(s0, 1), (Pages{2}));
   EXPECT_EQ(s0.block_table, (Pages{0, 1, 2}));
-  EXPECT_EQ(s0.slot_mapping, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 8, 9, 10}));
+  EXPECT_EQ(slot_mapping(s0), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 8, 9, 10}));
   StepPlan s1 = d.step();
   EXPECT_EQ(s1.block_table, (Pages{0, 1, 2}));
-  EXPECT_EQ(s1.slot_mapping, (std::vector<int64_t>{6, 11}));
+  EXPECT_EQ(slot_mapping(s1), (std::vector<int64_t>{6, 11}));
   StepPlan s2 = d.step();  // request 2 crosses into a new page; request 1 finishes
   EXPECT_EQ(s2.block_table, (Pages{0, 1, 2, 3}));
-  EXPECT_EQ(s2.slot_mapping, (std::vector<int64_t>{7, 12}));
+  EXPECT_EQ(slot_mapping(s2), (std::vector<int64_t>{7, 12}));
   EXPECT_EQ(d.records()[1].finish, FinishReason::kLength);
   EXPECT_EQ(d.kv().free_pages_in_order(), concat(range(4, 16), {1, 0}));
   EXPECT_EQ(d.kv().refcount(2), 1);

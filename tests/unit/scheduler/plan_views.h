@@ -37,6 +37,14 @@ inline std::vector<PageId> pages_of(const StepPlan& plan, size_t item) {
   return std::vector<PageId>(s.begin(), s.end());
 }
 
+// Every scheduled token's KV slot, in plan order (what the executor writes to).
+inline std::vector<int64_t> slot_mapping(const StepPlan& plan) {
+  std::vector<int64_t> slots;
+  for (const StepItem& item : plan.items)
+    for (int32_t k = 0; k < item.num_tokens; ++k) slots.push_back(plan.slot(item, k));
+  return slots;
+}
+
 inline std::vector<PageId> range(PageId from, PageId to) {
   std::vector<PageId> p(size_t(to - from));
   std::iota(p.begin(), p.end(), from);

@@ -141,9 +141,10 @@ TEST(ChatSchema, MessagesAreValidatedAndFlattened) {
   ASSERT_TRUE(std::holds_alternative<ChatRequest>(r));
   const auto& c = std::get<ChatRequest>(r);
   ASSERT_EQ(c.messages.size(), 3u);
-  EXPECT_EQ(c.messages[0]["role"], "system");
-  EXPECT_EQ(c.messages[1]["content"], "ab");
-  EXPECT_EQ(c.messages[2]["name"], "bot");
+  EXPECT_EQ(c.messages[0].role, "system");
+  EXPECT_EQ(c.messages[1].content, "ab");
+  EXPECT_EQ(c.messages[2].name, "bot");
+  EXPECT_FALSE(c.messages[0].name);
   EXPECT_EQ(c.options.logprobs, 4);
 }
 

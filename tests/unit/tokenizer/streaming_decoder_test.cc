@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tiny_vocab.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace drift {
 namespace {

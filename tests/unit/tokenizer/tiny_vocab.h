@@ -9,7 +9,7 @@
 #include "gguf_builder.h"
 #include "tokenizer/byte_level_mapping.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace drift::test {
 
@@ -27,7 +27,8 @@ enum TokenType : int32_t {
 // (" w" -> "Ġw").
 inline std::string byte_level(std::string_view raw) {
   std::string out;
-  for (const char c : raw) append_utf8(byte_level_codepoint(static_cast<uint8_t>(c)), out);
+  for (const char c : raw)
+    append_utf8(byte_level_codepoint(static_cast<uint8_t>(c)), out, Utf8Policy::kLenient);
   return out;
 }
 

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "tokenizer/pre_tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace drift {
 namespace {
 
 std::vector<uint32_t> cpts_of(std::string_view text) {
   std::vector<uint32_t> cpts;
-  decode_utf8_lossy(text, cpts);
+  decode_utf8(text, Utf8Policy::kLenient, cpts);
   return cpts;
 }
 
@@ -28,7 +28,7 @@ std::vector<std::string> words_of(std::string_view text, const std::vector<size_
   size_t begin = 0;
   for (const size_t n : lengths) {
     std::string word;
-    for (size_t i = begin; i < begin + n; ++i) append_utf8(cpts[i], word);
+    for (size_t i = begin; i < begin + n; ++i) append_utf8(cpts[i], word, Utf8Policy::kLenient);
     words.push_back(word);
     begin += n;
   }

@@ -1,0 +1,26 @@
+// The one place where an engine refusal (RejectReason, engine/request.h) becomes an HTTP error.
+// The kind decides the status, never the message's words:
+//   kOverloaded                                  -> 429 + Retry-After (the engine's retry time,
+//                                                   rounded up, at least 1 s)
+//   kShuttingDown, kUnhealthy                    -> 503 + Retry-After: 1
+//   kEmptyPrompt, kTokenOutsideVocabulary,
+//   kPromptTooLong, kInvalidPrompt               -> 400 naming the prompt ("prompt" or "messages")
+//   kMaxTokensTooLong                            -> 400 naming "max_tokens"
+//   kSessionBusy                                 -> 409 "session_busy" (a turn is running)
+//   kSessionLimit                                -> 429 "session_limit" + Retry-After: 1
+//   kExceedsKvCache, kInvalidRequest             -> 400
+// 429 rather than 503 for an overload: the server is healthy and a retry soon will likely
+// succeed, and OpenAI clients retry 429 with backoff.
+#pragma once
+
+#include <string_view>
+
+#include "engine/request.h"
+#include "server/api_error.h"
+
+namespace drift::server {
+
+// `finish` has reason kRejected. `prompt_param`: the body field that held the prompt.
+ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param = "prompt");
+
+}  // namespace drift::server

@@ -1,0 +1,209 @@
+// The OpenAI layer over a real Engine with the fake executor and codec (tests/unit/engine): the
+// engine alone tokenizes, decides BOS and checks the prompt, and its typed refusals come back as
+// the HTTP errors the API promises. No model file, no sockets.
+#include "server/openai_service.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../engine/engine_fakes.h"
+#include "fake_exchange.h"
+
+namespace drift::server {
+namespace {
+
+using namespace drift::testing;  // the fake engine
+
+using nlohmann::json;
+
+TokenId byte_token(char c) { return 2 + TokenId(uint8_t(c)); }  // FakeCodec's byte tokens
+
+class OpenAIServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start(small_config()); }
+
+  void start(const EngineConfig& config) {
+    FakeEngine fake = make_fake_engine(config);
+    ASSERT_TRUE(fake.engine);
+    engine_ = fake.engine.get();
+    service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine)}));
+  }
+
+  std::shared_ptr<FakeExchange> call(std::string method, std::string target, std::string body) {
+    HttpRequest request;
+    request.id = ++next_id_;
+    request.method = std::move(method);
+    request.target = std::move(target);
+    request.body = std::move(body);
+    request.received = std::chrono::steady_clock::now();
+    auto exchange = std::make_shared<FakeExchange>();
+    service_.handle(std::move(request), exchange);
+    EXPECT_TRUE(run_until_answered(io_, *exchange)) << "no response within 10 s";
+    return exchange;
+  }
+  std::shared_ptr<FakeExchange> post(std::string target, const json& body) {
+    return call("POST", std::move(target), body.dump());
+  }
+
+  boost::asio::io_context io_;
+  OpenAIService service_{io_, ServiceConfig{"fake-model", std::nullopt}};
+  Engine* engine_ = nullptr;  // owned by the service
+  uint64_t next_id_ = 0;
+};
+
+TEST_F(OpenAIServiceTest, ACompletionReportsTheEnginesPromptTokens) {
+  auto r = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 4}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = r->json();
+  EXPECT_EQ(j["model"], "fake-model");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 3) << "BOS + one token per byte, as the engine encoded";
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(OpenAIServiceTest, NChoicesCountTheirPromptOnce) {
+  auto r = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"n", 3}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = r->json();
+  EXPECT_EQ(j["choices"].size(), 3u);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+  auto two = post("/v1/completions", {{"prompt", {"hi", "hey"}}, {"max_tokens", 1}, {"n", 2}});
+  ASSERT_EQ(two->status, 200) << two->body;
+  EXPECT_EQ(two->json()["usage"]["prompt_tokens"], 3 + 4) << "each distinct prompt once";
+}
+
+TEST_F(OpenAIServiceTest, AStreamEndsWithDone) {
+  auto r = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 3}, {"stream", true}});
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->content_type, "text/event-stream");
+  ASSERT_FALSE(r->chunks.empty());
+  EXPECT_EQ(r->chunks.back(), "data: [DONE]\n\n");
+}
+
+TEST_F(OpenAIServiceTest, TheEnginesRefusalsBecomeErrorsNamingTheField) {
+  json too_long = json::array();
+  for (int i = 0; i < 200; ++i) too_long.push_back(5);  // max_model_len is 128
+  struct Case {
+    const char* target;
+    json body;
+    int status;
+    json param;
+  };
+  const Case cases[] = {
+      {"/v1/completions", {{"prompt", too_long}}, 400, "prompt"},
+      {"/v1/completions", {{"prompt", {1, kVocab}}}, 400, "prompt"},
+      {"/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1000}}, 400, "max_tokens"},
+      {"/v1/chat/completions",
+       {{"messages", {{{"role", "user"}, {"content", std::string(200, 'x')}}}}},
+       400,
+       "messages"},
+      {"/v1/completions", {{"prompt", "hi"}, {"priority", 1}}, 400, nullptr},
+      {"/v1/completions", {{"prompt", "hi"}, {"model", "gpt-4"}}, 404, nullptr},
+  };
+  for (const Case& c : cases) {
+    auto r = post(c.target, c.body);
+    EXPECT_EQ(r->status, c.status) << c.body.dump() << " -> " << r->body;
+    EXPECT_EQ(r->error_param(), c.param) << c.body.dump() << " -> " << r->body;
+  }
+  auto priority = post("/v1/completions", {{"prompt", "hi"}, {"priority", 1}});
+  EXPECT_NE(priority->body.find("--policy priority"), std::string::npos) << priority->body;
+}
+
+TEST_F(OpenAIServiceTest, AnEngineThatStoppedAnswers503WithRetryAfter) {
+  engine_->shutdown(ShutdownMode::kDrain);
+  auto r = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}});
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(r->header("Retry-After"), "1");
+}
+
+TEST_F(OpenAIServiceTest, AFullQueueAnswers429WithRetryAfter) {
+  // One request runs (held inside its first step), one waits in a queue of one: the next is
+  // refused at once.
+  StepGate gate([](const StepPlan& plan) { return plan_has(plan, 1); });
+  EngineConfig config = small_config();
+  config.max_queued_requests = 1;
+  FakeEngine fake = make_fake_engine(config, FakeModel{}, pause_hooks(gate));
+  ASSERT_TRUE(fake.engine);
+  RequestHandle running = fake.engine->submit(token_request(1, 4, 2));
+  ASSERT_TRUE(gate.wait_paused());
+  RequestHandle waiting = fake.engine->submit(token_request(2, 4, 2));
+  Engine* engine = fake.engine.get();
+  service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine)}));
+  auto r = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}});
+  EXPECT_EQ(r->status, 429) << r->body;
+  EXPECT_EQ(r->json()["error"]["code"], "overloaded");
+  EXPECT_EQ(r->header("Retry-After"), "1");
+  gate.open();
+  engine->shutdown(ShutdownMode::kAbort);  // no step may reach the gate after this test
+}
+
+TEST_F(OpenAIServiceTest, DrainingAnswers503) {
+  service_.set_draining();
+  auto r = post("/v1/completions", {{"prompt", "hi"}});
+  EXPECT_EQ(r->status, 503);
+}
+
+TEST_F(OpenAIServiceTest, TokenizeAsksTheEngine) {
+  auto with_bos = post("/tokenize", {{"prompt", "ab"}});
+  ASSERT_EQ(with_bos->status, 200) << with_bos->body;
+  EXPECT_EQ(with_bos->json()["tokens"], json({kBos, byte_token('a'), byte_token('b')}));
+  EXPECT_EQ(with_bos->json()["max_model_len"], 128);
+  auto plain = post("/tokenize", {{"prompt", "ab"}, {"add_special_tokens", false}});
+  EXPECT_EQ(plain->json()["tokens"], json({byte_token('a'), byte_token('b')}));
+}
+
+TEST_F(OpenAIServiceTest, AConversationIsTokenizedOnceTheSameWay) {
+  const json messages = {{{"role", "user"}, {"content", "hi"}}};
+  auto tokenized = post("/tokenize", {{"messages", messages}});
+  ASSERT_EQ(tokenized->status, 200) << tokenized->body;
+  auto expected = FakeCodec().encode_chat(std::vector<ChatMessage>{{"user", "hi"}});
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(tokenized->json()["tokens"], json(*expected));
+  auto chat = post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 2}});
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  EXPECT_EQ(chat->json()["usage"]["prompt_tokens"], tokenized->json()["count"]);
+}
+
+TEST_F(OpenAIServiceTest, DetokenizeChecksTheVocabulary) {
+  auto ok = post("/detokenize", {{"tokens", {kBos, 10}}});
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(ok->json()["content"], "<s>" + fake_piece(10)) << "control tokens rendered";
+  auto bad = post("/detokenize", {{"tokens", {kVocab}}});
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(bad->error_param(), "tokens");
+}
+
+TEST_F(OpenAIServiceTest, EchoOfTokenIdsIsTheEnginesDecode) {
+  auto r = post("/v1/completions", {{"prompt", {kBos, 10}}, {"echo", true}, {"max_tokens", 1}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string text = r->json()["choices"][0]["text"];
+  EXPECT_EQ(text.substr(0, fake_piece(10).size()), fake_piece(10)) << "BOS gives no text";
+}
+
+TEST_F(OpenAIServiceTest, ASessionsNextTurnGetsNoSecondBos) {
+  auto first = post("/v1/completions", {{"prompt", "ab"}, {"max_tokens", 2}, {"session_id", "s"}});
+  ASSERT_EQ(first->status, 200) << first->body;
+  EXPECT_EQ(first->json()["usage"]["prompt_tokens"], 3);
+  auto second = post("/v1/completions", {{"prompt", "cd"}, {"max_tokens", 2}, {"session_id", "s"}});
+  ASSERT_EQ(second->status, 200) << second->body;
+  // The history (3 prompt + 2 generated) and "cd" without BOS: the engine decided.
+  EXPECT_EQ(second->json()["usage"]["prompt_tokens"], 3 + 2 + 2);
+  const auto history = engine_->session_history("s");
+  ASSERT_TRUE(history);
+  EXPECT_EQ(std::count(history->begin(), history->end(), kBos), 1);
+}
+
+TEST_F(OpenAIServiceTest, RoutesCheckTheirMethod) {
+  EXPECT_EQ(call("GET", "/v1/completions", "")->status, 405);
+  EXPECT_EQ(call("POST", "/health", "")->status, 405);
+  EXPECT_EQ(call("GET", "/v1/engines", "")->status, 404);
+  EXPECT_EQ(call("GET", "/health", "")->status, 200);
+}
+
+}  // namespace
+}  // namespace drift::server

@@ -1,0 +1,83 @@
+// Engine refusals become HTTP errors by their kind, in one place: the status, the param at fault
+// and Retry-After follow the RejectReason, never the words of the message.
+#include "server/rejection_error.h"
+
+#include <gtest/gtest.h>
+
+namespace drift::server {
+namespace {
+
+Finish rejected(RejectReason reason, std::string message = "why") {
+  Finish f;
+  f.reason = FinishReason::kRejected;
+  f.reject_reason = reason;
+  f.message = std::move(message);
+  return f;
+}
+
+TEST(RejectionError, APredictedWaitBecomes429WithRetryAfterRoundedUp) {
+  Finish f = rejected(RejectReason::kOverloaded,
+                      "overloaded: predicted time to first token 7.30 s exceeds max_ttft 5.00 s");
+  f.retry_after_seconds = 2.3;
+  ApiError e = error_for_rejection(f);
+  EXPECT_EQ(e.status, 429);
+  EXPECT_EQ(e.code, "overloaded");
+  EXPECT_EQ(e.message, f.message);
+  EXPECT_EQ(e.retry_after_seconds, 3);
+  f.retry_after_seconds = 0.01;  // never "retry now"
+  EXPECT_EQ(error_for_rejection(f).retry_after_seconds, 1);
+  f.retry_after_seconds.reset();  // a full queue without a prediction: retry in a second
+  EXPECT_EQ(error_for_rejection(f).retry_after_seconds, 1);
+}
+
+TEST(RejectionError, AClosedEngineIs503WithRetryAfter) {
+  for (RejectReason r : {RejectReason::kShuttingDown, RejectReason::kUnhealthy}) {
+    ApiError e = error_for_rejection(rejected(r));
+    EXPECT_EQ(e.status, 503) << reject_reason_name(r);
+    EXPECT_EQ(e.retry_after_seconds, 1) << reject_reason_name(r);
+  }
+}
+
+TEST(RejectionError, PromptRefusalsNameTheFieldThatHeldThePrompt) {
+  for (RejectReason r : {RejectReason::kEmptyPrompt, RejectReason::kTokenOutsideVocabulary,
+                         RejectReason::kPromptTooLong, RejectReason::kInvalidPrompt}) {
+    EXPECT_EQ(error_for_rejection(rejected(r), "prompt").param, "prompt") << reject_reason_name(r);
+    ApiError chat = error_for_rejection(rejected(r), "messages");
+    EXPECT_EQ(chat.status, 400) << reject_reason_name(r);
+    EXPECT_EQ(chat.param, "messages") << reject_reason_name(r);
+  }
+}
+
+TEST(RejectionError, ABusySessionIs409AndASessionCapIs429WithRetryAfter) {
+  const ApiError busy = error_for_rejection(rejected(RejectReason::kSessionBusy));
+  EXPECT_EQ(busy.status, 409);
+  EXPECT_EQ(busy.code, "session_busy");
+  EXPECT_EQ(busy.param, "session_id");
+  const ApiError cap = error_for_rejection(rejected(RejectReason::kSessionLimit));
+  EXPECT_EQ(cap.status, 429);
+  EXPECT_EQ(cap.code, "session_limit");
+  EXPECT_EQ(cap.retry_after_seconds, 1);
+}
+
+TEST(RejectionError, OtherRefusalsAre400NamingTheirField) {
+  EXPECT_EQ(error_for_rejection(rejected(RejectReason::kMaxTokensTooLong)).param, "max_tokens");
+  for (RejectReason r : {RejectReason::kExceedsKvCache, RejectReason::kInvalidRequest}) {
+    ApiError e = error_for_rejection(rejected(r));
+    EXPECT_EQ(e.status, 400) << reject_reason_name(r);
+    EXPECT_FALSE(e.param) << reject_reason_name(r);
+    EXPECT_FALSE(e.retry_after_seconds) << reject_reason_name(r);
+  }
+}
+
+TEST(RejectionError, TheKindDecidesNotTheWords) {
+  // A message that reads like another kind keeps its own kind's status.
+  EXPECT_EQ(error_for_rejection(rejected(RejectReason::kInvalidRequest,
+                                         "overloaded: the engine is shutting down, unhealthy"))
+                .status,
+            400);
+  EXPECT_EQ(error_for_rejection(rejected(RejectReason::kOverloaded, "no keyword here")).status,
+            429);
+}
+
+}  // namespace
+}  // namespace drift::server

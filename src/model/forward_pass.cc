@@ -235,72 +235,103 @@ void ForwardPass::matmuls(std::span<const MatmulOutput> outputs, const float* x,
   for (const MatmulOutput& o : outputs) matmul(*o.m, x, x_stride, n_tokens, o.y, o.y_stride, pool);
 }
 
+// The attention half of a layer, as a list of named steps (the layer of gemma.cpp reads so).
 void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv,
                                   ThreadPool& pool) {
   const LayerWeights& l = model_.weights().layers[il];
-  const ModelConfig& c = config_;
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  project_qkv(l, n, pool);
+  for (int64_t t = 0; t < n; ++t) {
+    const ForwardSequence& s = batch.sequences[token_sequence_[t]];
+    const int64_t pos = s.start_pos + (t - s.token_begin);
+    add_qkv_bias(l, t);
+    normalize_qk_heads(l, t);
+    rotate_qk(il, t, pos);
+    store_kv(il, t, s, pos, kv);
+  }
+  attend(il, batch, kv, pool);
+  add_attention_output(l, n, pool);
+}
 
+// q, k, v of every token: the normed input times Wq, Wk, Wv (one shared quantized input).
+void ForwardPass::project_qkv(const LayerWeights& l, int64_t n, ThreadPool& pool) {
+  const ModelConfig& c = config_;
   for (int64_t t = 0; t < n; ++t)
     kernels::rms_norm(isa_, &x_[t * c.n_embd], l.attn_norm.data, &xn_[t * xn_stride_], c.n_embd,
                       c.rms_eps);
   const MatmulOutput qkv[] = {
       {&l.wq, q_.data(), c.q_dim()}, {&l.wk, k_.data(), c.kv_dim()}, {&l.wv, v_.data(), c.v_dim()}};
   matmuls(qkv, xn_.data(), xn_stride_, n, pool);
+}
 
-  const LayerConfig& lc = c.layers[il];
-  for (int64_t t = 0; t < n; ++t) {
-    const ForwardSequence& s = batch.sequences[token_sequence_[t]];
-    const float pos = static_cast<float>(s.start_pos + (t - s.token_begin));
-    float* q = &q_[t * c.q_dim()];
-    float* k = &k_[t * c.kv_dim()];
-    float* v = &v_[t * c.v_dim()];
-    if (c.qkv_bias) {
-      kernels::add(isa_, q, l.bq.data, q, c.q_dim());
-      kernels::add(isa_, k, l.bk.data, k, c.kv_dim());
-      kernels::add(isa_, v, l.bv.data, v, c.v_dim());
-    }
-    if (c.qk_norm) {
-      for (int64_t h = 0; h < c.n_heads; ++h)
-        kernels::rms_norm(isa_, q + h * c.head_dim, l.q_norm.data, q + h * c.head_dim, c.head_dim,
-                          c.rms_eps);
-      for (int64_t h = 0; h < c.n_kv_heads; ++h)
-        kernels::rms_norm(isa_, k + h * c.head_dim, l.k_norm.data, k + h * c.head_dim, c.head_dim,
-                          c.rms_eps);
-    }
-    kernels::RopeParams rope;
-    rope.n_dims = c.rope_dims;
-    rope.freq_base = lc.rope_base;
-    rope.freq_scale = c.rope_freq_scale;
-    rope.freq_factors = model_.weights().rope_freqs.data;  // nullptr unless the file has them
-    kernels::rope_cache(rope, static_cast<int64_t>(pos), rope_cache_.data());
-    const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
-                                                               : kernels::RopeLayout::kRopeNeox;
-    kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, q, c.n_heads, c.head_dim);
-    kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, k, c.n_kv_heads, c.head_dim);
-    // Store this token's K and V in its slot, in the cache's format (kernels/kv_format.h: keys
-    // in a column of the transposed block; int8/int4 quantized with the slot's scales).
-    const int64_t p = static_cast<int64_t>(pos);
-    const int64_t page = s.page_table[p / kv.page_size()];
-    const int64_t slot = p % kv.page_size();
-    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
-      kernels::kv_store_key(kv.format(), kv.keys(page, il, h), c.head_dim, kv.page_size(), slot,
-                            k + h * c.head_dim);
-      if (kv.format() == kernels::KvFormat::kF16) {
-        // The SIMD row converter: bitwise what kv_store_value writes, without a call per element.
-        kernels::convert_f32_to_fp16(
-            isa_, v + h * c.head_dim_v,
-            reinterpret_cast<uint16_t*>(kv.values(page, il, h)) + slot * c.head_dim_v,
-            c.head_dim_v);
-      } else {
-        kernels::kv_store_value(kv.format(), kv.values(page, il, h), c.head_dim_v, kv.page_size(),
-                                slot, v + h * c.head_dim_v);
-      }
+// qwen2's biases on the q, k and v projections.
+void ForwardPass::add_qkv_bias(const LayerWeights& l, int64_t t) {
+  const ModelConfig& c = config_;
+  if (!c.qkv_bias) return;
+  kernels::add(isa_, &q_[t * c.q_dim()], l.bq.data, &q_[t * c.q_dim()], c.q_dim());
+  kernels::add(isa_, &k_[t * c.kv_dim()], l.bk.data, &k_[t * c.kv_dim()], c.kv_dim());
+  kernels::add(isa_, &v_[t * c.v_dim()], l.bv.data, &v_[t * c.v_dim()], c.v_dim());
+}
+
+// gemma3's and qwen3's RMSNorm over each q and k head, before RoPE.
+void ForwardPass::normalize_qk_heads(const LayerWeights& l, int64_t t) {
+  const ModelConfig& c = config_;
+  if (!c.qk_norm) return;
+  float* q = &q_[t * c.q_dim()];
+  float* k = &k_[t * c.kv_dim()];
+  for (int64_t h = 0; h < c.n_heads; ++h)
+    kernels::rms_norm(isa_, q + h * c.head_dim, l.q_norm.data, q + h * c.head_dim, c.head_dim,
+                      c.rms_eps);
+  for (int64_t h = 0; h < c.n_kv_heads; ++h)
+    kernels::rms_norm(isa_, k + h * c.head_dim, l.k_norm.data, k + h * c.head_dim, c.head_dim,
+                      c.rms_eps);
+}
+
+// RoPE of token t's q and k heads at position `pos`, with the layer's base (gemma3's local
+// layers differ) and the model's frequency factors, if any.
+void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos) {
+  const ModelConfig& c = config_;
+  kernels::RopeParams rope;
+  rope.n_dims = c.rope_dims;
+  rope.freq_base = c.layers[il].rope_base;
+  rope.freq_scale = c.rope_freq_scale;
+  rope.freq_factors = model_.weights().rope_freqs.data;  // nullptr unless the file has them
+  kernels::rope_cache(rope, pos, rope_cache_.data());
+  const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
+                                                             : kernels::RopeLayout::kRopeNeox;
+  kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, &q_[t * c.q_dim()], c.n_heads,
+                      c.head_dim);
+  kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, &k_[t * c.kv_dim()],
+                      c.n_kv_heads, c.head_dim);
+}
+
+// Stores token t's K and V in its slot, in the cache's format (kernels/kv_format.h: keys in a
+// column of the transposed block; int8/int4 quantized with the slot's scales).
+void ForwardPass::store_kv(int64_t il, int64_t t, const ForwardSequence& s, int64_t pos,
+                           KvPages& kv) {
+  const ModelConfig& c = config_;
+  const float* k = &k_[t * c.kv_dim()];
+  const float* v = &v_[t * c.v_dim()];
+  const int64_t page = s.page_table[pos / kv.page_size()];
+  const int64_t slot = pos % kv.page_size();
+  for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+    kernels::kv_store_key(kv.format(), kv.keys(page, il, h), c.head_dim, kv.page_size(), slot,
+                          k + h * c.head_dim);
+    if (kv.format() == kernels::KvFormat::kF16) {
+      // The SIMD row converter: bitwise what kv_store_value writes, without a call per element.
+      kernels::convert_f32_to_fp16(
+          isa_, v + h * c.head_dim_v,
+          reinterpret_cast<uint16_t*>(kv.values(page, il, h)) + slot * c.head_dim_v, c.head_dim_v);
+    } else {
+      kernels::kv_store_value(kv.format(), kv.values(page, il, h), c.head_dim_v, kv.page_size(),
+                              slot, v + h * c.head_dim_v);
     }
   }
+}
 
-  attend(il, batch, kv, pool);
-
+// x += Wo (attention output) (gemma3: normed first).
+void ForwardPass::add_attention_output(const LayerWeights& l, int64_t n, ThreadPool& pool) {
+  const ModelConfig& c = config_;
   const int64_t o_dim = c.n_heads * c.head_dim_v;
   matmul(l.wo, attn_out_.data(), o_dim, n, proj_.data(), c.n_embd, pool);
   for (int64_t t = 0; t < n; ++t) {

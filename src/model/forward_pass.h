@@ -46,6 +46,13 @@ class ForwardPass {
   Status validate(const ForwardBatch& batch, const KvPages& kv, std::span<float> logits) const;
   void embed(const ForwardBatch& batch);
   void attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
+  // The steps of attention_block, in order (t: a token of the batch; pos: its position).
+  void project_qkv(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);
+  void add_qkv_bias(const LayerWeights& l, int64_t t);
+  void normalize_qk_heads(const LayerWeights& l, int64_t t);
+  void rotate_qk(int64_t il, int64_t t, int64_t pos);
+  void store_kv(int64_t il, int64_t t, const ForwardSequence& s, int64_t pos, KvPages& kv);
+  void add_attention_output(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);
   void ffn_block(int64_t il, int64_t n_tokens, ThreadPool& pool);
   void output_logits(const ForwardBatch& batch, ThreadPool& pool, std::span<float> logits);
   // y[t][0..m.rows) = m x[t] for t < n_tokens (x: [n_tokens][m.cols], rows x_stride apart).

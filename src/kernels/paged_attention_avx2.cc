@@ -29,20 +29,6 @@ constexpr int64_t kValueBlock = 32;  // value rows converted at once (query lane
 
 int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// Elements e of keys [pb, pb + 8) (pb a multiple of 8) for e in [0, D), group by group: calls
-// use(e, lanes) in increasing e.
-template <KvFormat F, typename Use>
-inline void for_each_key_row(const PagedKv& kv, int64_t D, int64_t pb, Use use) {
-  const uint8_t* block =
-      paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
-  const int64_t slot = pb % kv.page_size, group = paged_kv::group_of<F>(D);
-  for (int64_t g0 = 0; g0 < D; g0 += group) {
-    const __m256 scale = paged_kv::key_scales8<F>(block, D, kv.page_size, slot, g0 / group);
-    for (int64_t e = g0; e < g0 + group; ++e)
-      use(e, paged_kv::keys8<F>(block, kv.page_size, slot, e, scale));
-  }
-}
-
 // Value elements [d, d + width) of position p.
 template <KvFormat F>
 inline __m256 value_lanes(const PagedKv& kv, int64_t DV, int64_t p, int64_t d, int64_t width) {
@@ -284,7 +270,8 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   __m256 m = neg_inf;
   for (int64_t pb = base; pb <= p1; pb += 8) {
-    for_each_key_row<F>(kv, D, pb, [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
+    paged_kv::for_each_key_row8<F>(kv, D, pb,
+                                   [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {

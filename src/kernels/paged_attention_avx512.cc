@@ -53,20 +53,6 @@ __m512 exp16(__m512 x) {
   return _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_mul_ps(p, s1), s2), nan, x);
 }
 
-// Elements e of keys [pb, pb + 8) (pb a multiple of 8) for e in [0, D), group by group: calls
-// use(e, lanes) in increasing e.
-template <KvFormat F, typename Use>
-inline void for_each_key_row8(const PagedKv& kv, int64_t D, int64_t pb, Use use) {
-  const uint8_t* block =
-      paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
-  const int64_t slot = pb % kv.page_size, group = paged_kv::group_of<F>(D);
-  for (int64_t g0 = 0; g0 < D; g0 += group) {
-    const __m256 scale = paged_kv::key_scales8<F>(block, D, kv.page_size, slot, g0 / group);
-    for (int64_t e = g0; e < g0 + group; ++e)
-      use(e, paged_kv::keys8<F>(block, kv.page_size, slot, e, scale));
-  }
-}
-
 // Scales of group g of key slots [slot, slot + 16) (a multiple of 16), as lanes (unused for the
 // float types).
 template <KvFormat F>
@@ -197,7 +183,8 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   __m512 m = neg_inf;
   for (int64_t pb = base; pb <= p1; pb += 8) {
-    for_each_key_row8<F>(kv, D, pb, [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
+    paged_kv::for_each_key_row8<F>(kv, D, pb,
+                                   [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
     __m512 acc[8];
     for (auto& a : acc) a = _mm512_setzero_ps();
     for (int64_t e = 0; e < D; ++e) {

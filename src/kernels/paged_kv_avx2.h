@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/kv_format.h"
+#include "kernels/paged_attention.h"
 
 namespace drift::kernels::paged_kv {
 namespace {
@@ -106,6 +107,18 @@ inline __m256 values8(const uint8_t* block, int64_t dim, int64_t page_size, int6
     return _mm256_mul_ps(int4x8(block + i / 2), scale);
   }
   return _mm256_setzero_ps();
+}
+
+// Elements e of keys [pb, pb + 8) (pb a multiple of 8) for e in [0, D), group by group: calls
+// use(e, lanes) in increasing e (the query lanes of both ISAs convert a key block with it).
+template <KvFormat F, typename Use>
+inline void for_each_key_row8(const PagedKv& kv, int64_t D, int64_t pb, Use use) {
+  const uint8_t* block = block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
+  const int64_t slot = pb % kv.page_size, group = group_of<F>(D);
+  for (int64_t g0 = 0; g0 < D; g0 += group) {
+    const __m256 scale = key_scales8<F>(block, D, kv.page_size, slot, g0 / group);
+    for (int64_t e = g0; e < g0 + group; ++e) use(e, keys8<F>(block, kv.page_size, slot, e, scale));
+  }
 }
 
 }  // namespace

@@ -10,12 +10,7 @@ constexpr size_t kUnknownCharacterBytes = 4;  // the longest UTF-8 character: on
 }
 
 PromptBound PromptBound::from(const Tokenizer& tokenizer) {
-  size_t longest = kUnknownCharacterBytes;
-  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
-    const Expected<std::string_view> text = tokenizer.token_text(id);
-    if (text.ok()) longest = std::max(longest, text->size());
-  }
-  return PromptBound(longest);
+  return from_texts(tokenizer.vocab_size(), [&](int32_t id) { return tokenizer.token_text(id); });
 }
 
 PromptBound::PromptBound(size_t max_bytes_per_token)

@@ -18,14 +18,6 @@ namespace {
 
 const std::filesystem::path kFixtures = std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model";
 
-std::vector<float> read_logits(const std::string& name, int64_t count) {
-  std::ifstream in(kFixtures / name, std::ios::binary);
-  std::vector<float> v(count);
-  in.read(reinterpret_cast<char*>(v.data()), count * sizeof(float));
-  EXPECT_EQ(in.gcount(), static_cast<std::streamsize>(count * sizeof(float))) << name;
-  return v;
-}
-
 TEST(LlamaRopeFreqs, LogitsMatchLlamaCppWithTheFactorsApplied) {
   std::ifstream meta_in(kFixtures / "llama_rope_freqs_logits.json");
   ASSERT_TRUE(meta_in.good());
@@ -33,8 +25,10 @@ TEST(LlamaRopeFreqs, LogitsMatchLlamaCppWithTheFactorsApplied) {
   const std::vector<int32_t> tokens = meta["tokens"].get<std::vector<int32_t>>();
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t n_vocab = meta["n_vocab"];
-  const std::vector<float> want = read_logits(meta["logits_file"], n * n_vocab);
-  const std::vector<float> without = read_logits(meta["logits_no_factors_file"], n * n_vocab);
+  const std::vector<float> want =
+      read_f32_fixture(kFixtures / meta["logits_file"].get<std::string>(), n * n_vocab);
+  const std::vector<float> without =
+      read_f32_fixture(kFixtures / meta["logits_no_factors_file"].get<std::string>(), n * n_vocab);
 
   auto runner = ModelRunner::load((kFixtures / "llama-rope-freqs.gguf").string(), n);
   ASSERT_NE(runner, nullptr);
@@ -46,27 +40,18 @@ TEST(LlamaRopeFreqs, LogitsMatchLlamaCppWithTheFactorsApplied) {
   // the two cases with room on both sides.
   const double gap = meta["max_abs_diff_with_vs_without_factors"];
   const double tolerance = 0.05 * gap;
-  double max_diff = 0.0, max_diff_without = 0.0;
-  int argmax_agree = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    const float* g = got.data() + t * n_vocab;
-    const float* w = want.data() + t * n_vocab;
-    const float* o = without.data() + t * n_vocab;
-    for (int64_t v = 0; v < n_vocab; ++v) {
-      max_diff = std::max(max_diff, static_cast<double>(std::fabs(g[v] - w[v])));
-      max_diff_without = std::max(max_diff_without, static_cast<double>(std::fabs(g[v] - o[v])));
-    }
-    const bool agree = argmax_of(g, n_vocab) == argmax_of(w, n_vocab);
-    argmax_agree += agree;
-    if (meta["top2_gap"][t].get<double>() > 2 * tolerance) EXPECT_TRUE(agree) << "position " << t;
-  }
-  EXPECT_LE(max_diff, tolerance);
+  const std::vector<double> top2_gap = meta["top2_gap"].get<std::vector<double>>();
+  const LogitAgreement with = compare_logits(got, want, n_vocab, top2_gap, 2 * tolerance);
+  const double max_diff_without =
+      compare_logits(got, without, n_vocab, std::vector<double>(top2_gap.size(), 0.0), INFINITY)
+          .max_abs_diff;  // no position is decisive: only the distance is wanted
+  EXPECT_LE(with.max_abs_diff, tolerance);
   EXPECT_GT(max_diff_without, 10 * tolerance) << "drift's logits are as close to the model "
                                                  "without factors as to the one with them";
   std::printf(
       "llama rope_freqs: max |drift - llama.cpp| = %.4f (tolerance %.4f; %.2f to the "
       "logits without factors), argmax %d/%lld\n",
-      max_diff, tolerance, max_diff_without, argmax_agree, static_cast<long long>(n));
+      with.max_abs_diff, tolerance, max_diff_without, with.argmax_agree, static_cast<long long>(n));
 }
 
 }  // namespace

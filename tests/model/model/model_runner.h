@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <span>
 #include <string>
@@ -76,6 +80,39 @@ inline int32_t argmax_of(const float* row, int64_t n) {
   for (int64_t i = 1; i < n; ++i)
     if (row[i] > row[best]) best = static_cast<int32_t>(i);
   return best;
+}
+
+// A float32 little-endian fixture of `count` values (llama.cpp's logits); fails the test if short.
+inline std::vector<float> read_f32_fixture(const std::filesystem::path& path, int64_t count) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<float> v(static_cast<size_t>(count));
+  in.read(reinterpret_cast<char*>(v.data()), count * static_cast<std::streamsize>(sizeof(float)));
+  EXPECT_EQ(in.gcount(), count * static_cast<std::streamsize>(sizeof(float))) << path;
+  return v;
+}
+
+// How close drift's logit rows are to a fixture's: the largest |difference| over every
+// position and token, and at how many positions the argmax agrees. Each position whose
+// fixture top-2 gap exceeds `decisive_gap` must agree (an expectation failure names it).
+struct LogitAgreement {
+  double max_abs_diff = 0.0;
+  int argmax_agree = 0;
+};
+inline LogitAgreement compare_logits(std::span<const float> got, std::span<const float> want,
+                                     int64_t n_vocab, const std::vector<double>& top2_gap,
+                                     double decisive_gap) {
+  LogitAgreement a;
+  const int64_t n = static_cast<int64_t>(top2_gap.size());
+  for (int64_t t = 0; t < n; ++t) {
+    const float* g = got.data() + t * n_vocab;
+    const float* w = want.data() + t * n_vocab;
+    for (int64_t v = 0; v < n_vocab; ++v)
+      a.max_abs_diff = std::max(a.max_abs_diff, static_cast<double>(std::fabs(g[v] - w[v])));
+    const bool agree = argmax_of(g, n_vocab) == argmax_of(w, n_vocab);
+    a.argmax_agree += agree;
+    if (top2_gap[t] > decisive_gap) EXPECT_TRUE(agree) << "position " << t;
+  }
+  return a;
 }
 
 }  // namespace drift::test

@@ -27,10 +27,8 @@ TEST(Qwen3Synthetic, LogitsMatchLlamaCppWithinTheFormatsPrecision) {
   const std::vector<int32_t> tokens = meta["tokens"].get<std::vector<int32_t>>();
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t n_vocab = meta["n_vocab"];
-  std::ifstream logits_in(kFixtures / "qwen3_synthetic_logits.f32", std::ios::binary);
-  std::vector<float> expected(n * n_vocab);
-  logits_in.read(reinterpret_cast<char*>(expected.data()), expected.size() * sizeof(float));
-  ASSERT_EQ(logits_in.gcount(), static_cast<std::streamsize>(expected.size() * sizeof(float)));
+  const std::vector<float> expected =
+      read_f32_fixture(kFixtures / "qwen3_synthetic_logits.f32", n * n_vocab);
 
   auto runner = ModelRunner::load((kFixtures / "qwen3-synthetic.gguf").string(), n);
   ASSERT_NE(runner, nullptr);
@@ -45,20 +43,11 @@ TEST(Qwen3Synthetic, LogitsMatchLlamaCppWithinTheFormatsPrecision) {
   const double tolerance =
       2.0 * read_json("qwen2_synthetic_logits.json")["vs_float64_reference"]["max_abs_diff"]
                 .get<double>();
-  double max_diff = 0.0;
-  int argmax_agree = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    const float* got = logits.data() + t * n_vocab;
-    const float* want = expected.data() + t * n_vocab;
-    for (int64_t v = 0; v < n_vocab; ++v)
-      max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[v] - want[v])));
-    const bool agree = argmax_of(got, n_vocab) == argmax_of(want, n_vocab);
-    argmax_agree += agree;
-    if (meta["top2_gap"][t].get<double>() > tolerance) EXPECT_TRUE(agree) << "position " << t;
-  }
-  EXPECT_LE(max_diff, tolerance);
+  const LogitAgreement a = compare_logits(logits, expected, n_vocab,
+                                          meta["top2_gap"].get<std::vector<double>>(), tolerance);
+  EXPECT_LE(a.max_abs_diff, tolerance);
   std::printf("qwen3 synthetic: max |drift - llama.cpp| = %.4f (tolerance %.4f), argmax %d/%lld\n",
-              max_diff, tolerance, argmax_agree, static_cast<long long>(n));
+              a.max_abs_diff, tolerance, a.argmax_agree, static_cast<long long>(n));
 }
 
 }  // namespace

@@ -194,7 +194,7 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
 
 Expected<std::vector<TokenId>> Engine::encode(Prompt prompt, bool continues_session) const {
   if (auto* tokens = std::get_if<std::vector<TokenId>>(&prompt)) return std::move(*tokens);
-  if (auto* chat = std::get_if<ChatPrompt>(&prompt)) return codec_->encode_chat(chat->messages);
+  if (auto* chat = std::get_if<ChatPrompt>(&prompt)) return codec_->encode_chat(*chat);
   TextPrompt& text = std::get<TextPrompt>(prompt);
   if (continues_session) text.add_special = false;
   return codec_->encode(text);

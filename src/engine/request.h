@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "jinja/json.h"
 #include "scheduler/sequence_state.h"
 #include "util/sampling_params.h"
 
@@ -36,9 +37,15 @@ struct ChatMessage {
   ChatMessage(std::string role, std::string content, std::optional<std::string> name = {})
       : role(std::move(role)), content(std::move(content)), name(std::move(name)) {}
 
-  std::string role;  // "system", "user", "assistant", ...
+  std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
   std::optional<std::string> name;  // the speaker's name, which some templates show
+  // An assistant turn's tool calls as OpenAI sends them ([{"id", "type": "function", "function":
+  // {"name", "arguments"}}]), with each arguments string parsed into its JSON object, which is
+  // what templates render (`arguments | tojson`). Null when the turn called nothing.
+  jinja::Json tool_calls;
+  // A tool turn: the id of the call whose result `content` is.
+  std::optional<std::string> tool_call_id;
 };
 
 // A conversation, rendered with the model's chat template (or the one the program loaded the
@@ -46,6 +53,16 @@ struct ChatMessage {
 // a user who types "<|im_start|>system" gets those characters, not a forged turn.
 struct ChatPrompt {
   std::vector<ChatMessage> messages;
+  // The functions the model may call (OpenAI tool objects, in the client's key order), shown to
+  // it by the template; a template that cannot show tools gets them in a system message instead
+  // (tool_call_syntax.h). Absent: the template's no-tools branch.
+  std::optional<jinja::Json> tools;
+  // With tools: the reply must be a call (tool_choice "required" or a named function), which the
+  // system message of a template without tools says.
+  bool tool_call_required = false;
+  // More template variables (vLLM's chat_template_kwargs, e.g. {"enable_thinking": false}); they
+  // may not replace messages, tools, documents or add_generation_prompt.
+  jinja::Json template_kwargs = jinja::Json::object();
 };
 
 // What submit or tokenize takes as a prompt: token ids (each checked against the vocabulary), text

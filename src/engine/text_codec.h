@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "tokenizer/tool_call_syntax.h"
 #include "util/error.h"
 
 namespace drift {
@@ -34,8 +35,9 @@ class TextCodec {
   virtual std::vector<TokenId> encode(const TextPrompt& prompt) const = 0;
   // The conversation rendered with the chat template and tokenized so that message text never
   // becomes control tokens; error if the template fails or cannot keep a message plain.
-  virtual Expected<std::vector<TokenId>> encode_chat(
-      std::span<const ChatMessage> messages) const = 0;
+  virtual Expected<std::vector<TokenId>> encode_chat(const ChatPrompt& chat) const = 0;
+  // How the chat template writes tool calls, for reading them out of replies.
+  virtual ToolCallSyntax tool_call_syntax() const = 0;
   // Ids the engine checked against the vocabulary.
   virtual Expected<std::string> decode(std::span<const TokenId> tokens,
                                        bool render_special) const = 0;

@@ -19,7 +19,9 @@ class TokenizerTextStream final : public TokenTextStream {
 class TokenizerCodec final : public TextCodec {
  public:
   TokenizerCodec(Tokenizer tokenizer, ChatPromptBuilder chat)
-      : tokenizer_(std::move(tokenizer)), chat_(std::move(chat)) {}
+      : tokenizer_(std::move(tokenizer)),
+        chat_(std::move(chat)),
+        syntax_(detect_tool_call_syntax(chat_.chat_template().source())) {}
 
   std::vector<TokenId> encode(const TextPrompt& prompt) const override {
     EncodeOptions options;
@@ -28,15 +30,30 @@ class TokenizerCodec final : public TextCodec {
     return tokenizer_.encode(prompt.text, options);
   }
 
-  Expected<std::vector<TokenId>> encode_chat(std::span<const ChatMessage> messages) const override {
+  Expected<std::vector<TokenId>> encode_chat(const ChatPrompt& chat) const override {
     jinja::Json conversation = jinja::Json::array();
-    for (const ChatMessage& m : messages) {
+    for (const ChatMessage& m : chat.messages) {
       jinja::Json message{{"role", m.role}, {"content", m.content}};
       if (m.name) message["name"] = *m.name;
+      if (!m.tool_calls.is_null()) message["tool_calls"] = m.tool_calls;
+      if (m.tool_call_id) message["tool_call_id"] = *m.tool_call_id;
       conversation.push_back(std::move(message));
     }
-    return tokenize_chat(chat_, tokenizer_, conversation);
+    ChatTemplateInputs inputs;
+    inputs.add_generation_prompt = true;
+    inputs.extra_context = chat.template_kwargs;
+    if (chat.tools && syntax_ == ToolCallSyntax::kGeneric) {
+      // The template cannot show tools: a system message lists them, and earlier calls become
+      // the JSON replies that message asks for.
+      inputs.messages = with_generic_tools(conversation, *chat.tools, chat.tool_call_required);
+    } else {
+      inputs.messages = std::move(conversation);
+      inputs.tools = chat.tools;
+    }
+    return tokenize_chat(chat_, tokenizer_, std::move(inputs));
   }
+
+  ToolCallSyntax tool_call_syntax() const override { return syntax_; }
 
   Expected<std::string> decode(std::span<const TokenId> tokens,
                                bool render_special) const override {
@@ -56,6 +73,7 @@ class TokenizerCodec final : public TextCodec {
  private:
   Tokenizer tokenizer_;
   ChatPromptBuilder chat_;
+  ToolCallSyntax syntax_;
 };
 
 }  // namespace

@@ -4,11 +4,26 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <cmath>
+#include <random>
 
 #include "server/rejection_error.h"
 #include "server/sse.h"
 
 namespace drift::server {
+namespace {
+
+// "call_" and 24 random letters and digits, as OpenAI's ids look; unique enough that a client
+// can match its tool messages to calls.
+std::string new_tool_call_id() {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[random() % kAlphabet.size()];
+  return id;
+}
+
+}  // namespace
 
 Generation::Generation(boost::asio::io_context& io, Engine& engine,
                        std::shared_ptr<HttpExchange> exchange, GenerationSpec spec, Done done)
@@ -121,6 +136,22 @@ void Generation::emit_text(size_t index, std::string text) {
     c.text += text;
     return;
   }
+  if (spec_.tool_call_syntax) {
+    // Text that may be (the start of) a call waits for the reply's end (finish_choice).
+    c.reply += text;
+    const size_t streamable = streamable_content_length(*spec_.tool_call_syntax, c.reply);
+    if (streamable <= c.reply_sent) return;
+    const std::string_view fresh =
+        std::string_view(c.reply).substr(c.reply_sent, streamable - c.reply_sent);
+    c.reply_sent = streamable;
+    return send_content(index, fresh);
+  }
+  send_content(index, text);
+}
+
+void Generation::send_content(size_t index, std::string_view text) {
+  if (text.empty()) return;
+  ChoiceState& c = choices_[index];
   nlohmann::json logprobs = take_pending_logprobs(c);
   c.text_sent += int64_t(text.size());
   exchange_->send_chunk(
@@ -128,8 +159,29 @@ void Generation::emit_text(size_t index, std::string text) {
                                      spec_.include_usage, std::move(logprobs)))));
 }
 
+std::string Generation::take_tool_calls(ChoiceState& c, std::string_view reply) {
+  ParsedReply parsed = parse_tool_calls(*spec_.tool_call_syntax, reply);
+  if (!spec_.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
+  for (ParsedToolCall& call : parsed.tool_calls)
+    c.tool_calls.push_back({new_tool_call_id(), std::move(call.name), std::move(call.arguments)});
+  return std::move(parsed.content);
+}
+
 void Generation::finish_choice(size_t index, std::string reason, int64_t completion_tokens) {
   ChoiceState& c = choices_[index];
+  if (spec_.tool_call_syntax) {
+    if (spec_.stream) {
+      // What was held back: content (or, for a generic reply, the "response" inside its JSON),
+      // then the calls.
+      send_content(index, take_tool_calls(c, std::string_view(c.reply).substr(c.reply_sent)));
+      if (!c.tool_calls.empty())
+        exchange_->send_chunk(sse_event(dump_json(
+            tool_calls_chunk_json(spec_.meta, int32_t(index), c.tool_calls, spec_.include_usage))));
+    } else {
+      c.text = take_tool_calls(c, c.text);
+    }
+    if (!c.tool_calls.empty() && reason == "stop") reason = "tool_calls";
+  }
   c.finish_reason = reason;
   c.tokens = completion_tokens;
   outcome_.completion_tokens += completion_tokens;
@@ -156,8 +208,8 @@ void Generation::complete() {
     if (spec_.token_text)
       logprobs = logprobs_json(spec_.meta.chat, choices_[i].logprobs, spec_.token_text,
                                int64_t(echo.size()));
-    results.push_back(
-        {int32_t(i), echo + choices_[i].text, *choices_[i].finish_reason, std::move(logprobs)});
+    results.push_back({int32_t(i), echo + choices_[i].text, *choices_[i].finish_reason,
+                       std::move(logprobs), std::move(choices_[i].tool_calls)});
   }
   exchange_->respond(
       200, "application/json",

@@ -24,6 +24,7 @@
 #include "server/http_server.h"
 #include "server/openai_response.h"
 #include "server/stop_string_matcher.h"
+#include "tokenizer/tool_call_syntax.h"
 
 namespace boost::asio {
 class io_context;
@@ -58,6 +59,10 @@ struct GenerationSpec {
   std::vector<Choice> choices;
   // Set when the request asked for logprobs: the text of a token id, for the response.
   TokenTextFn token_text;
+  // Chat with tools (tool_choice other than "none"): each reply is read for tool calls in the
+  // model's syntax; a stream holds back text that may start a call and sends each call whole.
+  std::optional<ToolCallSyntax> tool_call_syntax;
+  bool parallel_tool_calls = true;  // false: only a reply's first call is kept
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -80,12 +85,18 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::vector<TokenLogprobEntry> logprobs;  // every token's, in order
     size_t logprobs_sent = 0;                 // streaming: entries already in a chunk
     int64_t text_sent = 0;                    // streaming: bytes of text already sent
+    std::string reply;                        // with tools, streaming: the reply's text so far
+    size_t reply_sent = 0;  // with tools, streaming: bytes of `reply` sent as content
+    std::vector<ToolCall> tool_calls;
   };
+  // With tools: the reply's calls (ids given here), and its content around them.
+  std::string take_tool_calls(ChoiceState& c, std::string_view reply);
   // Streaming: the logprobs not yet sent, as JSON (null when none are pending or wanted).
   nlohmann::json take_pending_logprobs(ChoiceState& c);
 
   void on_event(size_t index, TokenEvent event);
   void emit_text(size_t index, std::string text);
+  void send_content(size_t index, std::string_view text);
   void finish_choice(size_t index, std::string reason, int64_t completion_tokens);
   void fail(const ApiError& error);
   void complete();

@@ -31,7 +31,12 @@ json response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& ch
   for (const ChoiceResult& c : choices) {
     json choice{{"index", c.index}, {"logprobs", c.logprobs}, {"finish_reason", c.finish_reason}};
     if (meta.chat) {
-      choice["message"] = json{{"role", "assistant"}, {"content", c.text}};
+      json message{{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) message["content"] = nullptr;
+        message["tool_calls"] = tool_calls_json(c.tool_calls, false);
+      }
+      choice["message"] = std::move(message);
     } else {
       choice["text"] = c.text;
     }
@@ -57,6 +62,30 @@ json chunk_json(const ResponseMeta& meta, int32_t index, std::string_view text, 
   } else {
     choice["text"] = std::string(text);
   }
+  out["choices"] = json::array({std::move(choice)});
+  if (include_usage) out["usage"] = nullptr;
+  return out;
+}
+
+json tool_calls_json(std::span<const ToolCall> calls, bool with_index) {
+  json list = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call{{"id", calls[i].id},
+              {"type", "function"},
+              {"function", json{{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (with_index) call["index"] = i;
+    list.push_back(std::move(call));
+  }
+  return list;
+}
+
+json tool_calls_chunk_json(const ResponseMeta& meta, int32_t index, std::span<const ToolCall> calls,
+                           bool include_usage) {
+  json out = envelope(meta, true);
+  json choice{{"index", index},
+              {"logprobs", nullptr},
+              {"finish_reason", nullptr},
+              {"delta", json{{"tool_calls", tool_calls_json(calls, true)}}}};
   out["choices"] = json::array({std::move(choice)});
   if (include_usage) out["usage"] = nullptr;
   return out;

@@ -22,11 +22,24 @@ struct ResponseMeta {
   std::string model;
 };
 
+// A tool call the model made, as the response carries it.
+struct ToolCall {
+  std::string id;  // "call_..." (unique per response), which the client's tool message answers
+  std::string name;
+  std::string arguments;  // a JSON object's text
+};
+// [{"id", "type": "function", "function": {"name", "arguments"}}], with "index" on each for
+// a stream's delta.
+nlohmann::json tool_calls_json(std::span<const ToolCall> calls, bool with_index);
+
 struct ChoiceResult {
   int32_t index = 0;
   std::string text;
-  std::string finish_reason;  // "stop" or "length"
+  std::string finish_reason;  // "stop", "length" or "tool_calls"
   nlohmann::json logprobs;    // null, or logprobs_json(...)
+  // Chat with tools: the calls parsed out of the reply (then `text` is the content around them,
+  // and an empty content is null, as OpenAI sends it).
+  std::vector<ToolCall> tool_calls;
 };
 
 // One generated token's log-probabilities, with the token's text.
@@ -54,6 +67,9 @@ nlohmann::json response_json(const ResponseMeta& meta, const std::vector<ChoiceR
 nlohmann::json chunk_json(const ResponseMeta& meta, int32_t index, std::string_view text,
                           bool with_role, const std::optional<std::string>& finish_reason,
                           bool include_usage, nlohmann::json logprobs = nullptr);
+// A chat stream's chunk that carries whole tool calls in its delta.
+nlohmann::json tool_calls_chunk_json(const ResponseMeta& meta, int32_t index,
+                                     std::span<const ToolCall> calls, bool include_usage);
 nlohmann::json usage_chunk_json(const ResponseMeta& meta, int64_t prompt_tokens,
                                 int64_t completion_tokens);
 

@@ -90,15 +90,26 @@ MaybeError get_string(const json& body, std::string_view name, std::optional<std
 // Fields of the OpenAI API that drift does not implement: refused, so that a client never
 // believes they took effect.
 MaybeError refuse_unsupported(const json& body, bool chat) {
-  static constexpr std::string_view kCommon[] = {
-      "tools",           "tool_choice", "functions", "function_call",
-      "response_format", "logit_bias",  "best_of",   "parallel_tool_calls"};
+  static constexpr std::string_view kCommon[] = {"response_format", "logit_bias"};
   for (std::string_view name : kCommon) {
     if (field(body, name))
       return bad_request(fmt::format("'{}' is not supported by this server yet", name), name);
   }
-  if (!chat && field(body, "suffix"))
-    return bad_request("'suffix' is not supported by this server yet", "suffix");
+  // The deprecated forms of tools and tool_choice.
+  for (std::string_view name : {"functions", "function_call"})
+    if (field(body, name))
+      return bad_request(fmt::format("'{}' is deprecated in OpenAI's API and not supported: use "
+                                     "'tools' and 'tool_choice'",
+                                     name),
+                         name);
+  if (!chat) {
+    for (std::string_view name : {"tools", "tool_choice", "parallel_tool_calls"})
+      if (field(body, name))
+        return bad_request(fmt::format("'{}' is a chat field: use /v1/chat/completions", name),
+                           name);
+    if (field(body, "suffix"))
+      return bad_request("'suffix' is not supported by this server yet", "suffix");
+  }
   return std::nullopt;
 }
 
@@ -181,6 +192,14 @@ MaybeError parse_common(const json& body, GenerationOptions& o) {
   b.reset();
   if (auto e = get_int(body, "priority", -kMaxPriority, kMaxPriority, i)) return e;
   if (i) o.priority = int32_t(*i);
+  i.reset();
+
+  // best_of: the best of several samples is not implemented; a value that asks for nothing more
+  // than n (as clients send by default) is accepted.
+  if (auto e = get_int(body, "best_of", 1, kMaxChoices, i)) return e;
+  if (i && *i != o.n)
+    return bad_request(fmt::format("'best_of' other than n ({}) is not supported, got {}", o.n, *i),
+                       "best_of");
   i.reset();
 
   if (auto e = parse_stop(body, o.stop)) return e;
@@ -293,15 +312,18 @@ MaybeError parse_messages(const json& body, std::vector<ChatMessage>& messages) 
     if (!role || !role->is_string())
       return bad_request(fmt::format("{} needs a string 'role'", param), param + ".role");
     const std::string r = role->get<std::string>();
-    if (r != "system" && r != "developer" && r != "user" && r != "assistant")
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool")
       return bad_request(fmt::format("{}.role '{}' is not one of system, developer, user, "
-                                     "assistant (tool messages need tools, not supported yet)",
+                                     "assistant, tool",
                                      param, r),
                          param + ".role");
+    // An assistant turn that only called tools has no content (null), as OpenAI sends it.
     const json* content = field(m, "content");
-    if (!content) return bad_request(fmt::format("{} needs 'content'", param), param + ".content");
+    if (!content && !(r == "assistant" && field(m, "tool_calls")))
+      return bad_request(fmt::format("{} needs 'content'", param), param + ".content");
     std::string text;
-    if (auto e = flatten_content(*content, i, text)) return e;
+    if (content)
+      if (auto e = flatten_content(*content, i, text)) return e;
     ChatMessage msg;
     // Templates written for OpenAI know "developer" as "system".
     msg.role = r == "developer" ? "system" : r;

@@ -17,6 +17,7 @@
 #include "server/openai_schema.h"
 #include "server/prometheus_metrics.h"
 #include "server/request_json.h"
+#include "server/tool_request.h"
 #include "util/log.h"
 
 namespace drift::server {
@@ -338,15 +339,22 @@ void OpenAIService::tokenize(const HttpRequest& request,
                              const std::shared_ptr<HttpExchange>& exchange) {
   // Off the I/O thread: a large prompt takes a while to tokenize (see prompt_workers_).
   using Result = std::variant<ApiError, std::vector<TokenId>>;
-  auto work = [model = model_](const std::string& body) -> Result {
+  auto work = [this, model = model_](const std::string& body) -> Result {
     auto json_body = parse_request_json(body);
     if (auto* e = std::get_if<ApiError>(&json_body)) return *e;
     auto parsed = parse_tokenize_request(std::get<json>(json_body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
     TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
-    Prompt prompt = t.prompt ? Prompt(TextPrompt{std::move(*t.prompt), t.add_special,
-                                                 /*parse_special=*/true})
-                             : Prompt(ChatPrompt{std::move(*t.messages)});
+    Prompt prompt;
+    if (t.prompt) {
+      prompt = TextPrompt{std::move(*t.prompt), t.add_special, /*parse_special=*/true};
+    } else {
+      // A conversation as a chat request would render it, tools and template kwargs included.
+      ChatPrompt chat{std::move(*t.messages)};
+      GenerationRequest unused;
+      if (auto e = read_tool_fields(body, std::get<json>(json_body), unused, chat)) return *e;
+      prompt = std::move(chat);
+    }
     auto tokens = model->engine->tokenize(std::move(prompt));
     if (!tokens.ok()) return bad_request(tokens.error().message, "messages");
     return std::move(*tokens);
@@ -411,7 +419,9 @@ std::variant<GenerationRequest, ApiError> OpenAIService::parse_generation_reques
     ChatRequest& c = std::get<ChatRequest>(parsed);
     out.model = std::move(c.model);
     out.options = std::move(c.options);
-    out.prompts.push_back({ChatPrompt{std::move(c.messages)}, std::string()});
+    ChatPrompt prompt{std::move(c.messages)};
+    if (auto e = read_tool_fields(body, j, out, prompt)) return *e;
+    out.prompts.push_back({std::move(prompt), std::string()});
     return out;
   }
   auto parsed = parse_completion_request(j);
@@ -437,6 +447,32 @@ std::variant<GenerationRequest, ApiError> OpenAIService::parse_generation_reques
     out.prompts.push_back(std::move(entry));
   }
   return out;
+}
+
+std::optional<ApiError> OpenAIService::read_tool_fields(const std::string& body, const json& parsed,
+                                                        GenerationRequest& out,
+                                                        ChatPrompt& prompt) const {
+  bool any_tool_calls = false;
+  for (const json& m : parsed["messages"])
+    any_tool_calls = any_tool_calls || m.contains("tool_calls") || m.contains("tool_call_id");
+  if (!any_tool_calls && !parsed.contains("tools") && !parsed.contains("tool_choice") &&
+      !parsed.contains("parallel_tool_calls") && !parsed.contains("chat_template_kwargs"))
+    return std::nullopt;
+  // Parsed once more with the client's key order, which templates print tool schemas in.
+  const jinja::Json ordered = jinja::Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!ordered.is_object()) return bad_request("the body is not a JSON object");
+  auto tools = parse_tool_request(ordered);
+  if (auto* e = std::get_if<ApiError>(&tools)) return *e;
+  ToolRequest& t = std::get<ToolRequest>(tools);
+  if (auto e = read_message_tool_calls(ordered, prompt.messages)) return e;
+  prompt.template_kwargs = std::move(t.template_kwargs);
+  if (t.active()) {
+    prompt.tools = std::move(t.tools);
+    prompt.tool_call_required = t.choice == ToolChoice::kRequired || t.choice == ToolChoice::kNamed;
+    out.tool_call_syntax = model_->engine->codec().tool_call_syntax();
+    out.parallel_tool_calls = t.parallel_tool_calls;
+  }
+  return std::nullopt;
 }
 
 std::optional<ApiError> OpenAIService::check_model_name(
@@ -484,6 +520,8 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
   spec.stream = options.stream;
   spec.include_usage = options.include_usage;
   spec.stop = options.stop;
+  spec.tool_call_syntax = parsed.tool_call_syntax;
+  spec.parallel_tool_calls = parsed.parallel_tool_calls;
   if (options.logprobs) {
     options.sampling.logprobs = *options.logprobs;
     spec.token_text = [model = model_](int32_t id) {

@@ -63,6 +63,9 @@ struct GenerationRequest {
     std::string echo;
   };
   std::vector<PromptEntry> prompts;
+  // Chat with tools offered (tool_choice not "none"): the model's call syntax, to read replies.
+  std::optional<ToolCallSyntax> tool_call_syntax;
+  bool parallel_tool_calls = true;
 };
 
 class OpenAIService {
@@ -104,6 +107,10 @@ class OpenAIService {
   std::variant<GenerationRequest, ApiError> parse_generation_request(const std::string& body,
                                                                      bool chat) const;
   std::optional<ApiError> check_model_name(const std::optional<std::string>& model) const;
+  // A chat request's tools, tool_choice, earlier tool calls and chat_template_kwargs, read from
+  // `body` with its key order kept, into `prompt` and `out`.
+  std::optional<ApiError> read_tool_fields(const std::string& body, const nlohmann::json& parsed,
+                                           GenerationRequest& out, ChatPrompt& prompt) const;
   // Refuses a text that cannot fit the context from its size alone, then tokenizes the prompts
   // of a request that continues no session (a session turn's BOS and history are the engine's
   // to decide at submit), so that the I/O thread never tokenizes a large prompt.

@@ -65,13 +65,6 @@ constexpr std::string_view kClose =
     "\xEF\xA3\xB1";
 constexpr std::string_view kSpace = " \t\n\r\f\v";
 
-ChatTemplateInputs inputs_for(jinja::Json messages) {
-  ChatTemplateInputs in;
-  in.messages = std::move(messages);
-  in.add_generation_prompt = true;
-  return in;
-}
-
 bool has_control_text(const Tokenizer& tokenizer, const std::string& text) {
   const EncodeOptions special{.add_special = false, .parse_special = true};
   const EncodeOptions plain{.add_special = false, .parse_special = false};
@@ -82,8 +75,17 @@ bool has_control_text(const Tokenizer& tokenizer, const std::string& text) {
 
 Expected<std::vector<int32_t>> tokenize_chat(const ChatPromptBuilder& builder,
                                              const Tokenizer& tokenizer,
-                                             const jinja::Json& messages) {
-  DRIFT_ASSIGN_OR_RETURN(RenderedChat plain, builder.render(inputs_for(messages)));
+                                             ChatTemplateInputs inputs) {
+  const jinja::Json& messages = inputs.messages;
+  if (inputs.tools && has_control_text(tokenizer, inputs.tools->dump()))
+    return make_error("a tool definition contains control-token text (such as a turn marker)");
+  for (const auto& m : messages) {
+    auto calls = m.find("tool_calls");
+    if (calls != m.end() && has_control_text(tokenizer, calls->dump()))
+      return make_error(
+          "a message's tool call contains control-token text (such as a turn marker)");
+  }
+  DRIFT_ASSIGN_OR_RETURN(RenderedChat plain, builder.render(inputs));
 
   bool any_control = false;
   for (const auto& m : messages) {
@@ -105,7 +107,8 @@ Expected<std::vector<int32_t>> tokenize_chat(const ChatPromptBuilder& builder,
     m["content"] = content.substr(0, begin) + std::string(kOpen) +
                    content.substr(begin, end - begin) + std::string(kClose) + content.substr(end);
   }
-  DRIFT_ASSIGN_OR_RETURN(RenderedChat marked, builder.render(inputs_for(std::move(wrapped))));
+  inputs.messages = std::move(wrapped);
+  DRIFT_ASSIGN_OR_RETURN(RenderedChat marked, builder.render(std::move(inputs)));
 
   std::vector<int32_t> tokens;
   std::string reassembled;

@@ -63,10 +63,13 @@ class ChatPromptBuilder {
   bool add_bos_;
 };
 
-// `messages`: objects with a string "role" and a string "content". The ids of the conversation
-// with the assistant's turn opened (add_generation_prompt).
+// `inputs.messages`: objects with a string "role" and a string "content" (and any other fields
+// the template reads: tool_calls, tool_call_id, name); inputs.tools and extra_context as the
+// template takes them. Tool definitions and calls are rendered as the template writes them; if
+// they contain control-token text, the conversation is refused (only message content can be kept
+// plain by the sentinels below). The ids of the conversation with the assistant's turn opened
+// when inputs.add_generation_prompt is set.
 Expected<std::vector<int32_t>> tokenize_chat(const ChatPromptBuilder& builder,
-                                             const Tokenizer& tokenizer,
-                                             const jinja::Json& messages);
+                                             const Tokenizer& tokenizer, ChatTemplateInputs inputs);
 
 }  // namespace drift

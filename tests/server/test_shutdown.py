@@ -30,11 +30,12 @@ def stream(server, max_tokens, chunks, first):
 
 
 def test_drain_refuses_queued_requests_at_once_and_health_says_draining():
-    server = Server("--parallel", "1", "--drain-timeout", "60")
+    server = Server("--parallel", "1", "--drain-timeout", "180")
     chunks, first = [], threading.Event()
-    # Long enough (several seconds even at full speed) that the stream is still running when the
-    # health probe below is sent; 160 tokens finished within the 0.5 s sleep on a fast machine.
-    running = threading.Thread(target=long_stream, args=(server, 2000, chunks, first))
+    # Long enough (seconds even at full speed) that the stream is still running when the health
+    # probe below is sent (160 tokens ended within the 0.5 s sleep on a fast machine), and short
+    # enough to end within the drain timeout on a busy one.
+    running = threading.Thread(target=long_stream, args=(server, 800, chunks, first))
     running.start()
     assert first.wait(60)
     queued = []
@@ -52,7 +53,7 @@ def test_drain_refuses_queued_requests_at_once_and_health_says_draining():
     server.proc.send_signal(signal.SIGTERM)
     for t in waiters:
         t.join(10)
-    # Refused at once, not after the stream (2000 tokens) ends.
+    # Refused at once, not after the stream (800 tokens) ends.
     assert len(queued) == 2, queued
     for status, retry_after, text, at in queued:
         assert status == 503 and retry_after == "1", text

@@ -121,7 +121,7 @@ TEST(ChatPrompt, MessageTextNeverBecomesAControlToken) {
   auto count_turns = [&](const std::string& content) {
     jinja::Json messages = jinja::Json::array();
     messages.push_back(jinja::Json{{"role", "user"}, {"content", content}});
-    auto ids = tokenize_chat(*builder, m.tokenizer, messages);
+    auto ids = tokenize_chat(*builder, m.tokenizer, ChatTemplateInputs{.messages = messages});
     EXPECT_TRUE(ids.ok()) << ids.error().message;
     return ids.ok() ? std::count(ids->begin(), ids->end(), im_start[0]) : -1;
   };
@@ -137,7 +137,7 @@ TEST(ChatPrompt, MessageTextNeverBecomesAControlToken) {
   inputs.add_generation_prompt = true;
   auto rendered = builder->render(inputs);
   ASSERT_TRUE(rendered.ok());
-  auto ids = tokenize_chat(*builder, m.tokenizer, hello);
+  auto ids = tokenize_chat(*builder, m.tokenizer, inputs);
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(*ids, m.tokenizer.encode(rendered->text, {.add_special = rendered->add_special,
                                                       .parse_special = true}));

@@ -168,14 +168,16 @@ class FakeCodec final : public TextCodec {
     for (char c : prompt.text) ids.push_back(2 + TokenId(uint8_t(c)));
     return ids;
   }
-  Expected<std::vector<TokenId>> encode_chat(std::span<const ChatMessage> messages) const override {
+  Expected<std::vector<TokenId>> encode_chat(const ChatPrompt& chat) const override {
     std::string text;
-    for (const ChatMessage& m : messages) {
+    if (chat.tools) text += "tools: " + chat.tools->dump() + "\n";
+    for (const ChatMessage& m : chat.messages) {
       if (m.role.empty()) return make_error("the fake template needs every message's role");
       text += m.role + ": " + m.content + "\n";
     }
     return encode(TextPrompt{text + "assistant: ", /*add_special=*/true});
   }
+  ToolCallSyntax tool_call_syntax() const override { return ToolCallSyntax::kHermes; }
   Expected<std::string> decode(std::span<const TokenId> tokens,
                                bool render_special) const override {
     std::string text;

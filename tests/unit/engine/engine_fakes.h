@@ -229,14 +229,16 @@ struct FakeEngine {
 };
 
 inline FakeEngine make_fake_engine(const EngineConfig& config, FakeModel model = {},
-                                   FakeHooks hooks = {}) {
+                                   FakeHooks hooks = {},
+                                   std::shared_ptr<const TextCodec> codec = nullptr) {
   FakeEngine out;
   auto factory = [&](const EngineSetup& setup) -> Expected<std::unique_ptr<Executor>> {
     auto executor = std::make_unique<FakeExecutor>(setup, model, std::move(hooks));
     out.executor = executor.get();
     return std::unique_ptr<Executor>(std::move(executor));
   };
-  auto engine = Engine::create(config, fake_model_facts(), std::make_shared<FakeCodec>(), factory);
+  if (!codec) codec = std::make_shared<FakeCodec>();
+  auto engine = Engine::create(config, fake_model_facts(), std::move(codec), factory);
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   if (engine.ok()) out.engine = std::move(engine).value();
   return out;

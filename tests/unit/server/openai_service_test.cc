@@ -207,3 +207,163 @@ TEST_F(OpenAIServiceTest, RoutesCheckTheirMethod) {
 
 }  // namespace
 }  // namespace drift::server
+
+namespace drift::server {
+namespace {
+
+// FakeCodec's encoding (a token per byte), with each token decoding to its byte, so that a test
+// can script a reply's exact text.
+class ByteCodec final : public TextCodec {
+ public:
+  std::vector<TokenId> encode(const TextPrompt& prompt) const override {
+    return fake_.encode(prompt);
+  }
+  Expected<std::vector<TokenId>> encode_chat(const ChatPrompt& chat) const override {
+    return fake_.encode_chat(chat);
+  }
+  ToolCallSyntax tool_call_syntax() const override { return ToolCallSyntax::kHermes; }
+  Expected<std::string> decode(std::span<const TokenId> tokens, bool) const override {
+    std::string text;
+    for (TokenId t : tokens) text += piece(t);
+    return text;
+  }
+  Expected<std::string> token_text(TokenId token) const override { return piece(token); }
+  std::unique_ptr<TokenTextStream> start_stream() const override {
+    struct Stream final : TokenTextStream {
+      Expected<std::string> push(TokenId token) override { return piece(token); }
+      std::string finish() override { return {}; }
+    };
+    return std::make_unique<Stream>();
+  }
+
+ private:
+  static std::string piece(TokenId t) { return t < 2 ? "" : std::string(1, char(t - 2)); }
+  FakeCodec fake_;
+};
+
+// A model whose every reply is `reply` (then EOS): the fake executor's tokens are replaced, after
+// each step, by the reply's bytes in order.
+class ScriptedReplyTest : public ::testing::Test {
+ protected:
+  void start(std::string reply) {
+    reply_ = std::move(reply);
+    FakeHooks hooks;
+    hooks.after_step = [this](const StepPlan& plan, ExecutionResult& result) {
+      for (size_t i = 0; i < plan.items.size(); ++i) {
+        const StepItem& item = plan.items[i];
+        if (!item.sample) continue;
+        const size_t k = size_t(item.context_len() - item.prompt_len);
+        result.items[i].token = k < reply_.size() ? byte_token(reply_[k]) : kEos;
+      }
+      return Status::Ok();
+    };
+    EngineConfig config = small_config(/*kv_pages=*/128);
+    config.max_model_len = 256;  // the fake model's trained context
+    FakeEngine fake =
+        make_fake_engine(config, FakeModel{}, std::move(hooks), std::make_shared<ByteCodec>());
+    ASSERT_TRUE(fake.engine);
+    service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine)}));
+  }
+
+  std::shared_ptr<FakeExchange> chat(json extra) {
+    json body = {{"messages", {{{"role", "user"}, {"content", "W?"}}}}, {"max_tokens", 165}};
+    body.update(extra);
+    HttpRequest request;
+    request.id = ++next_id_;
+    request.method = "POST";
+    request.target = "/v1/chat/completions";
+    request.body = body.dump();
+    request.received = std::chrono::steady_clock::now();
+    auto exchange = std::make_shared<FakeExchange>();
+    service_.handle(std::move(request), exchange);
+    EXPECT_TRUE(run_until_answered(io_, *exchange)) << "no response within 10 s";
+    return exchange;
+  }
+
+  // The JSON of each "data:" chunk but [DONE].
+  static std::vector<json> events(const FakeExchange& r) {
+    std::vector<json> out;
+    for (const std::string& chunk : r.chunks)
+      if (chunk.starts_with("data: {")) out.push_back(json::parse(chunk.substr(6)));
+    return out;
+  }
+
+  const json tools_ =
+      json::parse(R"([{"type": "function", "function": {"name": "get_weather"}}])");  // 56 bytes
+  boost::asio::io_context io_;
+  OpenAIService service_{io_, ServiceConfig{"fake-model", std::nullopt}};
+  std::string reply_;
+  uint64_t next_id_ = 0;
+};
+
+constexpr const char* kCallReply =
+    "Sure.<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+
+TEST_F(ScriptedReplyTest, AReplysCallsBecomeToolCallsWithContentAroundThem) {
+  start(kCallReply);
+  auto r = chat({{"tools", tools_}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = r->json()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Sure.");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const json call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_TRUE(call["id"].get<std::string>().starts_with("call_"));
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()),
+            json::parse(R"({"city": "Paris"})"));
+
+  // Without tools the same reply is plain text, and so with tool_choice "none".
+  for (json extra : {json::object(), json{{"tools", tools_}, {"tool_choice", "none"}}}) {
+    auto plain = chat(extra);
+    ASSERT_EQ(plain->status, 200) << plain->body;
+    EXPECT_EQ(plain->json()["choices"][0]["message"]["content"], kCallReply);
+    EXPECT_EQ(plain->json()["choices"][0]["finish_reason"], "stop");
+    EXPECT_FALSE(plain->json()["choices"][0]["message"].contains("tool_calls"));
+  }
+}
+
+TEST_F(ScriptedReplyTest, AStreamSendsTheContentBeforeACallAndTheCallWhole) {
+  start(kCallReply);
+  auto r = chat({{"tools", tools_}, {"stream", true}});
+  ASSERT_EQ(r->status, 200);
+  std::string content;
+  std::vector<json> calls;
+  std::string finish;
+  for (const json& e : events(*r)) {
+    const json& choice = e["choices"][0];
+    const json& delta = choice["delta"];
+    if (delta.contains("content") && delta["content"].is_string()) content += delta["content"];
+    if (delta.contains("tool_calls"))
+      for (const json& c : delta["tool_calls"]) calls.push_back(c);
+    if (choice["finish_reason"].is_string()) finish = choice["finish_reason"];
+  }
+  EXPECT_EQ(content, "Sure.") << "no byte of the call leaks into the content";
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+            json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST_F(ScriptedReplyTest, ParallelToolCallsFalseKeepsTheFirstCall) {
+  start(
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>"
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>");
+  auto both = chat({{"tools", tools_}});
+  ASSERT_EQ(both->status, 200) << both->body;
+  const json message = both->json()["choices"][0]["message"];
+  ASSERT_EQ(message["tool_calls"].size(), 2u);
+  EXPECT_TRUE(message["content"].is_null()) << "no content around the calls: null, as OpenAI";
+  EXPECT_NE(message["tool_calls"][0]["id"], message["tool_calls"][1]["id"]);
+  auto one = chat({{"tools", tools_}, {"parallel_tool_calls", false}});
+  ASSERT_EQ(one->status, 200) << one->body;
+  const json calls = one->json()["choices"][0]["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_NE(calls[0]["function"]["arguments"].get<std::string>().find("Paris"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace drift::server

@@ -52,8 +52,9 @@ struct ServeOptions {
   double idle_timeout_seconds = 60;
   double body_timeout_seconds = 60;
   double drain_timeout_seconds = 30;
-  EngineOptions engine;      // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
-  SamplingOptions sampling;  // the server's defaults: --temp, --top-k, ..., --sampling-defaults
+  std::string pooling = "mean";  // /v1/embeddings: mean, last or cls
+  EngineOptions engine;          // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
+  SamplingOptions sampling;      // the server's defaults: --temp, --top-k, ..., --sampling-defaults
 };
 
 // Sockets are file descriptors: let the process use as many as it may.
@@ -99,7 +100,7 @@ class ServeCommand {
     const std::string name = o_.served_model_name.value_or(std::filesystem::path(*path).stem());
 
     asio::io_context io(1);
-    server::OpenAIService service(io, {name, o_.api_key});
+    server::OpenAIService service(io, {name, o_.api_key, *parse_pooling_mode(o_.pooling)});
     server::HttpServerConfig http;
     http.host = o_.host;
     http.port = uint16_t(o_.port);
@@ -309,6 +310,11 @@ void register_serve(CLI::App& app) {
                   "seconds SIGTERM waits for requests in flight")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--pooling", o->pooling,
+                  "how /v1/embeddings pools the final hidden states: mean, last or cls "
+                  "(then L2-normalised)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "last", "cls"}));
   register_sampling_default_options(*cmd, o->sampling);
   register_engine_options(*cmd, o->engine);
   cmd->add_option("--default-max-tokens", o->engine.default_max_tokens,

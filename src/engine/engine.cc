@@ -145,6 +145,7 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
         "request {}: priority {} needs the priority scheduling policy (--policy priority); this "
         "engine runs {}",
         id, request.priority, scheduler_policy_name(setup_.scheduler.policy));
+  if (std::optional<Rejection> refused = check_embedding_request(request, id)) return refused;
   SequenceRequest& seq = accepted.sequence;
   seq.id = id;
   seq.sampling = setup_.sampling.resolve(request.sampling);
@@ -188,7 +189,29 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
     return sizing;
   }
   seq.priority = request.priority;
+  if (request.pooling != PoolingMode::kNone) {
+    seq.pooling = request.pooling;
+    seq.embedding.resize(size_t(setup_.embedding_size));  // here, so that no step allocates it
+  }
   accepted.text = codec_->start_stream();
+  return std::nullopt;
+}
+
+std::optional<Rejection> Engine::check_embedding_request(const Request& request,
+                                                         RequestId id) const {
+  // Rule: an embedding request generates nothing, so nothing that shapes a generation applies.
+  if (request.pooling == PoolingMode::kNone) return std::nullopt;
+  if (setup_.embedding_size < 1)
+    return make_rejection(RejectReason::kInvalidRequest,
+                          "request {}: this engine's model makes no embeddings", id);
+  if (request.max_tokens)
+    return make_rejection(RejectReason::kInvalidRequest,
+                          "request {}: an embedding request generates no tokens, so it takes no "
+                          "max_tokens",
+                          id);
+  if (request.session_id)
+    return make_rejection(RejectReason::kInvalidRequest,
+                          "request {}: an embedding request cannot be a session turn", id);
   return std::nullopt;
 }
 
@@ -234,6 +257,21 @@ std::optional<Rejection> Engine::size_request(const Request& request, RequestId 
   }
   const int64_t max_len = setup_.max_model_len;
   const int64_t kv_tokens = int64_t(setup_.num_kv_pages) * setup_.kv_layout.page_size;
+  if (request.pooling != PoolingMode::kNone) {
+    // Nothing is generated: the prompt may fill the context, and only it needs pages.
+    if (prompt_len > max_len)
+      return make_rejection(RejectReason::kPromptTooLong,
+                            "request {}: the input has {} tokens, but max_model_len is {}", id,
+                            prompt_len, max_len);
+    const int64_t pages = setup_.kv_layout.pages_for_tokens(prompt_len);
+    if (pages > setup_.num_kv_pages)
+      return make_rejection(RejectReason::kExceedsKvCache,
+                            "request {} can never fit in the KV cache: {} input tokens need {} "
+                            "pages of {} tokens, but the cache has {} pages",
+                            id, prompt_len, pages, setup_.kv_layout.page_size, setup_.num_kv_pages);
+    sized_max_new_tokens = 0;
+    return std::nullopt;
+  }
   if (prompt_len >= max_len)
     return make_rejection(
         RejectReason::kPromptTooLong,

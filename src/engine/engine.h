@@ -131,6 +131,9 @@ class Engine {
   std::optional<Rejection> accept(Request& request, RequestId id,
                                   const std::shared_ptr<RequestStream>& stream,
                                   AcceptedRequest& accepted, int32_t& prompt_tokens);
+  // Why an embedding request (Request::pooling) cannot run, from its fields alone; nullopt for
+  // one that can, and for a generation request.
+  std::optional<Rejection> check_embedding_request(const Request& request, RequestId id) const;
   // The prompt's token ids; a turn that continues a session gets no BOS/EOS.
   Expected<std::vector<TokenId>> encode(Prompt prompt, bool continues_session) const;
   // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.

@@ -80,6 +80,9 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   }
   setup.num_kv_pages = *pages;
   setup.enable_prefix_caching = config.kv.enable_prefix_caching;
+  if (model.embedding_size < 0)
+    return make_error("model.embedding_size must be >= 0, got {}", model.embedding_size);
+  setup.embedding_size = model.embedding_size;
 
   if (config.default_max_tokens < 1)
     return make_error("default_max_tokens must be >= 1, got {}", config.default_max_tokens);

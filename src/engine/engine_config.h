@@ -65,8 +65,9 @@ struct ModelFacts {
   // End-of-generation tokens (EOS, EOT, ...): a sampled one finishes the sequence with "stop"
   // unless the request sets ignore_eos.
   std::vector<TokenId> eog_token_ids;
-  int64_t n_ctx_train = 0;  // context length the model was trained with
-  int32_t vocab_size = 0;   // prompt token ids must be below it
+  int64_t n_ctx_train = 0;     // context length the model was trained with
+  int32_t vocab_size = 0;      // prompt token ids must be below it
+  int32_t embedding_size = 0;  // floats of an embedding (the hidden size); 0: none can be made
   // KV geometry (page size and dtype come from KVConfig).
   int32_t num_layers = 0;
   int32_t num_kv_heads = 0;
@@ -86,6 +87,7 @@ struct EngineSetup {
   int32_t default_max_tokens = 0;
   int32_t max_queued_requests = 0;
   int32_t threads = 0;
+  int32_t embedding_size = 0;  // floats of an embedding request's vector; 0: the model makes none
   SessionConfig sessions;
   SamplingDefaults sampling;  // what unset sampling fields of a request take, and from where
 };

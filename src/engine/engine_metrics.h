@@ -77,6 +77,10 @@ struct EngineMetrics {
   SessionStats sessions;
   uint64_t prompt_tokens_total = 0;      // of requests that finished (rejected ones excluded)
   uint64_t generation_tokens_total = 0;  // tokens delivered
+  // Embedding requests that returned their vector, and the prompt tokens they pooled (also
+  // counted in prompt_tokens_total).
+  uint64_t embeddings_total = 0;
+  uint64_t embedding_prompt_tokens_total = 0;
   std::array<uint64_t, 5> finished_by_reason{};  // indexed by FinishReason; kRejected included
 
   // Per request, in seconds.

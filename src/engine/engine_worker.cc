@@ -273,6 +273,11 @@ void EngineWorker::collect_one(const SequenceOutcome& outcome, EngineClock::time
       }
     }
   }
+  if (!outcome.embedding.empty()) {
+    event.embedding = outcome.embedding;
+    ++metrics_.embeddings_total;
+    metrics_.embedding_prompt_tokens_total += uint64_t(live.prompt_tokens);
+  }
   if (finish) {
     finish_live(live, event, *finish, std::move(message), now);
     live_.erase(it);

@@ -92,10 +92,15 @@ struct Request {
   // (cancelled, error, rejected) leaves the history unchanged. Over HTTP, the body field
   // "session_id".
   std::optional<std::string> session_id;
+  // Not kNone: an embedding request. The prompt (which may fill max_model_len) is prefilled, as
+  // generation is, in the same steps; nothing is sampled, and its one event carries the pooled,
+  // L2-normalised final hidden state (TokenEvent::embedding) with finish reason kStop.
+  // max_tokens and session_id must be unset; sampling is not read.
+  PoolingMode pooling = PoolingMode::kNone;
 };
 
 struct TokenUsage {
-  int32_t prompt_tokens = 0;
+  int32_t prompt_tokens = 0;      // of an embedding request: the tokens it pooled
   int32_t completion_tokens = 0;  // generated tokens, a final stop token included
 };
 
@@ -149,6 +154,9 @@ struct TokenEvent {
   std::string text;
   // The token's log-probabilities, when the request's sampling.logprobs asked for them.
   std::optional<TokenLogprobs> logprobs;
+  // An embedding request's vector (one float per hidden unit of the model, unit L2 norm), on its
+  // finish event.
+  std::vector<float> embedding;
   // Set on the request's last event, exactly once.
   std::optional<Finish> finish;
 };

@@ -38,6 +38,7 @@ Expected<Completion> RequestHandle::wait() {
   while (std::optional<TokenEvent> event = next()) {
     if (event->token) completion.tokens.push_back(*event->token);
     completion.text += event->text;
+    if (!event->embedding.empty()) completion.embedding = std::move(event->embedding);
     if (event->finish) {
       completion.finish = std::move(*event->finish);
       return completion;

@@ -19,8 +19,9 @@ class Gateway;
 
 // Everything a request's events carried, for callers that only want the end result.
 struct Completion {
-  std::vector<TokenId> tokens;  // generated, a final stop token included
-  std::string text;             // the concatenated text deltas
+  std::vector<TokenId> tokens;   // generated, a final stop token included
+  std::string text;              // the concatenated text deltas
+  std::vector<float> embedding;  // an embedding request's vector
   Finish finish;
 };
 

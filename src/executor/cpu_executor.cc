@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "executor/pooling.h"
 #include "sampling/logprobs.h"
 
 namespace drift {
@@ -30,7 +31,8 @@ CpuExecutor::CpuExecutor(const Model& model, const CpuExecutorConfig& config, Kv
       forward_(std::move(forward)),
       sequences_(config.max_batch_sequences),
       logits_(static_cast<size_t>(config.max_batch_sequences) * model.config().n_vocab),
-      logit_row_item_(config.max_batch_sequences) {
+      logit_row_item_(config.max_batch_sequences),
+      hidden_(static_cast<size_t>(config.max_batch_tokens) * model.config().n_embd) {
   for (int t = 0; t < pool_.size(); ++t) {
     sampler_scratch_.emplace_back(model.config().n_vocab, model.isa());
     logprob_rows_.emplace_back(model.config().n_vocab);
@@ -70,11 +72,16 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
     s.start_pos = item.start_position;
     s.page_table = plan.pages(item);
     s.want_logits = item.sample;
+    const PooledRows rows =
+        pooled_rows(item.pooling, item.start_position, item.num_tokens, item.completes_embedding());
+    s.hidden_begin = rows.begin;
+    s.n_hidden = rows.count;
   }
   ForwardBatch batch{plan.token_ids, std::span<const ForwardSequence>(sequences_.data(), n_items)};
-  DRIFT_RETURN_IF_ERROR(forward_->run(batch, kv_, pool_, logits_));
+  DRIFT_RETURN_IF_ERROR(forward_->run(batch, kv_, pool_, logits_, hidden_));
 
   result.reset(n_items);
+  pool_embeddings(plan, result);
   // Logits rows are in item order, one per sampled item.
   int64_t n_sampled = 0;
   for (size_t i = 0; i < n_items; ++i)
@@ -87,6 +94,28 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
     for (int64_t row = rows.begin; row < rows.end; ++row) sample_row(plan, row, index, result);
   });
   return Status::Ok();
+}
+
+void CpuExecutor::pool_embeddings(const StepPlan& plan, ExecutionResult& result) {
+  // Rule: hidden rows are in item order, as many per item as pooled_rows asked for.
+  const int64_t dim = model_.config().n_embd;
+  int64_t row = 0;
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    const StepItem& item = plan.items[i];
+    const int64_t n_rows = sequences_[i].n_hidden;
+    if (item.pooling == PoolingMode::kNone) continue;
+    std::span<const float> rows(hidden_.data() + row * dim, size_t(n_rows * dim));
+    row += n_rows;
+    if (int64_t(item.embedding.size()) != dim) {
+      result.items[i].error = make_error("embedding of sequence {} has {} floats, the model {}",
+                                         item.seq_id, item.embedding.size(), dim);
+      continue;
+    }
+    pool_chunk(item.pooling, item.start_position, rows, item.embedding);
+    if (!item.completes_embedding()) continue;
+    finish_embedding(item.pooling, item.prompt_len, item.embedding);
+    result.items[i].embedded = true;
+  }
 }
 
 void CpuExecutor::sample_row(const StepPlan& plan, int64_t row, int thread,

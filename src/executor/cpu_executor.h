@@ -1,5 +1,6 @@
-// The CPU executor: runs a StepPlan as one forward pass of the model over the paged KV cache and
-// samples the next token of every item that asks for one. It owns the KV memory, the forward
+// The CPU executor: runs a StepPlan as one forward pass of the model over the paged KV cache,
+// samples the next token of every item that asks for one, and pools the final hidden states of
+// embedding items. It owns the KV memory, the forward
 // workspace, the compute thread pool and the samplers' scratch, all sized at creation, so that a
 // step allocates nothing.
 #pragma once
@@ -45,6 +46,8 @@ class CpuExecutor final : public Executor {
   Status run_step(const StepPlan& plan, ExecutionResult& result);
   // Samples logits row `row` (item logit_row_item_[row]) with thread `thread`'s scratch.
   void sample_row(const StepPlan& plan, int64_t row, int thread, ExecutionResult& result);
+  // Folds the hidden-state rows of embedding items into their vectors (executor/pooling.h).
+  void pool_embeddings(const StepPlan& plan, ExecutionResult& result);
 
   const Model& model_;
   CpuExecutorConfig config_;
@@ -54,6 +57,7 @@ class CpuExecutor final : public Executor {
   std::vector<ForwardSequence> sequences_;  // [max_batch_sequences]
   std::vector<float> logits_;               // [max_batch_sequences][n_vocab]
   std::vector<int64_t> logit_row_item_;     // [max_batch_sequences] item of each logits row
+  std::vector<float> hidden_;               // [max_batch_tokens][n_embd] rows embeddings pool
   // Per compute thread: the sampler's scratch and a [n_vocab] copy of the raw logits for logprobs.
   std::vector<SamplerScratch> sampler_scratch_;
   std::vector<std::vector<float>> logprob_rows_;

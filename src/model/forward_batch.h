@@ -15,6 +15,10 @@ struct ForwardSequence {
   std::span<const int32_t> page_table;  // physical pages covering [0, start_pos + n_tokens)
   bool want_logits = false;             // compute logits for the sequence's last token
   bool all_logits = false;              // ... or for every one of its tokens (perplexity)
+  // Its tokens [hidden_begin, hidden_begin + n_hidden) (counted from its first token in the
+  // batch) whose final normalised hidden state — the LM head's input — is wanted (embeddings).
+  int64_t hidden_begin = 0;
+  int64_t n_hidden = 0;
 };
 
 struct ForwardBatch {

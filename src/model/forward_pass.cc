@@ -87,8 +87,8 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
   return f;
 }
 
-Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv,
-                             std::span<float> logits) const {
+Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv, std::span<float> logits,
+                             std::span<float> hidden) const {
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n < 1 || n > limits_.max_tokens)
     return make_error("batch has {} tokens, expected 1 to {}", n, limits_.max_tokens);
@@ -96,7 +96,7 @@ Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv,
       static_cast<int64_t>(batch.sequences.size()) > limits_.max_sequences)
     return make_error("batch has {} sequences, expected 1 to {}", batch.sequences.size(),
                       limits_.max_sequences);
-  int64_t expected_begin = 0, n_logits = 0;
+  int64_t expected_begin = 0, n_logits = 0, n_hidden = 0;
   for (const ForwardSequence& s : batch.sequences) {
     if (s.token_begin != expected_begin || s.n_tokens < 1)
       return make_error("batch sequences must cover the tokens in order without gaps");
@@ -113,6 +113,10 @@ Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv,
         return make_error("page id {} is outside the KV cache's {} pages", s.page_table[i],
                           kv.num_pages());
     n_logits += s.all_logits ? s.n_tokens : s.want_logits ? 1 : 0;
+    if (s.n_hidden < 0 || s.hidden_begin < 0 || s.hidden_begin + s.n_hidden > s.n_tokens)
+      return make_error("hidden rows [{}, {}) are outside the sequence's {} tokens", s.hidden_begin,
+                        s.hidden_begin + s.n_hidden, s.n_tokens);
+    n_hidden += s.n_hidden;
   }
   if (expected_begin != n)
     return make_error("batch sequences cover {} of {} tokens", expected_begin, n);
@@ -122,12 +126,15 @@ Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv,
   if (static_cast<int64_t>(logits.size()) < n_logits * config_.n_vocab)
     return make_error("logits buffer holds {} floats, {} needed", logits.size(),
                       n_logits * config_.n_vocab);
+  if (static_cast<int64_t>(hidden.size()) < n_hidden * config_.n_embd)
+    return make_error("hidden-state buffer holds {} floats, {} needed", hidden.size(),
+                      n_hidden * config_.n_embd);
   return Status::Ok();
 }
 
 Status ForwardPass::run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool,
-                        std::span<float> logits) {
-  DRIFT_RETURN_IF_ERROR(validate(batch, kv, logits));
+                        std::span<float> logits, std::span<float> hidden) {
+  DRIFT_RETURN_IF_ERROR(validate(batch, kv, logits, hidden));
   if (pool.size() > max_threads_)
     return make_error("thread pool of {} is larger than the {} threads the pass was sized for",
                       pool.size(), max_threads_);
@@ -141,6 +148,7 @@ Status ForwardPass::run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool
     attention_block(il, batch, kv, pool);
     ffn_block(il, n_tokens, pool);
   }
+  output_hidden(batch, hidden);
   output_logits(batch, pool, logits);
   return Status::Ok();
 }
@@ -421,6 +429,20 @@ void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {
     float* o = &proj_[t * c.n_embd];
     if (c.post_norms) kernels::rms_norm(isa_, o, l.ffn_post_norm.data, o, c.n_embd, c.rms_eps);
     kernels::add(isa_, &x_[t * c.n_embd], o, &x_[t * c.n_embd], c.n_embd);
+  }
+}
+
+// The final normalised hidden state of each token a sequence asks for: what output_logits feeds
+// the LM head, computed by the same per-token norm.
+void ForwardPass::output_hidden(const ForwardBatch& batch, std::span<float> hidden) {
+  const ModelConfig& c = config_;
+  int64_t row = 0;
+  for (const ForwardSequence& s : batch.sequences) {
+    for (int64_t i = s.hidden_begin; i < s.hidden_begin + s.n_hidden; ++i, ++row) {
+      const int64_t t = s.token_begin + i;
+      kernels::rms_norm(isa_, &x_[t * c.n_embd], model_.weights().output_norm.data,
+                        &hidden[row * c.n_embd], c.n_embd, c.rms_eps);
+    }
   }
 }
 

@@ -35,15 +35,19 @@ class ForwardPass {
   // Runs the batch: writes each token's K/V into its page slots and writes logits rows
   // [row][n_vocab] in sequence order: one row (its last token) per sequence with want_logits, or
   // one row per token for a sequence with all_logits. `logits` must hold that many rows.
-  // Validates the batch against the limits first.
-  Status run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool, std::span<float> logits);
+  // `hidden` gets the rows [row][n_embd] of the final normalised hidden states each sequence asks
+  // for (n_hidden), in sequence order, and must hold that many. Validates the batch against the
+  // limits first.
+  Status run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool, std::span<float> logits,
+             std::span<float> hidden = {});
 
   const ForwardLimits& limits() const { return limits_; }
 
  private:
   ForwardPass(const Model& model, ForwardLimits limits);
 
-  Status validate(const ForwardBatch& batch, const KvPages& kv, std::span<float> logits) const;
+  Status validate(const ForwardBatch& batch, const KvPages& kv, std::span<float> logits,
+                  std::span<float> hidden) const;
   void embed(const ForwardBatch& batch);
   void attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
   // The steps of attention_block, in order (t: a token of the batch; pos: its position).
@@ -54,6 +58,7 @@ class ForwardPass {
   void store_kv(int64_t il, int64_t t, const ForwardSequence& s, int64_t pos, KvPages& kv);
   void add_attention_output(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);
   void ffn_block(int64_t il, int64_t n_tokens, ThreadPool& pool);
+  void output_hidden(const ForwardBatch& batch, std::span<float> hidden);
   void output_logits(const ForwardBatch& batch, ThreadPool& pool, std::span<float> logits);
   // y[t][0..m.rows) = m x[t] for t < n_tokens (x: [n_tokens][m.cols], rows x_stride apart).
   void matmul(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_tokens, float* y,

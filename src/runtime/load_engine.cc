@@ -24,6 +24,7 @@ ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer,
   facts.eog_token_ids.assign(eog.begin(), eog.end());
   facts.n_ctx_train = config.n_ctx_train;
   facts.vocab_size = int32_t(config.n_vocab);
+  facts.embedding_size = int32_t(config.n_embd);
   facts.num_layers = int32_t(config.n_layers);
   facts.num_kv_heads = int32_t(config.n_kv_heads);
   // KVLayout has one head width; the larger of K's and V's keeps the budget an upper bound.

@@ -4,6 +4,15 @@
 #include <cassert>
 
 namespace drift {
+namespace {
+
+// Whether a sequence may start its prefill after a cached prefix: not an embedding that pools
+// over the whole prompt (mean) or from its first token (cls), which needs those hidden states.
+bool may_skip_cached_prefix(const SequenceState& seq) {
+  return seq.pooling == PoolingMode::kNone || seq.pooling == PoolingMode::kLast;
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<EngineScheduler>> EngineScheduler::create(
     const SchedulerConfig& config, std::vector<TokenId> eos_token_ids, KVCacheManager& kv,
@@ -54,7 +63,13 @@ Status EngineScheduler::add(SequenceRequest request) {
   if (seqs_.contains(request.id))
     return reject(make_error("request {} is already queued or running", request.id));
   if (prompt_len == 0) return reject(make_error("request {} has an empty prompt", request.id));
-  if (request.max_new_tokens < 1)
+  const bool embeds = request.pooling != PoolingMode::kNone;
+  if (embeds && (request.max_new_tokens != 0 || request.embedding.empty()))
+    return reject(make_error(
+        "request {}: an embedding request generates nothing and needs room for its vector "
+        "(max_new_tokens {}, {} floats)",
+        request.id, request.max_new_tokens, request.embedding.size()));
+  if (!embeds && request.max_new_tokens < 1)
     return reject(make_error("request {}: max_new_tokens must be >= 1, got {}", request.id,
                              request.max_new_tokens));
   if (prompt_len + request.max_new_tokens > config_.max_model_len)
@@ -78,6 +93,8 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.priority = request.priority;
   seq.sampling = std::move(request.sampling);
   seq.cache_namespace = request.cache_namespace;
+  seq.pooling = request.pooling;
+  seq.embedding = std::move(request.embedding);
   seq.arrival_step = step_;
   seq.arrival_order = next_arrival_order_++;
   seq.waiting_rank = waiting_order_->rank(seq);
@@ -268,7 +285,7 @@ int32_t EngineScheduler::prefill_chunk_limit(int32_t pending) const {
 CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
   // Rule: the longest cached run of the sequence's full pages, short of its last token.
   CachedPrefix found;
-  if (!prefix_) return found;
+  if (!prefix_ || !may_skip_cached_prefix(seq)) return found;
   prefix_pages_.clear();
   const int32_t max_pages = (seq.total_len() - 1) / kv_.page_size();
   found.cursor =
@@ -282,7 +299,7 @@ bool EngineScheduler::next_page_in_flight(const SequenceState& seq, int32_t cach
   // Rule: page `cached_pages` of `seq` is in flight if a running prefill with the same tokens up
   // to its end has not computed it yet; it is registered when that prefill reports it, so `seq`
   // then shares it. Only a page `seq` could share (short of its last token) is worth the wait.
-  if (!prefix_) return false;
+  if (!prefix_ || !may_skip_cached_prefix(seq)) return false;
   const int32_t end = (cached_pages + 1) * kv_.page_size();
   if (end > seq.total_len() - 1) return false;
   std::span<const TokenId> wanted(seq.tokens.data(), size_t(end));
@@ -379,7 +396,9 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   item.token_offset = plan_.num_tokens();
   item.page_offset = int32_t(plan_.block_table.size());
   item.num_pages = int32_t(pages.size());
-  item.sample = start + num_tokens == seq.total_len();
+  item.sample = start + num_tokens == seq.total_len() && !seq.embeds();
+  item.pooling = seq.pooling;
+  item.embedding = seq.embedding;
   item.sampling = &seq.sampling;
   item.history = seq.tokens;
   item.prompt_len = seq.prompt_len;
@@ -422,15 +441,23 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
       continue;
     }
     const ItemResult& r = result.items[i];
-    if (r.error || (item.sample && (!r.token || *r.token < 0))) {
+    if (r.error || (item.sample && (!r.token || *r.token < 0)) ||
+        (item.completes_embedding() && !r.embedded)) {
       log_.record(ProgressEvent::kError, seq.id, int64_t(plan_.step), int64_t(i));
       finish(seq, FinishReason::kError,
              r.error ? r.error->message
-                     : fmt::format("executor returned no valid token for sequence {}", seq.id));
+                     : fmt::format("executor returned no valid {} for sequence {}",
+                                   item.sample ? "token" : "embedding", seq.id));
       continue;
     }
     seq.num_computed_tokens += item.num_tokens;
     cache_full_pages(seq);
+    if (item.completes_embedding()) {  // its vector is its only output
+      outcomes_.push_back(SequenceOutcome{
+          seq.id, std::nullopt, std::nullopt, {}, std::nullopt, std::move(seq.embedding)});
+      finish(seq, FinishReason::kStop, {});
+      continue;
+    }
     if (!item.sample) continue;  // an earlier chunk of a prefill
     seq.phase = SequencePhase::kDecode;
     seq.tokens.push_back(*r.token);

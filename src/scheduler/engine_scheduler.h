@@ -21,7 +21,8 @@
 // room for a short prompt at the head of the queue, and a waiting request blocked by KV pages or
 // the partial-prefill limit may be passed by later ones that fit, a bounded number of times.
 // Phases move only on what the executor
-// reports. Each sequence's pages are released exactly once, when it finishes, is cancelled,
+// reports. An embedding request (SequenceRequest::pooling) is a prefill that samples nothing: the
+// outcome of its last chunk carries the executor's pooled vector and finishes it (kStop). Each sequence's pages are released exactly once, when it finishes, is cancelled,
 // fails, or is preempted (then re-acquired on re-admission).
 //
 // With a prefix cache, an admitted sequence starts prefill after its longest cached page-aligned
@@ -64,6 +65,8 @@ struct SequenceOutcome {
   std::string message;                 // for kError: what failed
   // The log-probabilities of `token`, when its request asked for them.
   std::optional<TokenLogprobs> logprobs;
+  // An embedding request's pooled, L2-normalised vector, with its finish (kStop).
+  std::vector<float> embedding{};
 };
 
 struct SchedulerStats {

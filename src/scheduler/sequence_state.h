@@ -9,6 +9,7 @@
 
 #include "kv/kv_types.h"
 #include "kv/prefix_cache.h"
+#include "scheduler/pooling_mode.h"
 #include "util/sampling_params.h"
 
 namespace drift {
@@ -18,11 +19,12 @@ using TokenId = int32_t;
 // Waiting --admitted--> Prefill --executor reports the last prompt chunk--> Decode
 //    ^                     |                                                 |
 //    +---- preempted ------+-------------------------------------------------+
-// and any phase --stop token, max tokens, cancel, error--> Finished.
+// and any phase --stop token, max tokens, cancel, error--> Finished. An embedding request goes
+// from its last prompt chunk straight to Finished, with its pooled vector.
 enum class SequencePhase : uint8_t { kWaiting, kPrefill, kDecode, kFinished };
 
 enum class FinishReason : uint8_t {
-  kStop,       // an end-of-sequence or stop token was sampled
+  kStop,       // an end-of-sequence or stop token was sampled, or an embedding was pooled
   kLength,     // max_new_tokens were generated
   kCancelled,  // cancel()
   kError,      // the executor failed on this sequence
@@ -35,13 +37,18 @@ std::string_view finish_reason_name(FinishReason reason);
 struct SequenceRequest {
   SeqId id = 0;
   std::vector<TokenId> prompt;  // at least one token
-  int32_t max_new_tokens = 0;   // at least 1
+  int32_t max_new_tokens = 0;   // at least 1; 0 for an embedding request
   // Larger is admitted first under the priority policy; under every policy, when a page must be
   // freed the lowest priority (then the latest arrival) is preempted first.
   int32_t priority = 0;
   SamplingParams sampling;
   // Requests share cached KV pages only within one namespace (e.g. a model adapter).
   uint64_t cache_namespace = 0;
+  // Not kNone: an embedding request. Its prompt is prefilled and nothing is sampled; the
+  // executor pools the prompt's final hidden states into `embedding` (one float per hidden unit,
+  // sized by the caller, so that no step allocates it), which the last chunk's outcome carries.
+  PoolingMode pooling = PoolingMode::kNone;
+  std::vector<float> embedding;
 };
 
 struct SequenceState {
@@ -57,6 +64,10 @@ struct SequenceState {
   int32_t priority = 0;
   SamplingParams sampling;
   uint64_t cache_namespace = 0;
+  PoolingMode pooling = PoolingMode::kNone;
+  // An embedding request's pooled vector: the executor's accumulator until the last chunk, then
+  // the result (moved into that chunk's outcome).
+  std::vector<float> embedding;
   // The sequence's leading full pages that the prefix cache knows (hit at admission or registered
   // since); reset at each admission.
   PrefixCursor prefix;
@@ -74,6 +85,7 @@ struct SequenceState {
 
   int32_t total_len() const { return static_cast<int32_t>(tokens.size()); }
   int32_t generated_len() const { return total_len() - prompt_len; }
+  bool embeds() const { return pooling != PoolingMode::kNone; }
   // Tokens still to be run through the model before the next sample: the rest of the prompt
   // (and, after a preemption, of the generated text) during prefill, 1 during decode.
   int32_t num_pending_tokens() const { return total_len() - num_computed_tokens; }

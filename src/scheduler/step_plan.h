@@ -32,8 +32,14 @@ struct StepItem {
   int32_t page_offset = 0;   // of its first page in block_table
   int32_t num_pages = 0;     // pages covering positions [0, context_len())
   // Sample a token from the logits of the last scheduled token: true for decode and for the last
-  // chunk of a prefill, false for the earlier chunks.
+  // chunk of a prefill, false for the earlier chunks (and for every chunk of an embedding).
   bool sample = false;
+  // An embedding request's chunk (pooling not kNone): the executor folds the final hidden states
+  // of its tokens into `embedding`, the sequence's own storage (valid until the plan is
+  // reported), starting afresh at position 0 (a preempted sequence is prefilled again); the chunk
+  // that ends the prompt leaves there the pooled, L2-normalised vector.
+  PoolingMode pooling = PoolingMode::kNone;
+  std::span<float> embedding;
   // The sequence's settings; never null in a plan. Valid until the plan is reported.
   const SamplingParams* sampling = nullptr;
   // Prompt + generated tokens so far, for penalties; a view of the sequence's own storage, valid
@@ -45,6 +51,10 @@ struct StepItem {
   int32_t prompt_len = 0;
 
   int32_t context_len() const { return start_position + num_tokens; }
+  // The chunk that ends an embedding request's prompt.
+  bool completes_embedding() const {
+    return pooling != PoolingMode::kNone && context_len() == prompt_len;
+  }
 };
 
 struct StepPlan {
@@ -91,6 +101,9 @@ struct ItemResult {
   std::optional<Error> error;
   // The sampled token's log-probabilities, when its sampling params ask for them.
   std::optional<TokenLogprobs> logprobs;
+  // The item completes an embedding and its vector is in StepItem::embedding; required for such
+  // an item.
+  bool embedded = false;
 };
 
 struct ExecutionResult {

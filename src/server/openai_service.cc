@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "server/api_error.h"
+#include "server/embedding_schema.h"
 #include "server/generation.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
@@ -190,6 +191,7 @@ void OpenAIService::route(const HttpRequest& request,
       {"/detokenize", "POST", Route::kDetokenize},
       {"/v1/completions", "POST", Route::kCompletions},
       {"/v1/chat/completions", "POST", Route::kChatCompletions},
+      {"/v1/embeddings", "POST", Route::kEmbeddings},
   };
   if (path.starts_with(kSessionsPrefix)) {
     if (request.method != "DELETE") {
@@ -232,6 +234,8 @@ void OpenAIService::route(const HttpRequest& request,
       return completions(request, exchange, false);
     case Route::kChatCompletions:
       return completions(request, exchange, true);
+    case Route::kEmbeddings:
+      return embeddings(request, exchange);
     case Route::kHealth:
     case Route::kMetrics:
     case Route::kModels:
@@ -567,6 +571,72 @@ void OpenAIService::start_generation(const HttpRequest& request,
   auto generation = std::make_shared<Generation>(io_, *model_->engine, exchange, std::move(spec),
                                                  std::move(done));
   generation->start();
+}
+
+void OpenAIService::embeddings(const HttpRequest& request,
+                               const std::shared_ptr<HttpExchange>& exchange) {
+  // Rule: what a prompt worker can decide (the body, the model, the sizes, the token ids) is
+  // decided there; the I/O thread only starts the run.
+  auto work = [this](const std::string& body) { return prepare_embeddings(body); };
+  off_io_thread(request, exchange, std::move(work),
+                [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                       EmbeddingSpec spec) {
+                  ++active_generations_;
+                  auto done = [this, request](const EmbeddingOutcome& o) {
+                    --active_generations_;
+                    if (o.client_gone) ++client_disconnects_;
+                    access_log(request, o.status, o.prompt_tokens, 0, std::nullopt);
+                  };
+                  std::make_shared<EmbeddingRun>(io_, *model_->engine, exchange, std::move(spec),
+                                                 std::move(done))
+                      ->start();
+                });
+}
+
+std::variant<ApiError, EmbeddingSpec> OpenAIService::prepare_embeddings(
+    const std::string& body) const {
+  auto json_body = parse_request_json(body);
+  if (auto* e = std::get_if<ApiError>(&json_body)) return *e;
+  auto parsed = parse_embedding_request(std::get<json>(json_body));
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  EmbeddingRequest& r = std::get<EmbeddingRequest>(parsed);
+  if (auto e = check_model_name(r.model)) return *e;
+  const Engine& engine = *model_->engine;
+  const EngineSetup& setup = engine.setup();
+  // The model has no Matryoshka training: a shortened vector would not be an embedding.
+  if (r.dimensions && *r.dimensions != setup.embedding_size)
+    return bad_request(fmt::format("'dimensions' must be this model's embedding size, {}, or be "
+                                   "left out: the model cannot make shorter embeddings (got {})",
+                                   setup.embedding_size, *r.dimensions),
+                       "dimensions");
+  EmbeddingSpec spec;
+  spec.model = config_.served_model_name;
+  spec.pooling = config_.pooling;
+  spec.encoding = r.encoding;
+  spec.max_in_flight = size_t(
+      std::clamp(setup.scheduler.max_num_seqs, 1, std::max(1, setup.max_queued_requests / 2)));
+  // An input may fill the whole context (nothing is generated after it).
+  const int64_t context = setup.max_model_len;
+  const size_t max_bytes = prompt_bound_.max_bytes(context + 1);
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    auto* text = std::get_if<std::string>(&r.inputs[i]);
+    if (!text) {
+      spec.inputs.emplace_back(std::move(std::get<std::vector<int32_t>>(r.inputs[i])));
+      continue;
+    }
+    if (text->size() > max_bytes)
+      return bad_request(
+          fmt::format("this model's context length is {} tokens, but input {} has {} bytes, at "
+                      "least {} tokens (no token of this model covers more than {} bytes)",
+                      context, i, text->size(), prompt_bound_.min_tokens(text->size()),
+                      prompt_bound_.max_bytes_per_token()),
+          "input");
+    Expected<std::vector<TokenId>> ids =
+        engine.tokenize(TextPrompt{std::move(*text), /*add_special=*/true, /*parse_special=*/true});
+    if (!ids.ok()) return bad_request(ids.error().message, "input");
+    spec.inputs.emplace_back(std::move(*ids));
+  }
+  return spec;
 }
 
 }  // namespace drift::server

@@ -18,6 +18,7 @@
 
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/embedding_run.h"
 #include "server/generation.h"
 #include "server/http_server.h"
 #include "server/openai_schema.h"
@@ -33,6 +34,8 @@ namespace drift::server {
 struct ServiceConfig {
   std::string served_model_name;
   std::optional<std::string> api_key;
+  // How /v1/embeddings pools a prompt's final hidden states (--pooling).
+  PoolingMode pooling = PoolingMode::kMean;
 };
 
 // What the service serves once the model is loaded: the engine, which also tokenizes (with the
@@ -50,6 +53,7 @@ enum class Route : uint8_t {
   kDetokenize,
   kCompletions,
   kChatCompletions,
+  kEmbeddings,
 };
 
 // A generating request once its body is parsed: the model it names, its options, and each distinct
@@ -102,6 +106,10 @@ class OpenAIService {
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                    bool chat);
+  // POST /v1/embeddings: parse, check the model and `dimensions`, bound and tokenize the inputs
+  // (on a prompt worker), then run them through the engine (embedding_run.h).
+  void embeddings(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  std::variant<ApiError, EmbeddingSpec> prepare_embeddings(const std::string& body) const;
   // The steps of completions, in order; the first three run on a prompt worker (they read only
   // the immutable configuration and the thread-safe engine), the last two on the I/O thread.
   std::variant<GenerationRequest, ApiError> parse_generation_request(const std::string& body,

@@ -114,6 +114,10 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.counter("drift:decode_tokens_total", "Tokens decoded.", double(m.decode_tokens_total));
   w.counter("drift:preemptions_total", "Sequences preempted (recomputed later).",
             double(m.preemptions));
+  w.counter("drift:embeddings_total", "Embedding inputs pooled into a vector (one per input).",
+            double(m.embeddings_total));
+  w.counter("drift:embedding_prompt_tokens_total", "Tokens of the embedding inputs pooled.",
+            double(m.embedding_prompt_tokens_total));
   w.gauge("drift:prefix_cache_enabled", "1 when the prefix cache is on.",
           m.prefix_cache_enabled ? 1 : 0);
   w.counter("drift:prefix_cache_lookups_total", "Prefix cache lookups at admission.",

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "server/api_error.h"
+#include "server/embedding_schema.h"
 #include "server/openai_schema.h"
 #include "server/request_json.h"
 
@@ -37,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(drift::server::parse_chat_request(json));
   check(drift::server::parse_tokenize_request(json));
   check(drift::server::parse_detokenize_request(json));
+  check(drift::server::parse_embedding_request(json));
   if (auto* s = json.find("session_id") != json.end() && json["session_id"].is_string()
                     ? &json["session_id"].get_ref<const std::string&>()
                     : nullptr) {

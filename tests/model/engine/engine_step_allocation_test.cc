@@ -14,6 +14,7 @@
 #include "engine/sampling_defaults.h"
 #include "engine/step_cost_model.h"
 #include "executor/cpu_executor.h"
+#include "kv/prefix_cache.h"
 #include "model/model.h"
 #include "test_models.h"
 #include "util/cpu_features.h"
@@ -129,6 +130,90 @@ void expect_decode_steps_allocate_nothing(kernels::KvFormat format) {
   EXPECT_TRUE(costs.calibrated()) << "the cost model saw prefill and decode steps";
   // Page boundaries were crossed (16 tokens per page).
   EXPECT_GT((*scheduler)->find(1)->total_len() / 16, first_len / 16);
+}
+
+// Embedding requests prefilled in chunks beside decoding sequences, to their pooled vectors:
+// their storage is sized when they are added, so the steps that fold chunks into them and finish
+// them allocate nothing either (nor do the decodes beside them).
+TEST(EngineStepAllocation, EmbeddingStepsAllocateNothing) {
+  const auto path = test::model_path(test::kSmolLm2File);
+  ASSERT_TRUE(test::model_available(path));
+  auto isa = select_isa(detect_cpu_features());
+  ASSERT_TRUE(isa.ok());
+  auto model = Model::load(path.string(), *isa);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& mc = (*model)->config();
+
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = 64;
+  sc.max_num_seqs = 4;
+  sc.max_model_len = 256;
+  // Two prefills progress side by side, 24 tokens a step each.
+  sc.max_num_partial_prefills = 2;
+  sc.long_prefill_token_threshold = 24;
+  KVLayout layout{int32_t(mc.n_layers), int32_t(mc.n_kv_heads), int32_t(mc.head_dim), 16};
+  auto kv = KVCacheManager::create(layout, 64);
+  ASSERT_TRUE(kv.ok());
+  ProgressLog log;
+  auto scheduler = EngineScheduler::create(sc, {}, *kv, log);
+  ASSERT_TRUE(scheduler.ok());
+  CpuExecutorConfig ec;
+  ec.threads = 2;
+  ec.num_pages = kv->num_pages();
+  ec.page_size = layout.page_size;
+  ec.max_batch_tokens = sc.max_num_batched_tokens;
+  ec.max_batch_sequences = sc.max_num_seqs;
+  ec.max_context = sc.max_model_len;
+  auto executor = CpuExecutor::create(**model, ec);
+  ASSERT_TRUE(executor.ok()) << executor.error().message;
+
+  auto add = [&](SeqId id, int32_t prompt_len, PoolingMode pooling) {
+    SequenceRequest r;
+    r.id = id;
+    for (int32_t i = 0; i < prompt_len; ++i) r.prompt.push_back(200 + int32_t(id) * 40 + i);
+    r.sampling.temperature = 0;
+    r.max_new_tokens = pooling == PoolingMode::kNone ? 60 : 0;
+    r.pooling = pooling;
+    if (pooling != PoolingMode::kNone) r.embedding.resize(size_t(mc.n_embd));
+    ASSERT_TRUE((*scheduler)->add(std::move(r)).ok());
+  };
+  ExecutionResult result;
+  auto on_plan = [](const StepPlan&) {};
+  int embeddings_done = 0;
+  auto step = [&] {
+    StepReport report = run_engine_step(**scheduler, **executor, result, log, on_plan);
+    EXPECT_TRUE(report.status.ok()) << report.status.message();
+    for (const SequenceOutcome& o : report.outcomes) {
+      EXPECT_NE(o.finish, FinishReason::kError) << o.message;
+      if (!o.embedding.empty()) ++embeddings_done;
+    }
+  };
+  // Warm-up: two generations decoding, and one embedding of each mode run to its end.
+  add(1, 20, PoolingMode::kNone);
+  add(2, 30, PoolingMode::kNone);
+  add(3, 40, PoolingMode::kMean);
+  add(4, 40, PoolingMode::kLast);
+  add(5, 40, PoolingMode::kCls);
+  for (int i = 0; i < 20 && embeddings_done < 3; ++i) step();
+  ASSERT_EQ(embeddings_done, 3);
+
+  // Measured: two long embeddings, from their second chunk (admission sizes a sequence's page
+  // list, as for any request) to their vectors, beside the decodes.
+  add(6, 150, PoolingMode::kMean);
+  add(7, 130, PoolingMode::kLast);
+  step();
+  ASSERT_EQ((*scheduler)->find(6)->phase, SequencePhase::kPrefill);
+  ASSERT_EQ((*scheduler)->find(7)->phase, SequencePhase::kPrefill);
+  uint64_t before = g_allocations.load();
+  g_counting.store(true);
+  int steps = 0;
+  for (; steps < 40 && embeddings_done < 5; ++steps) step();
+  g_counting.store(false);
+  const uint64_t allocations = g_allocations.load() - before;
+  EXPECT_EQ(embeddings_done, 5);
+  EXPECT_GT(steps, 4) << "the embeddings took several chunks";
+  EXPECT_EQ(allocations, 0u) << "heap allocations in " << steps << " steps";
+  EXPECT_EQ((*scheduler)->find(1)->phase, SequencePhase::kDecode) << "decodes went on beside";
 }
 
 TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {

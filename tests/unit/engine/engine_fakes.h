@@ -88,6 +88,14 @@ class FakeExecutor final : public Executor {
       if (item.sample)
         result.items[i].token =
             model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
+      if (item.pooling != PoolingMode::kNone) {
+        // The fake pooling: element j sums (j + 1) * token over the prompt (fake_embedding).
+        if (item.start_position == 0) std::fill(item.embedding.begin(), item.embedding.end(), 0.0f);
+        for (int32_t p = item.start_position; p < item.context_len(); ++p)
+          for (size_t j = 0; j < item.embedding.size(); ++j)
+            item.embedding[j] += float(j + 1) * float(item.history[size_t(p)]);
+        result.items[i].embedded = item.completes_embedding();
+      }
     }
     return hooks_.after_step ? hooks_.after_step(plan, result) : Status::Ok();
   }
@@ -195,8 +203,18 @@ class FakeCodec final : public TextCodec {
   }
 };
 
+// What FakeExecutor pools for `prompt`: kFakeEmbeddingSize floats.
+inline constexpr int32_t kFakeEmbeddingSize = 4;
+inline std::vector<float> fake_embedding(std::span<const TokenId> prompt) {
+  std::vector<float> out(kFakeEmbeddingSize, 0.0f);
+  for (TokenId t : prompt)
+    for (size_t j = 0; j < out.size(); ++j) out[j] += float(j + 1) * float(t);
+  return out;
+}
+
 inline ModelFacts fake_model_facts() {
   ModelFacts facts;
+  facts.embedding_size = kFakeEmbeddingSize;
   facts.eog_token_ids = {kEos};
   facts.n_ctx_train = 256;
   facts.vocab_size = kVocab;
@@ -318,6 +336,7 @@ inline Completion finish_within(RequestHandle& h,
     }
     if (e->token) c.tokens.push_back(*e->token);
     c.text += e->text;
+    if (!e->embedding.empty()) c.embedding = std::move(e->embedding);
     if (e->finish) {
       c.finish = *e->finish;
       return c;

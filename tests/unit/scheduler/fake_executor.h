@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,6 +43,14 @@ struct FakeModel {
     h ^= h >> 29;
     if (eos_one_in && h % *eos_one_in == 0) return eos;
     return 1 + TokenId(h % uint64_t(vocab - 1));
+  }
+
+  // What FakeExecutor pools for a prompt into `dim` floats.
+  static std::vector<float> embedding(std::span<const TokenId> prompt, size_t dim) {
+    std::vector<float> out(dim, 0.0f);
+    for (TokenId t : prompt)
+      for (size_t j = 0; j < dim; ++j) out[j] += float(j + 1) * float(t);
+    return out;
   }
 
   // What `seq` generates alone, honouring EOS (unless ignored), stop tokens and max_new_tokens.
@@ -117,9 +126,23 @@ class FakeExecutor : public Executor {
         result.items[i].token =
             model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
       }
+      if (item.pooling != PoolingMode::kNone) pool(item, result.items[i]);
     }
     return Status::Ok();
   }
+
+  // The fake pooling: element j of an embedding sums (j + 1) * token over every prompt token,
+  // folded chunk by chunk as a real executor folds hidden states (afresh at position 0), so a
+  // lost, repeated or skipped chunk changes it. See FakeModel::embedding.
+  void pool(const StepItem& item, ItemResult& r) {
+    if (item.start_position == 0) std::fill(item.embedding.begin(), item.embedding.end(), 0.0f);
+    for (int32_t p = item.start_position; p < item.context_len(); ++p)
+      for (size_t j = 0; j < item.embedding.size(); ++j)
+        item.embedding[j] += float(j + 1) * float(item.history[size_t(p)]);
+    r.embedded = item.completes_embedding() && report_embeddings_;
+  }
+  // Whether the executor reports the embeddings it completes (false: a broken executor).
+  void report_embeddings(bool on) { report_embeddings_ = on; }
 
   bool healthy() const override { return healthy_; }
 
@@ -159,7 +182,9 @@ class FakeExecutor : public Executor {
       ASSERT_NE(item.sampling, nullptr);
       ASSERT_EQ(item.num_pages, (item.context_len() + page_size_ - 1) / page_size_);
       ASSERT_LE(size_t(item.context_len()), item.history.size());
-      ASSERT_EQ(item.sample, size_t(item.context_len()) == item.history.size());
+      ASSERT_EQ(item.sample, size_t(item.context_len()) == item.history.size() &&
+                                 item.pooling == PoolingMode::kNone);
+      if (item.pooling != PoolingMode::kNone) ASSERT_FALSE(item.embedding.empty());
       if (item.kind == StepItemKind::kDecode) {
         ASSERT_EQ(item.num_tokens, 1);
         ASSERT_TRUE(item.sample);
@@ -189,6 +214,7 @@ class FakeExecutor : public Executor {
   std::optional<uint64_t> fail_step_;
   std::optional<std::pair<uint64_t, SeqId>> fail_item_;
   bool healthy_ = true;
+  bool report_embeddings_ = true;
   uint64_t steps_run_ = 0;
 };
 
@@ -198,6 +224,7 @@ struct RequestRecord {
   uint64_t arrival_step = 0;
   std::optional<uint64_t> first_scheduled_step;
   std::vector<TokenId> generated;
+  std::vector<float> embedding;
   std::optional<FinishReason> finish;
   std::string message;
   bool rejected = false;
@@ -272,6 +299,7 @@ class Driver {
     RequestRecord& r = records_.at(o.id);
     EXPECT_FALSE(r.finish) << "sequence " << o.id << " reported after it finished";
     if (o.token) r.generated.push_back(*o.token);
+    if (!o.embedding.empty()) r.embedding = o.embedding;
     if (o.finish) {
       r.finish = o.finish;
       r.message = o.message;

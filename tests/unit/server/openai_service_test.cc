@@ -161,7 +161,9 @@ TEST_F(OpenAIServiceTest, AConversationIsTokenizedOnceTheSameWay) {
   const json messages = {{{"role", "user"}, {"content", "hi"}}};
   auto tokenized = post("/tokenize", {{"messages", messages}});
   ASSERT_EQ(tokenized->status, 200) << tokenized->body;
-  auto expected = FakeCodec().encode_chat(ChatPrompt{{{"user", "hi"}}});
+  ChatPrompt conversation;
+  conversation.messages = {{"user", "hi"}};
+  auto expected = FakeCodec().encode_chat(conversation);
   ASSERT_TRUE(expected.ok());
   EXPECT_EQ(tokenized->json()["tokens"], json(*expected));
   auto chat = post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 2}});

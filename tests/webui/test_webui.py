@@ -96,9 +96,12 @@ def test_stop_cancels_the_request(server, page):
     page.keyboard.press("Escape")  # the stop button's shortcut
     page.locator(".message.assistant .stats").filter(has_text="stopped").wait_for()
     assert page.locator("#send").is_enabled() and page.locator("#stop").is_disabled()
+    # The engine counts the cancel before the server counts the disconnect: wait for both.
     deadline = time.time() + 10
     while time.time() < deadline:
-        if metric(server, 'vllm:request_success_total{finished_reason="cancelled"}') > cancelled:
+        m = server.metrics()
+        if (m['vllm:request_success_total{finished_reason="cancelled"}'] > cancelled and
+                m["drift:client_disconnects_total"] > disconnects):
             break
         time.sleep(0.1)
     assert metric(server, 'vllm:request_success_total{finished_reason="cancelled"}') == cancelled + 1

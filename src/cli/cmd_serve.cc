@@ -101,7 +101,8 @@ class ServeCommand {
     const std::string name = o_.served_model_name.value_or(std::filesystem::path(*path).stem());
 
     asio::io_context io(1);
-    server::OpenAIService service(io, {name, o_.api_key, /*web_ui=*/!o_.no_webui});
+    server::OpenAIService service(
+        io, {.served_model_name = name, .api_key = o_.api_key, .web_ui = !o_.no_webui});
     server::HttpServerConfig http;
     http.host = o_.host;
     http.port = uint16_t(o_.port);

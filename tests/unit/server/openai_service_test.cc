@@ -219,7 +219,9 @@ TEST_F(OpenAIServiceTest, ServesTheWebPageUnlessTurnedOff) {
   EXPECT_EQ(call("GET", "/engine?x=1", "")->status, 200) << "a query does not change the page";
   EXPECT_EQ(call("POST", "/", "")->status, 404);
   boost::asio::io_context io;
-  OpenAIService off{io, ServiceConfig{"fake-model", std::nullopt, /*web_ui=*/false}};
+  OpenAIService off{
+      io,
+      ServiceConfig{.served_model_name = "fake-model", .api_key = std::nullopt, .web_ui = false}};
   HttpRequest request;
   request.method = "GET";
   request.target = "/";

@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libpcre2-dev libcli11-dev
           nlohmann-json3-dev libgtest-dev clang libclang-rt-14-dev python3 python3-pip
-          python3-pytest python3-venv libboost-dev curl wamerican python3-matplotlib)
+          python3-pytest python3-venv libboost-dev curl wamerican python3-matplotlib
+          chromium)  # chromium: the web page's browser tests (driven by Playwright from the venv)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

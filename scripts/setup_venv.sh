@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The Python environment of the server's integration tests and the load generator: a venv in the
-# model cache (${DRIFT_CACHE:-~/.cache/drift}/venv) with pinned packages. Idempotent: a venv that
-# already has exactly these versions is left alone. Prints the venv's python.
+# The Python environment of the server's integration tests, the web page's browser tests and the
+# load generator: a venv in the model cache (${DRIFT_CACHE:-~/.cache/drift}/venv) with pinned
+# packages. Idempotent: a venv that already has exactly these versions is left alone. Prints the
+# venv's python.
 set -euo pipefail
 VENV="${DRIFT_CACHE:-$HOME/.cache/drift}/venv"
-REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0)
+# playwright drives Debian's chromium in the web page's tests (never a browser of its own).
+REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0 playwright==1.65.2)
 STAMP="$VENV/.drift-requirements"
 
 if [ ! -x "$VENV/bin/python" ]; then

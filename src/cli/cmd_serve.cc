@@ -1,5 +1,6 @@
 // `drift serve -m MODEL --host 127.0.0.1 --port 8080 [--api-key KEY] [--served-model-name NAME]
-// [--chat-template FILE] [engine options]`: the OpenAI-compatible HTTP server.
+// [--chat-template FILE] [--no-webui] [engine options]`: the OpenAI-compatible HTTP server, and
+// its web page (chat at /, live engine view at /engine) unless --no-webui.
 //
 // Threads: this one runs the I/O loop (every connection); the model loads on a helper thread
 // while /health already answers 503 "loading"; the engine has its worker and compute threads.
@@ -44,6 +45,7 @@ struct ServeOptions {
   int port = 8080;
   std::optional<std::string> api_key;
   std::optional<std::string> served_model_name;
+  bool no_webui = false;
   std::optional<std::string> chat_template_file;
   uint64_t max_body_bytes = 8u << 20;
   int64_t max_connections = 1024;
@@ -100,7 +102,10 @@ class ServeCommand {
     const std::string name = o_.served_model_name.value_or(std::filesystem::path(*path).stem());
 
     asio::io_context io(1);
-    server::OpenAIService service(io, {name, o_.api_key, *parse_pooling_mode(o_.pooling)});
+    server::OpenAIService service(io, {.served_model_name = name,
+                                       .api_key = o_.api_key,
+                                       .pooling = *parse_pooling_mode(o_.pooling),
+                                       .web_ui = !o_.no_webui});
     server::HttpServerConfig http;
     http.host = o_.host;
     http.port = uint16_t(o_.port);
@@ -280,6 +285,8 @@ void register_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (not on /health)");
+  cmd->add_flag("--no-webui", o->no_webui,
+                "no web page (chat at /, live engine view at /engine); the API stays");
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model name clients use (default: the file name without .gguf)");
   cmd->add_option("--chat-template", o->chat_template_file,

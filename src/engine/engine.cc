@@ -31,7 +31,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
                                                  engine->log_, engine->prefix_cache_.get()));
   engine->worker_ = std::make_unique<EngineWorker>(
       *engine->scheduler_, engine->kv_, *engine->executor_, *engine->gateway_, engine->log_,
-      engine->board_, engine->sessions_, setup.latency);
+      engine->board_, engine->snapshots_, engine->sessions_, setup.latency);
   // The last engine created in a process is the one whose events a crash prints.
   install_progress_crash_handler(engine->log_);
   engine->crash_handler_installed_ = true;

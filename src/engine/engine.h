@@ -39,6 +39,7 @@
 #include "engine/request.h"
 #include "engine/request_handle.h"
 #include "engine/session_store.h"
+#include "engine/snapshot_board.h"
 #include "engine/text_codec.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/prefix_cache.h"
@@ -78,6 +79,11 @@ class Engine {
   // The worker's snapshot as of its last step boundary, plus the requests it has not taken yet
   // (counted as waiting; one being taken while this runs may be missing from the counts).
   EngineMetrics metrics() const;
+  // What the engine holds at its latest step boundary (engine_snapshot.h): requests with their
+  // progress, recent steps, the KV page map. Calling it keeps the worker taking snapshots for a
+  // few seconds (a snapshot costs the worker a walk over sequences and pages, so it takes none
+  // while nobody looks); the first call may return an older one.
+  EngineSnapshot snapshot() const { return snapshots_.read(); }
   // Evicts every cached KV page that no request holds, at the worker's next step boundary (so
   // it returns before that; metrics show kv_pages_cached 0 once done). Session histories stay:
   // their next turns prefill again. For operators and tests (vLLM's /reset_prefix_cache).
@@ -153,6 +159,7 @@ class Engine {
   const std::shared_ptr<Gateway> gateway_;  // shared with handles, which may outlive the engine
   mutable SessionStore sessions_;
   MetricsBoard board_;
+  SnapshotBoard snapshots_;
   std::unique_ptr<EngineWorker> worker_;
   std::thread thread_;
   std::mutex join_mutex_;

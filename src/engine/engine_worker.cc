@@ -17,13 +17,15 @@ double seconds_between(EngineClock::time_point from, EngineClock::time_point to)
 
 EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor,
                            Gateway& gateway, ProgressLog& log, MetricsBoard& board,
-                           SessionStore& sessions, const LatencyConfig& latency)
+                           SnapshotBoard& snapshots, SessionStore& sessions,
+                           const LatencyConfig& latency)
     : scheduler_(scheduler),
       kv_(kv),
       executor_(executor),
       gateway_(gateway),
       log_(log),
       board_(board),
+      snapshots_(snapshots),
       sessions_(sessions),
       latency_(latency) {
   const size_t seqs = size_t(scheduler.config().max_num_seqs);
@@ -38,6 +40,9 @@ EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Execu
   // fresh server says what is configured (the prefix cache read 0 until the first request).
   metrics_.prefix_cache_enabled = scheduler.prefix_cache() != nullptr;
   board_.publish(metrics_);
+  snapshot_.sequences.reserve(seqs);
+  snapshot_.recent_steps.reserve(StepHistory::kSteps);
+  publish_snapshot();
 }
 
 void EngineWorker::run() noexcept {
@@ -370,6 +375,8 @@ void EngineWorker::publish(const StepReport& report) {
     metrics_.last_step_decode_tokens = report.decode_tokens;
     metrics_.prefill_tokens_total += uint64_t(report.prefill_tokens);
     metrics_.decode_tokens_total += uint64_t(report.decode_tokens);
+    step_history_.record({metrics_.steps, report.prefill_tokens, report.decode_tokens,
+                          report.num_items, report.executor_seconds});
   }
   metrics_.preemptions = scheduler_.capacity_stats().preempted;
   if (const PrefixCache* cache = scheduler_.prefix_cache()) {
@@ -377,6 +384,17 @@ void EngineWorker::publish(const StepReport& report) {
     metrics_.prefix_cache = cache->stats();
   }
   board_.publish(metrics_);
+  publish_snapshot();
+}
+
+void EngineWorker::publish_snapshot() {
+  // Rule: a snapshot only while a reader wants one, at most every kInterval, and always when the
+  // engine goes idle; a reader holding the board's lock costs this boundary its snapshot, never
+  // a wait.
+  const SnapshotBoard::Clock::time_point now = SnapshotBoard::Clock::now();
+  if (!snapshots_.due(now, !scheduler_.has_unfinished())) return;
+  fill_engine_snapshot(scheduler_, kv_, step_history_, metrics_.steps, snapshot_);
+  snapshots_.try_publish(snapshot_, now);
 }
 
 void EngineWorker::deliver() {

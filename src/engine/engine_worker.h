@@ -7,7 +7,8 @@
 //   → run_engine_step: schedule_step, executor.run, on_step_executed      [allocation-free]
 //   → teach the cost model the step's time
 //   → turn outcomes into events (detokenize, usage, timings), publish the forecast (for
-//     predictive admission) and the metrics, deliver events
+//     predictive admission), the metrics and (while a live view reads them) a snapshot,
+//     deliver events
 //   → if the executor reports itself unhealthy: end every request with an error, refuse new ones
 //
 // It is the only thread that touches the scheduler, the KV cache manager and the executor. The
@@ -24,11 +25,13 @@
 #include <vector>
 
 #include "engine/engine_metrics.h"
+#include "engine/engine_snapshot.h"
 #include "engine/engine_step.h"
 #include "engine/gateway.h"
 #include "engine/latency_planner.h"
 #include "engine/metrics_board.h"
 #include "engine/session_store.h"
+#include "engine/snapshot_board.h"
 #include "kv/kv_cache_manager.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
@@ -40,8 +43,8 @@ class EngineWorker {
  public:
   // Everything must outlive the worker.
   EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor, Gateway& gateway,
-               ProgressLog& log, MetricsBoard& board, SessionStore& sessions,
-               const LatencyConfig& latency);
+               ProgressLog& log, MetricsBoard& board, SnapshotBoard& snapshots,
+               SessionStore& sessions, const LatencyConfig& latency);
 
   // The loop; returns once a shutdown has been requested and no request is left. An unexpected
   // exception in the loop ends every request with an error and leaves the engine unhealthy (it
@@ -88,6 +91,8 @@ class EngineWorker {
   void become_unhealthy(const std::string& why);
   void fail_everything(const std::string& why) noexcept;
   void publish(const StepReport& report);
+  // The live view's snapshot, when the board wants one (snapshot_board.h).
+  void publish_snapshot();
   void deliver();
 
   EngineScheduler& scheduler_;
@@ -96,6 +101,7 @@ class EngineWorker {
   Gateway& gateway_;
   ProgressLog& log_;
   MetricsBoard& board_;
+  SnapshotBoard& snapshots_;
   SessionStore& sessions_;
   const LatencyConfig latency_;
   StepCostModel cost_model_;  // one per engine: one model, one thread count
@@ -106,6 +112,8 @@ class EngineWorker {
   Gateway::Intake intake_;
   ExecutionResult result_;
   EngineMetrics metrics_;  // this thread's copy, published after each step
+  StepHistory step_history_;
+  EngineSnapshot snapshot_;  // filled here, swapped with the board's published one
   std::vector<std::pair<std::shared_ptr<RequestStream>, TokenEvent>> deliveries_;
   std::vector<RequestId> ids_;          // scratch
   std::vector<RequestId> undecodable_;  // ended by a token the codec cannot decode

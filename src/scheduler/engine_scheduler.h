@@ -53,6 +53,7 @@
 #include "scheduler/step_plan.h"
 #include "scheduler/waiting_order.h"
 #include "util/error.h"
+#include "util/function_ref.h"
 #include "util/progress_log.h"
 
 namespace drift {
@@ -142,6 +143,12 @@ class EngineScheduler {
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   bool has_unfinished() const { return !seqs_.empty(); }
   const SequenceState* find(SeqId id) const;
+  // Calls `visit` on every unfinished sequence: the running ones in run order, then the waiting
+  // ones in admission order (for a live view of the engine; no allocation).
+  void for_each_sequence(FunctionRef<void(const SequenceState&)> visit) const {
+    for (const SequenceState* seq : running_) visit(*seq);
+    for (const SequenceState* seq : waiting_) visit(*seq);
+  }
   std::span<const PageId> pages(SeqId id) const { return kv_.pages(id); }
   const SchedulerStats& stats() const { return stats_; }
   const CapacityStats& capacity_stats() const { return capacity_.stats(); }

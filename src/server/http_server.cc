@@ -311,6 +311,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request.target = origin_form(std::string_view(req.target().data(), req.target().size()));
     head_only_ = req.method() == http::verb::head;
     request.authorization = std::string(req[http::field::authorization]);
+    request.if_none_match = std::string(req[http::field::if_none_match]);
     request.body = std::move(req.body());
     request.received = std::chrono::steady_clock::now();
     keep_alive_ = req.keep_alive();

@@ -49,6 +49,7 @@ struct HttpRequest {
   std::string method;  // HEAD is passed on as "HEAD"; its response's body is not sent
   std::string target;  // path and query (an absolute-form target arrives as its path and query)
   std::string authorization;
+  std::string if_none_match;  // the header, for the web page's cached files
   std::string body;
   std::chrono::steady_clock::time_point received;
 };

@@ -19,6 +19,7 @@
 #include "server/prometheus_metrics.h"
 #include "server/request_json.h"
 #include "server/tool_request.h"
+#include "server/web_ui.h"
 #include "util/log.h"
 
 namespace drift::server {
@@ -96,7 +97,8 @@ std::string completion_id(bool chat, uint64_t serial) {
 OpenAIService::OpenAIService(boost::asio::io_context& io, ServiceConfig config)
     : io_(io),
       config_(std::move(config)),
-      prompt_workers_(std::make_unique<boost::asio::thread_pool>(2)) {}
+      prompt_workers_(std::make_unique<boost::asio::thread_pool>(2)),
+      engine_events_(io) {}
 
 OpenAIService::~OpenAIService() {
   // Queued prompt jobs are dropped (their connections are going too); a running one finishes.
@@ -138,7 +140,10 @@ void OpenAIService::off_io_thread(const HttpRequest& request,
     });
   });
 }
-void OpenAIService::set_draining() { draining_ = true; }
+void OpenAIService::set_draining() {
+  draining_ = true;
+  engine_events_.end_all();  // open-ended streams would hold their connections past the drain
+}
 void OpenAIService::set_http_counters(std::function<HttpCounters()> counters) {
   http_counters_ = std::move(counters);
 }
@@ -192,7 +197,10 @@ void OpenAIService::route(const HttpRequest& request,
       {"/v1/completions", "POST", Route::kCompletions},
       {"/v1/chat/completions", "POST", Route::kChatCompletions},
       {"/v1/embeddings", "POST", Route::kEmbeddings},
+      {"/v1/engine/events", "GET", Route::kEngineEvents},
   };
+  // The web page's files need no key: the page asks for it and sends it with its API calls.
+  if (serve_web_page(request, exchange)) return;
   if (path.starts_with(kSessionsPrefix)) {
     if (request.method != "DELETE") {
       ApiError e = bad_request(fmt::format("{} takes DELETE, not {}", path, request.method));
@@ -236,11 +244,38 @@ void OpenAIService::route(const HttpRequest& request,
       return completions(request, exchange, true);
     case Route::kEmbeddings:
       return embeddings(request, exchange);
+    case Route::kEngineEvents:
+      return engine_events(request, exchange);
     case Route::kHealth:
     case Route::kMetrics:
     case Route::kModels:
       break;  // answered above
   }
+}
+
+bool OpenAIService::serve_web_page(const HttpRequest& request,
+                                   const std::shared_ptr<HttpExchange>& exchange) {
+  if (!config_.web_ui || (request.method != "GET" && request.method != "HEAD")) return false;
+  const EmbeddedFile* file = find_web_file(path_of(request.target));
+  if (!file) return false;
+  const int status = serve_web_file(*file, request.if_none_match, *exchange);
+  access_log(request, status, 0, 0, std::nullopt);
+  return true;
+}
+
+void OpenAIService::engine_events(const HttpRequest& request,
+                                  const std::shared_ptr<HttpExchange>& exchange) {
+  // HEAD: the stream's head, without an endless body.
+  if (request.method == "HEAD") {
+    exchange->respond(200, "text/event-stream", std::string());
+    return access_log(request, 200, 0, 0, std::nullopt);
+  }
+  if (!engine_events_.subscribe(*model_->engine, exchange)) {
+    ApiError e = overloaded(fmt::format("at most {} engine event streams may be open at once",
+                                        EngineEvents::kMaxSubscribers));
+    return reply_error(request, exchange, e);
+  }
+  access_log(request, 200, 0, 0, std::nullopt);
 }
 
 void OpenAIService::delete_session(const HttpRequest& request,

@@ -1,12 +1,14 @@
 // The OpenAI-compatible API over one engine: routing, the API key, the served model's name, and
-// the non-generating endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize).
+// the non-generating endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize), the
+// engine view's event stream and the web page's files (web_ui.h).
 // Generating requests become Generations (generation.h). The engine alone shapes and checks a
 // prompt (tokenization, chat template, BOS, vocabulary, context): the service hands it text,
 // conversations or ids and maps its refusals (rejection_error.h). Runs on the I/O thread only.
 //
-// Status codes: 400 invalid request, 401 bad or missing key (all routes but /health), 404 unknown
-// route or model, 405 wrong method, 413/431 (HTTP layer), 429 + Retry-After when the engine is
-// overloaded, 503 + Retry-After while loading or draining, 500 only for internal faults.
+// Status codes: 400 invalid request, 401 bad or missing key (all routes but /health and the web
+// page's files), 404 unknown route or model, 405 wrong method, 413/431 (HTTP layer), 429 +
+// Retry-After when the engine is overloaded, 503 + Retry-After while loading or draining, 500
+// only for internal faults.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/embedding_run.h"
+#include "server/engine_events.h"
 #include "server/generation.h"
 #include "server/http_server.h"
 #include "server/openai_schema.h"
@@ -36,6 +39,8 @@ struct ServiceConfig {
   std::optional<std::string> api_key;
   // How /v1/embeddings pools a prompt's final hidden states (--pooling).
   PoolingMode pooling = PoolingMode::kMean;
+  // The web page (web_ui.h) at "/" and "/engine"; --no-webui turns it off (404).
+  bool web_ui = true;
 };
 
 // What the service serves once the model is loaded: the engine, which also tokenizes (with the
@@ -54,6 +59,7 @@ enum class Route : uint8_t {
   kCompletions,
   kChatCompletions,
   kEmbeddings,
+  kEngineEvents,
 };
 
 // A generating request once its body is parsed: the model it names, its options, and each distinct
@@ -104,6 +110,10 @@ class OpenAIService {
   // its running turn).
   void delete_session(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // GET /v1/engine/events: the live view's stream of engine snapshots (engine_events.h).
+  void engine_events(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // GET "/", "/engine", "/web/...": the web page's files, when the page is on.
+  bool serve_web_page(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                    bool chat);
   // POST /v1/embeddings: parse, check the model and `dimensions`, bound and tokenize the inputs
@@ -146,6 +156,7 @@ class OpenAIService {
   std::unique_ptr<boost::asio::thread_pool> prompt_workers_;
   bool draining_ = false;
   std::function<HttpCounters()> http_counters_;
+  EngineEvents engine_events_;
   int64_t active_generations_ = 0;
   uint64_t client_disconnects_ = 0;
   CutSummary cut_by_shutdown_;

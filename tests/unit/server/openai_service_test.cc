@@ -367,5 +367,48 @@ TEST_F(ScriptedReplyTest, ParallelToolCallsFalseKeepsTheFirstCall) {
   EXPECT_NE(calls[0]["function"]["arguments"].get<std::string>().find("Paris"), std::string::npos);
 }
 
+TEST_F(OpenAIServiceTest, ServesTheWebPageUnlessTurnedOff) {
+  auto page = call("GET", "/", "");
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->content_type, "text/html; charset=utf-8");
+  EXPECT_FALSE(page->header("Content-Security-Policy").empty());
+  EXPECT_EQ(call("GET", "/engine?x=1", "")->status, 200) << "a query does not change the page";
+  EXPECT_EQ(call("POST", "/", "")->status, 404);
+  boost::asio::io_context io;
+  OpenAIService off{
+      io,
+      ServiceConfig{.served_model_name = "fake-model", .api_key = std::nullopt, .web_ui = false}};
+  HttpRequest request;
+  request.method = "GET";
+  request.target = "/";
+  auto exchange = std::make_shared<FakeExchange>();
+  off.handle(request, exchange);
+  EXPECT_EQ(exchange->status, 404);
+}
+
+TEST_F(OpenAIServiceTest, EngineEventsStreamSnapshotsUntilTheDrain) {
+  auto r = post("/v1/completions", {{"prompt", "hello"}, {"max_tokens", 3}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  HttpRequest request;
+  request.method = "GET";
+  request.target = "/v1/engine/events";
+  auto exchange = std::make_shared<FakeExchange>();
+  service_.handle(request, exchange);
+  EXPECT_EQ(exchange->status, 200);
+  EXPECT_EQ(exchange->content_type, "text/event-stream");
+  ASSERT_EQ(exchange->chunks.size(), 1u) << "the current snapshot at once";
+  const std::string& event = exchange->chunks[0];
+  ASSERT_TRUE(event.starts_with("data: ") && event.ends_with("\n\n")) << event;
+  const json view = json::parse(event.substr(6));
+  EXPECT_EQ(view["counts"]["running"], 0);
+  EXPECT_EQ(view["kv"]["total"], view["kv"]["map"].get<std::string>().size());
+  EXPECT_EQ(view["kv"]["total"], engine_->setup().num_kv_pages);
+  EXPECT_GE(view["steps"], 1) << "the completion's steps";
+  EXPECT_EQ(view["page_size"], 4);
+  EXPECT_FALSE(exchange->ended);
+  service_.set_draining();
+  EXPECT_TRUE(exchange->ended) << "a drain ends the open-ended streams";
+}
+
 }  // namespace
 }  // namespace drift::server

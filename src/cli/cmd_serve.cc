@@ -1,6 +1,9 @@
 // `drift serve -m MODEL --host 127.0.0.1 --port 8080 [--api-key KEY] [--served-model-name NAME]
 // [--chat-template FILE] [engine options]`: the OpenAI-compatible HTTP server.
 //
+// Every option also comes from DRIFT_<NAME> or a TOML file (`--config FILE`), flag > env > file >
+// default (option_layers.h); `--print-config` prints the effective values and their sources.
+//
 // Threads: this one runs the I/O loop (every connection); the model loads on a helper thread
 // while /health already answers 503 "loading"; the engine has its worker and compute threads.
 // SIGTERM/SIGINT drain: /health and new requests answer 503 "draining", requests still queued
@@ -27,6 +30,7 @@
 #include "engine/engine.h"
 #include "engine_options.h"
 #include "model_locator.h"
+#include "option_layers.h"
 #include "runtime/load_engine.h"
 #include "sampling_options.h"
 #include "server/http_server.h"
@@ -43,6 +47,9 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::optional<std::string> api_key;
+  std::optional<std::string> api_key_file;
+  std::optional<std::string> config_file;
+  bool print_config = false;
   std::optional<std::string> served_model_name;
   std::optional<std::string> chat_template_file;
   uint64_t max_body_bytes = 8u << 20;
@@ -65,9 +72,9 @@ void raise_fd_limit() {
   }
 }
 
-Expected<std::string> read_text_file(const std::string& path) {
+Expected<std::string> read_text_file(const std::string& path, std::string_view option) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read --chat-template file '{}'", path);
+  if (!in) return make_error("cannot read {} file '{}'", option, path);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
@@ -80,7 +87,8 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
   DRIFT_RETURN_IF_ERROR(apply_sampling_defaults(o.sampling, config));
   ModelLoadOptions load;
   if (o.chat_template_file) {
-    DRIFT_ASSIGN_OR_RETURN(std::string source, read_text_file(*o.chat_template_file));
+    DRIFT_ASSIGN_OR_RETURN(std::string source,
+                           read_text_file(*o.chat_template_file, "--chat-template"));
     load.chat_template = std::move(source);
   }
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config, load));
@@ -270,15 +278,74 @@ class ServeCommand {
 
 }  // namespace
 
+// The key of --api-key-file: the file's first line without surrounding white space.
+Expected<std::string> read_api_key_file(const std::string& path) {
+  DRIFT_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "--api-key-file"));
+  const size_t end_of_line = text.find_first_of("\r\n");
+  std::string key = text.substr(0, end_of_line);
+  const size_t first = key.find_first_not_of(" \t");
+  const size_t last = key.find_last_not_of(" \t");
+  if (first == std::string::npos)
+    return make_error("--api-key-file '{}': the first line is empty", path);
+  return key.substr(first, last - first + 1);
+}
+
+// The options the environment and the config file may set: all of serve's but --config and
+// --print-config, and the program's --log-level and --log-format.
+std::vector<CLI::Option*> layered_options(CLI::App& cmd) {
+  std::vector<CLI::Option*> options;
+  for (CLI::Option* option : cmd.get_options()) {
+    const std::string name = option->get_single_name();
+    if (name != "help" && name != "config" && name != "print-config") options.push_back(option);
+  }
+  for (const char* name : {"--log-level", "--log-format"})
+    options.push_back(cmd.get_parent()->get_option(name));
+  return options;
+}
+
+// Applies the environment and the config file, reads the API key file and starts logging in
+// the chosen format. Returns false (after printing why) if serve must not start.
+Expected<std::vector<OptionOrigin>> complete_options(CLI::App& cmd, ServeOptions& o) {
+  if (!o.config_file) {
+    if (const char* path = std::getenv("DRIFT_CONFIG"); path != nullptr && *path != '\0')
+      o.config_file = path;
+  }
+  DRIFT_ASSIGN_OR_RETURN(std::vector<OptionOrigin> origins,
+                         apply_option_layers(layered_options(cmd), o.config_file));
+  if (o.api_key_file) {
+    if (o.api_key) return make_error("give --api-key or --api-key-file, not both");
+    DRIFT_ASSIGN_OR_RETURN(std::string key, read_api_key_file(*o.api_key_file));
+    o.api_key = std::move(key);
+  }
+  CLI::App& program = *cmd.get_parent();
+  const std::string level = program.get_option("--log-level")->as<std::string>();
+  const std::string format_name = program.get_option("--log-format")->as<std::string>();
+  const std::optional<LogFormat> format = parse_log_format(format_name);
+  if (!format) return make_error("--log-format: expected text or json, got '{}'", format_name);
+  DRIFT_RETURN_IF_ERROR(init_logging(level, *format));
+  return origins;
+}
+
 void register_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  cmd->footer(
+      "Every option can also be set by the environment, DRIFT_ and its name in capitals "
+      "(DRIFT_PORT, DRIFT_API_KEY, DRIFT_CTX_SIZE, ...), or in the TOML file of --config "
+      "(port = 8081); a flag wins over the environment, which wins over the file.");
+  cmd->add_option("--config", o->config_file,
+                  "TOML file of option values, keys named as the options (default: $DRIFT_CONFIG)");
+  cmd->add_flag("--print-config", o->print_config,
+                "print the effective options and where each came from, then exit");
   cmd->add_option("-m,--model", o->model, "GGUF file (default: the cached default model)");
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (not on /health)");
+  cmd->add_option("--api-key-file", o->api_key_file,
+                  "read the API key from the first line of this file (keeps it out of process "
+                  "listings)");
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model name clients use (default: the file name without .gguf)");
   cmd->add_option("--chat-template", o->chat_template_file,
@@ -315,7 +382,16 @@ void register_serve(CLI::App& app) {
                   "max_tokens of a request that gives none (capped by the context left)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    Expected<std::vector<OptionOrigin>> origins = complete_options(*cmd, *o);
+    if (!origins.ok()) {
+      fmt::print(stderr, "error: {}\n", origins.error().message);
+      throw CLI::RuntimeError(2);
+    }
+    if (o->print_config) {
+      fmt::print("{}", describe_option_origins(*origins, {"api-key"}));
+      return;
+    }
     int code = ServeCommand(*o).run();
     if (code != 0) throw CLI::RuntimeError(code);
   });

@@ -231,13 +231,16 @@ class ServeCommand {
         service.set_ready(model);
         const EngineSetup& s = model->engine->setup();
         spdlog::info(
-            "drift serve: ready: context {} tokens, {} KV pages of {} tokens ({} tokens, {} KV "
-            "cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} threads; sampling "
-            "defaults ({}): {}",
-            s.max_model_len, s.num_kv_pages, s.kv_layout.page_size,
-            int64_t(s.num_kv_pages) * s.kv_layout.page_size, kv_dtype_name(s.kv_layout.dtype),
+            "drift serve: ready: context {} tokens ({}), {} KV pages of {} tokens ({} tokens, {} "
+            "KV cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} threads; max_tokens "
+            "default {}; sampling defaults ({}): {}",
+            s.max_model_len, context_bound_name(s.max_model_len_bound), s.num_kv_pages,
+            s.kv_layout.page_size, int64_t(s.num_kv_pages) * s.kv_layout.page_size,
+            kv_dtype_name(s.kv_layout.dtype),
             double(s.num_kv_pages) * double(s.kv_layout.bytes_per_page()) / 1048576.0,
             s.scheduler.max_num_seqs, s.max_queued_requests, s.threads,
+            s.default_max_tokens ? std::to_string(*s.default_max_tokens)
+                                 : std::string("until a stop or the end of the context"),
             sampling_defaults_base_name(s.sampling.base), s.sampling.describe());
         auto ms = [](const std::optional<double>& seconds) {
           return seconds ? fmt::format("{:g} ms", *seconds * 1e3) : std::string("off");
@@ -379,8 +382,8 @@ void register_serve(CLI::App& app) {
   register_sampling_default_options(*cmd, o->sampling);
   register_engine_options(*cmd, o->engine);
   cmd->add_option("--default-max-tokens", o->engine.default_max_tokens,
-                  "max_tokens of a request that gives none (capped by the context left)")
-      ->capture_default_str()
+                  "max_tokens of a request that gives none (default: until a stop or the end of "
+                  "the context)")
       ->check(CLI::Range(1, 1 << 24));
   cmd->callback([o, cmd] {
     Expected<std::vector<OptionOrigin>> origins = complete_options(*cmd, *o);

@@ -221,6 +221,12 @@ class Served:
         except urllib.error.HTTPError as e:
             return e.code, dict(e.headers), e.read()
 
+    def post(self, path, body):
+        request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return json.loads(r.read())
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=30)
@@ -357,3 +363,28 @@ def test_the_runtime_image_installs_every_library_drift_links():
     direct = {"libfmt9", "libspdlog1.10", "libcurl4", "libzip4", "libtomlplusplus3", "libssl3",
               "libpcre2-8-0"}
     assert not (missing & direct), f"the runtime stage lacks {missing & direct}"
+
+
+def test_the_context_is_what_the_kv_cache_holds_and_max_tokens_defaults_to_the_rest(tmp_path):
+    # 3 MiB of f16 KV at 23040 bytes per SmolLM2 token: 136 tokens, 8 whole pages of 16.
+    server = Served(tmp_path, ["--kv-mib", "3"], {})
+    try:
+        models = json.loads(server.get("/v1/models")[2])
+        assert models["data"][0]["max_model_len"] == 128
+        body = {"prompt": "Once upon a time", "ignore_eos": True, "temperature": 0}
+        answer = server.post("/v1/completions", body)
+        assert answer["choices"][0]["finish_reason"] == "length"
+        usage = answer["usage"]
+        assert usage["prompt_tokens"] + usage["completion_tokens"] == 128
+    finally:
+        log = server.stop()
+    assert "context 128 tokens (what the KV cache holds)" in log
+    assert "max_tokens default until a stop or the end of the context" in log
+
+    server = Served(tmp_path, ["--default-max-tokens", "5"], {})
+    try:
+        answer = server.post("/v1/completions", body)
+        assert answer["usage"]["completion_tokens"] == 5
+    finally:
+        log = server.stop()
+    assert "context 8192 tokens (the model's trained context)" in log

@@ -39,11 +39,15 @@ DownloadProgress::~DownloadProgress() {
 
 void DownloadProgress::update(uint64_t done) {
   if (!on_terminal_) return;
+  // libcurl reports progress also while no byte arrives (and after the last one): redraw only
+  // for new bytes.
+  if (drawn_ && done == last_done_) return;
   const auto now = std::chrono::steady_clock::now();
   // Ten redraws a second are smooth; one per received packet would flood the terminal.
   const bool finished = total_ > 0 && done >= total_;
   if (drawn_ && !finished && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
+  last_done_ = done;
   draw(done);
 }
 

@@ -25,6 +25,7 @@ class DownloadProgress {
   uint64_t total_;
   bool on_terminal_;
   bool drawn_ = false;
+  uint64_t last_done_ = 0;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
 };

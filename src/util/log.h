@@ -32,8 +32,9 @@ struct LogField {
   std::variant<std::string_view, int64_t, double, bool> value;
 };
 
-// One named event with fields: `request_id=7f.. status=200` after the message in text, keys of
-// the object in JSON. Fields are formatted only when the level is enabled.
+// One named event with fields, keys of the object in JSON. In text, a message stands alone (it
+// says what the fields say, for a person); without one the line is the event's name followed by
+// `request_id=7f.. status=200`. Nothing is formatted when the level is disabled.
 void log_event(spdlog::level::level_enum level, std::string_view event,
                std::initializer_list<LogField> fields, std::string_view message = {});
 

@@ -280,7 +280,12 @@ def test_json_logs_carry_the_request_id_that_the_response_returns(tmp_path):
     assert access["client-id-42"]["status"] == 200 and access["client-id-42"]["method"] == "GET"
     assert access["missing-1"]["status"] == 404
     assert all(m in access for m in made)
-    assert any("served" in r["message"] or "ready" in r["message"] for r in lines)
+    events = {r["event"]: r for r in lines}
+    assert events["listening"]["port"] == server.port
+    # 64 MiB of f16 KV at 23040 bytes per SmolLM2 token: 2912 tokens, under its 8192 of training.
+    assert events["ready"]["context_tokens"] == 2912
+    assert events["ready"]["context_bound"] == "what the KV cache holds"
+    assert events["stopped"]["cut_requests"] == 0
 
 
 def test_the_api_key_file_is_required_and_hidden_from_print_config(tmp_path):

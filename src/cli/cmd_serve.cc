@@ -2,6 +2,9 @@
 // [--chat-template FILE] [--no-webui] [engine options]`: the OpenAI-compatible HTTP server, and
 // its web page (chat at /, live engine view at /engine) unless --no-webui.
 //
+// Every option also comes from DRIFT_<NAME> or a TOML file (`--config FILE`), flag > env > file >
+// default (option_layers.h); `--print-config` prints the effective values and their sources.
+//
 // Threads: this one runs the I/O loop (every connection); the model loads on a helper thread
 // while /health already answers 503 "loading"; the engine has its worker and compute threads.
 // SIGTERM/SIGINT drain: /health and new requests answer 503 "draining", requests still queued
@@ -28,6 +31,7 @@
 #include "engine/engine.h"
 #include "engine_options.h"
 #include "model_locator.h"
+#include "option_layers.h"
 #include "runtime/load_engine.h"
 #include "sampling_options.h"
 #include "server/http_server.h"
@@ -44,6 +48,9 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::optional<std::string> api_key;
+  std::optional<std::string> api_key_file;
+  std::optional<std::string> config_file;
+  bool print_config = false;
   std::optional<std::string> served_model_name;
   bool no_webui = false;
   std::optional<std::string> chat_template_file;
@@ -68,9 +75,9 @@ void raise_fd_limit() {
   }
 }
 
-Expected<std::string> read_text_file(const std::string& path) {
+Expected<std::string> read_text_file(const std::string& path, std::string_view option) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read --chat-template file '{}'", path);
+  if (!in) return make_error("cannot read {} file '{}'", option, path);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
@@ -83,7 +90,8 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
   DRIFT_RETURN_IF_ERROR(apply_sampling_defaults(o.sampling, config));
   ModelLoadOptions load;
   if (o.chat_template_file) {
-    DRIFT_ASSIGN_OR_RETURN(std::string source, read_text_file(*o.chat_template_file));
+    DRIFT_ASSIGN_OR_RETURN(std::string source,
+                           read_text_file(*o.chat_template_file, "--chat-template"));
     load.chat_template = std::move(source);
   }
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config, load));
@@ -121,8 +129,13 @@ class ServeCommand {
     });
     service.set_http_counters([&server] { return server.counters(); });
     if (Status s = server.listen(); !s.ok()) return fail(s.message());
-    spdlog::info("drift serve: listening on http://{}:{} (model '{}' loading from {})", o_.host,
-                 server.port(), name, *path);
+    log_event(spdlog::level::info, "listening",
+              {{"host", o_.host},
+               {"port", int64_t(server.port())},
+               {"model", name},
+               {"model_path", *path}},
+              fmt::format("drift serve: listening on http://{}:{} (model '{}' loading from {})",
+                          o_.host, server.port(), name, *path));
 
     std::shared_ptr<server::LoadedModel> model;
     int exit_code = 0;
@@ -228,15 +241,27 @@ class ServeCommand {
         }
         service.set_ready(model);
         const EngineSetup& s = model->engine->setup();
-        spdlog::info(
-            "drift serve: ready: context {} tokens, {} KV pages of {} tokens ({} tokens, {} KV "
-            "cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} threads; sampling "
-            "defaults ({}): {}",
-            s.max_model_len, s.num_kv_pages, s.kv_layout.page_size,
-            int64_t(s.num_kv_pages) * s.kv_layout.page_size, kv_dtype_name(s.kv_layout.dtype),
-            double(s.num_kv_pages) * double(s.kv_layout.bytes_per_page()) / 1048576.0,
-            s.scheduler.max_num_seqs, s.max_queued_requests, s.threads,
-            sampling_defaults_base_name(s.sampling.base), s.sampling.describe());
+        log_event(
+            spdlog::level::info, "ready",
+            {{"context_tokens", int64_t(s.max_model_len)},
+             {"context_bound", context_bound_name(s.max_model_len_bound)},
+             {"kv_tokens", int64_t(s.num_kv_pages) * s.kv_layout.page_size},
+             {"max_sequences", int64_t(s.scheduler.max_num_seqs)},
+             {"threads", int64_t(s.threads)},
+             {"default_max_tokens", int64_t(s.default_max_tokens.value_or(0))}},
+            fmt::format(
+                "drift serve: ready: context {} tokens ({}), {} KV pages of {} tokens ({} tokens, "
+                "{} "
+                "KV cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} threads; max_tokens "
+                "default {}; sampling defaults ({}): {}",
+                s.max_model_len, context_bound_name(s.max_model_len_bound), s.num_kv_pages,
+                s.kv_layout.page_size, int64_t(s.num_kv_pages) * s.kv_layout.page_size,
+                kv_dtype_name(s.kv_layout.dtype),
+                double(s.num_kv_pages) * double(s.kv_layout.bytes_per_page()) / 1048576.0,
+                s.scheduler.max_num_seqs, s.max_queued_requests, s.threads,
+                s.default_max_tokens ? std::to_string(*s.default_max_tokens)
+                                     : std::string("until a stop or the end of the context"),
+                sampling_defaults_base_name(s.sampling.base), s.sampling.describe()));
         auto ms = [](const std::optional<double>& seconds) {
           return seconds ? fmt::format("{:g} ms", *seconds * 1e3) : std::string("off");
         };
@@ -256,10 +281,13 @@ class ServeCommand {
     if (model) model->engine->shutdown(ShutdownMode::kAbort);
     if (exit_code == 0) {
       const server::OpenAIService::CutSummary cut = service.cut_by_shutdown();
-      spdlog::info(
-          "drift serve: stopped; the shutdown cut {} requests ({} of them before their first "
-          "token), which had generated {} tokens",
-          cut.requests, cut.before_first_token, cut.tokens);
+      log_event(spdlog::level::info, "stopped",
+                {{"cut_requests", int64_t(cut.requests)},
+                 {"cut_before_first_token", int64_t(cut.before_first_token)},
+                 {"cut_tokens", int64_t(cut.tokens)}},
+                fmt::format("drift serve: stopped; the shutdown cut {} requests ({} of them before "
+                            "their first token), which had generated {} tokens",
+                            cut.requests, cut.before_first_token, cut.tokens));
     }
     return exit_code;
   }
@@ -276,9 +304,65 @@ class ServeCommand {
 
 }  // namespace
 
+// The key of --api-key-file: the file's first line without surrounding white space.
+Expected<std::string> read_api_key_file(const std::string& path) {
+  DRIFT_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "--api-key-file"));
+  const size_t end_of_line = text.find_first_of("\r\n");
+  std::string key = text.substr(0, end_of_line);
+  const size_t first = key.find_first_not_of(" \t");
+  const size_t last = key.find_last_not_of(" \t");
+  if (first == std::string::npos)
+    return make_error("--api-key-file '{}': the first line is empty", path);
+  return key.substr(first, last - first + 1);
+}
+
+// The options the environment and the config file may set: all of serve's but --config and
+// --print-config, and the program's --log-level and --log-format.
+std::vector<CLI::Option*> layered_options(CLI::App& cmd) {
+  std::vector<CLI::Option*> options;
+  for (CLI::Option* option : cmd.get_options()) {
+    const std::string name = option->get_single_name();
+    if (name != "help" && name != "config" && name != "print-config") options.push_back(option);
+  }
+  for (const char* name : {"--log-level", "--log-format"})
+    options.push_back(cmd.get_parent()->get_option(name));
+  return options;
+}
+
+// Applies the environment and the config file, reads the API key file and starts logging in
+// the chosen format. Returns false (after printing why) if serve must not start.
+Expected<std::vector<OptionOrigin>> complete_options(CLI::App& cmd, ServeOptions& o) {
+  if (!o.config_file) {
+    if (const char* path = std::getenv("DRIFT_CONFIG"); path != nullptr && *path != '\0')
+      o.config_file = path;
+  }
+  DRIFT_ASSIGN_OR_RETURN(std::vector<OptionOrigin> origins,
+                         apply_option_layers(layered_options(cmd), o.config_file));
+  if (o.api_key_file) {
+    if (o.api_key) return make_error("give --api-key or --api-key-file, not both");
+    DRIFT_ASSIGN_OR_RETURN(std::string key, read_api_key_file(*o.api_key_file));
+    o.api_key = std::move(key);
+  }
+  CLI::App& program = *cmd.get_parent();
+  const std::string level = program.get_option("--log-level")->as<std::string>();
+  const std::string format_name = program.get_option("--log-format")->as<std::string>();
+  const std::optional<LogFormat> format = parse_log_format(format_name);
+  if (!format) return make_error("--log-format: expected text or json, got '{}'", format_name);
+  DRIFT_RETURN_IF_ERROR(init_logging(level, *format));
+  return origins;
+}
+
 void register_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  cmd->footer(
+      "Every option can also be set by the environment, DRIFT_ and its name in capitals "
+      "(DRIFT_PORT, DRIFT_API_KEY, DRIFT_CTX_SIZE, ...), or in the TOML file of --config "
+      "(port = 8081); a flag wins over the environment, which wins over the file.");
+  cmd->add_option("--config", o->config_file,
+                  "TOML file of option values, keys named as the options (default: $DRIFT_CONFIG)");
+  cmd->add_flag("--print-config", o->print_config,
+                "print the effective options and where each came from, then exit");
   cmd->add_option("-m,--model", o->model, "GGUF file (default: the cached default model)");
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port)")
@@ -287,6 +371,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (not on /health)");
   cmd->add_flag("--no-webui", o->no_webui,
                 "no web page (chat at /, live engine view at /engine); the API stays");
+  cmd->add_option("--api-key-file", o->api_key_file,
+                  "read the API key from the first line of this file (keeps it out of process "
+                  "listings)");
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model name clients use (default: the file name without .gguf)");
   cmd->add_option("--chat-template", o->chat_template_file,
@@ -325,10 +412,19 @@ void register_serve(CLI::App& app) {
   register_sampling_default_options(*cmd, o->sampling);
   register_engine_options(*cmd, o->engine);
   cmd->add_option("--default-max-tokens", o->engine.default_max_tokens,
-                  "max_tokens of a request that gives none (capped by the context left)")
-      ->capture_default_str()
+                  "max_tokens of a request that gives none (default: until a stop or the end of "
+                  "the context)")
       ->check(CLI::Range(1, 1 << 24));
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    Expected<std::vector<OptionOrigin>> origins = complete_options(*cmd, *o);
+    if (!origins.ok()) {
+      fmt::print(stderr, "error: {}\n", origins.error().message);
+      throw CLI::RuntimeError(2);
+    }
+    if (o->print_config) {
+      fmt::print("{}", describe_option_origins(*origins, {"api-key"}));
+      return;
+    }
     int code = ServeCommand(*o).run();
     if (code != 0) throw CLI::RuntimeError(code);
   });

@@ -12,7 +12,9 @@ void register_chat(CLI::App& app);
 void register_bench_prefix(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_inspect(CLI::App& app);
+void register_list(CLI::App& app);
 void register_perplexity(CLI::App& app);
+void register_pull(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_tokenize(CLI::App& app);
 

@@ -12,7 +12,8 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd.add_option("-c,--ctx-size", o.ctx_size,
-                 "longest sequence, prompt + output (default: the model's, at most 4096)")
+                 "longest sequence, prompt + output (default: the model's trained context, "
+                 "capped by what the KV cache holds)")
       ->check(CLI::Range(16, 1 << 24));
   cmd.add_option("--batch-tokens", o.batch_tokens, "tokens one step may process")
       ->capture_default_str()

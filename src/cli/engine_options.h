@@ -25,7 +25,7 @@ struct EngineOptions {
   std::string admission = "guaranteed";
   std::string policy = "fcfs";
   int32_t max_queued = 256;
-  int32_t default_max_tokens = 256;
+  std::optional<int32_t> default_max_tokens;  // absent: until a stop or the context is full
   bool no_chunked_prefill = false;
   bool no_prefix_cache = false;
   double target_itl_ms = 100;  // 0: off (the whole token budget in every step)

@@ -1,5 +1,6 @@
-// Where a command's model comes from: `-m PATH`, or the default model in drift's cache
-// (~/.cache/drift or $DRIFT_CACHE), fetched by scripts/fetch_models.sh when missing.
+// Where a command's model comes from: `-m PATH`, `-m NAME` (a name of the model registry,
+// fetched into drift's cache, ~/.cache/drift or $DRIFT_CACHE, on first use), or without -m the
+// registry's default model.
 #pragma once
 
 #include <optional>
@@ -9,12 +10,10 @@
 
 namespace drift::cli {
 
-inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
 std::string model_cache_dir();
 
-// Returns `explicit_path` if given (it must exist), else the cached default model, running the
-// fetch script (with its progress on stderr) if it is not there yet.
-Expected<std::string> resolve_model_path(const std::optional<std::string>& explicit_path);
+// `model` if it is an existing file; else the registered model of that name (or the default
+// one when absent), pulled first if it is not cached.
+Expected<std::string> resolve_model_path(const std::optional<std::string>& model);
 
 }  // namespace drift::cli

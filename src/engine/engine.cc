@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "engine/engine_worker.h"
 
@@ -291,7 +292,8 @@ std::optional<Rejection> Engine::size_request(const Request& request, RequestId 
   } else {
     // The default never makes a request too long: it shrinks to what is left.
     const int64_t room = std::min(max_len, kv_tokens) - prompt_len;
-    max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, setup_.default_max_tokens));
+    const int64_t cap = setup_.default_max_tokens.value_or(std::numeric_limits<int32_t>::max());
+    max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, cap));
   }
   const int64_t pages = setup_.kv_layout.pages_for_tokens(prompt_len + max_new_tokens);
   if (pages > setup_.num_kv_pages)

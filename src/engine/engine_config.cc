@@ -20,8 +20,15 @@ Status validate_model_facts(const ModelFacts& model) {
   return Status::Ok();
 }
 
-// The context length: given, or the trained context capped by the limit.
-Expected<int32_t> resolve_max_model_len(const EngineConfig& config, const ModelFacts& model) {
+struct ResolvedContext {
+  int32_t length;
+  ContextBound bound;
+};
+
+// The context length: given, or the smallest of the trained context, the tokens the KV cache
+// holds and the limit (ties go to the model: it is the bound an operator can least change).
+Expected<ResolvedContext> resolve_max_model_len(const EngineConfig& config, const ModelFacts& model,
+                                                int64_t kv_tokens) {
   if (config.max_model_len_limit < 1)
     return make_error("max_model_len_limit must be >= 1, got {}", config.max_model_len_limit);
   if (config.max_model_len) {
@@ -31,15 +38,19 @@ Expected<int32_t> resolve_max_model_len(const EngineConfig& config, const ModelF
     if (*config.max_model_len > model.n_ctx_train)
       return make_error("max_model_len {} exceeds the model's trained context of {} tokens",
                         *config.max_model_len, model.n_ctx_train);
-    return *config.max_model_len;
+    return ResolvedContext{*config.max_model_len, ContextBound::kConfigured};
   }
-  int64_t len = std::min<int64_t>(model.n_ctx_train, config.max_model_len_limit);
-  if (len < 2)
+  ResolvedContext resolved{int32_t(std::min<int64_t>(model.n_ctx_train, INT32_MAX)),
+                           ContextBound::kModel};
+  if (kv_tokens < resolved.length) resolved = {int32_t(kv_tokens), ContextBound::kKvCache};
+  if (config.max_model_len_limit < resolved.length)
+    resolved = {config.max_model_len_limit, ContextBound::kLimit};
+  if (resolved.length < 2)
     return make_error(
-        "max_model_len resolves to {} (min of the trained context {} and "
-        "max_model_len_limit {}); it must be >= 2",
-        len, model.n_ctx_train, config.max_model_len_limit);
-  return int32_t(len);
+        "max_model_len resolves to {} (the smallest of the trained context {}, the KV cache's {} "
+        "tokens and max_model_len_limit {}); it must be >= 2",
+        resolved.length, model.n_ctx_train, kv_tokens, config.max_model_len_limit);
+  return resolved;
 }
 
 }  // namespace
@@ -48,13 +59,6 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
                                            uint64_t ram_bytes) {
   DRIFT_RETURN_IF_ERROR(validate_model_facts(model));
   EngineSetup setup;
-  DRIFT_ASSIGN_OR_RETURN(setup.max_model_len, resolve_max_model_len(config, model));
-
-  setup.scheduler = config.scheduler;
-  setup.scheduler.max_model_len = setup.max_model_len;
-  if (Status s = setup.scheduler.validate(); !s.ok())
-    return make_error("scheduler.{}", s.message());
-
   DRIFT_RETURN_IF_ERROR(config.latency.validate());
   setup.latency = config.latency;
 
@@ -84,8 +88,19 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
     return make_error("model.embedding_size must be >= 0, got {}", model.embedding_size);
   setup.embedding_size = model.embedding_size;
 
-  if (config.default_max_tokens < 1)
-    return make_error("default_max_tokens must be >= 1, got {}", config.default_max_tokens);
+  // The context is sized after the KV cache, which may hold fewer tokens than the model's.
+  DRIFT_ASSIGN_OR_RETURN(
+      ResolvedContext context,
+      resolve_max_model_len(config, model, int64_t(*pages) * setup.kv_layout.page_size));
+  setup.max_model_len = context.length;
+  setup.max_model_len_bound = context.bound;
+  setup.scheduler = config.scheduler;
+  setup.scheduler.max_model_len = setup.max_model_len;
+  if (Status s = setup.scheduler.validate(); !s.ok())
+    return make_error("scheduler.{}", s.message());
+
+  if (config.default_max_tokens && *config.default_max_tokens < 1)
+    return make_error("default_max_tokens must be >= 1, got {}", *config.default_max_tokens);
   setup.default_max_tokens = config.default_max_tokens;
   DRIFT_ASSIGN_OR_RETURN(setup.sampling,
                          resolve_sampling_defaults(config.sampling, model.recommended_sampling,
@@ -99,6 +114,20 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   DRIFT_RETURN_IF_ERROR(config.sessions.validate());
   setup.sessions = config.sessions;
   return setup;
+}
+
+std::string_view context_bound_name(ContextBound bound) {
+  switch (bound) {
+    case ContextBound::kConfigured:
+      return "set by --ctx-size";
+    case ContextBound::kModel:
+      return "the model's trained context";
+    case ContextBound::kKvCache:
+      return "what the KV cache holds";
+    case ContextBound::kLimit:
+      return "max_model_len_limit";
+  }
+  return "?";
 }
 
 }  // namespace drift

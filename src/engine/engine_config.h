@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "engine/latency_planner.h"
@@ -40,12 +42,14 @@ struct EngineConfig {
   LatencyConfig latency;
   KVConfig kv;
   // Longest sequence, prompt plus generated tokens. Absent: the model's trained context, capped
-  // by max_model_len_limit. Set: at most the trained context.
+  // by the tokens the KV cache holds and by max_model_len_limit (EngineSetup::max_model_len_bound
+  // says which won). Set: at most the trained context.
   std::optional<int32_t> max_model_len;
-  int32_t max_model_len_limit = 4096;
+  int32_t max_model_len_limit = std::numeric_limits<int32_t>::max();
   // max_tokens of a request that gives none, capped by what is left of max_model_len (and of the
-  // KV cache) after its prompt.
-  int32_t default_max_tokens = 256;
+  // KV cache) after its prompt. Absent: all of that, so generation runs until a stop or the
+  // context is full (as vLLM does).
+  std::optional<int32_t> default_max_tokens;
   // Requests submitted but not yet admitted (in the gateway or the scheduler's waiting queue)
   // beyond which submit rejects at once with an "overloaded" error.
   int32_t max_queued_requests = 256;
@@ -76,6 +80,15 @@ struct ModelFacts {
   SamplingSettings recommended_sampling;
 };
 
+// What decided max_model_len.
+enum class ContextBound {
+  kConfigured,  // EngineConfig::max_model_len (`-c`)
+  kModel,       // the model's trained context
+  kKvCache,     // the tokens the KV cache holds
+  kLimit,       // EngineConfig::max_model_len_limit
+};
+std::string_view context_bound_name(ContextBound bound);
+
 // Everything the engine derives at construction; the executor is built from it.
 struct EngineSetup {
   SchedulerConfig scheduler;  // with max_model_len resolved
@@ -84,7 +97,8 @@ struct EngineSetup {
   int32_t num_kv_pages = 0;
   bool enable_prefix_caching = false;
   int32_t max_model_len = 0;
-  int32_t default_max_tokens = 0;
+  ContextBound max_model_len_bound = ContextBound::kConfigured;
+  std::optional<int32_t> default_max_tokens;
   int32_t max_queued_requests = 0;
   int32_t threads = 0;
   int32_t embedding_size = 0;  // floats of an embedding request's vector; 0: the model makes none

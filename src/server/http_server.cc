@@ -8,6 +8,7 @@
 #include <cctype>
 #include <deque>
 #include <optional>
+#include <random>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -77,6 +78,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   asio::steady_timer retry_timer;  // accept errors (out of descriptors) retry after a pause
   bool draining = false;
   uint64_t next_request_id = 1;
+  // Made request ids are this process's random prefix and the request's number, so ids from
+  // replicas behind one load balancer do not collide.
+  const std::string request_id_prefix = fmt::format("{:08x}", std::random_device{}());
   HttpCounters counters;
   int64_t busy = 0;
   std::unordered_set<Session*> sessions;
@@ -113,6 +117,15 @@ std::string origin_form(std::string_view target) {
     return std::string(rest.substr(path));
   }
   return std::string(target);
+}
+
+// The client's x-request-id if it is one a log line can carry as it is, else a new one.
+std::string choose_request_id(std::string_view from_client, const std::string& prefix,
+                              uint64_t number) {
+  bool usable = !from_client.empty() && from_client.size() <= 128;
+  for (char c : from_client) usable = usable && c > 0x20 && c < 0x7f;
+  if (usable) return std::string(from_client);
+  return fmt::format("{}-{:x}", prefix, number);
 }
 
 std::string response_head(int status, std::string_view content_type, bool keep_alive,
@@ -163,6 +176,7 @@ class Session : public std::enable_shared_from_this<Session> {
     ++serial_;
     ++server_->busy;
     keep_alive_ = false;
+    new_request_id("");
     error.retry_after_seconds = 1;
     respond(serial_, error.status, "application/json", error_json(error), {{"Retry-After", "1"}});
   }
@@ -186,7 +200,9 @@ class Session : public std::enable_shared_from_this<Session> {
     response_started_ = true;
     response_ended_ = true;
     if (server_->draining) keep_alive_ = false;
-    std::string head = response_head(status, content_type, keep_alive_, headers, body.size());
+    HttpExchange::Headers with_id = headers;
+    with_id.emplace_back("x-request-id", request_id_);
+    std::string head = response_head(status, content_type, keep_alive_, with_id, body.size());
     enqueue(head_only_ ? std::move(head) : std::move(head) + body);  // HEAD: the length, no body
   }
   void start_stream(uint64_t serial, int status, std::string_view content_type) {
@@ -195,7 +211,8 @@ class Session : public std::enable_shared_from_this<Session> {
     response_started_ = true;
     chunked_ = true;
     if (server_->draining) keep_alive_ = false;
-    enqueue(response_head(status, content_type, keep_alive_, {}, std::nullopt));
+    enqueue(response_head(status, content_type, keep_alive_, {{"x-request-id", request_id_}},
+                          std::nullopt));
   }
   void send_chunk(uint64_t serial, std::string data) {
     if (!current(serial) || !chunked_ || response_ended_ || data.empty() || head_only_) return;
@@ -306,9 +323,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec) return on_read_error(ec);
     auto& req = parser_->get();
     HttpRequest request;
-    request.id = server_->next_request_id++;
+    request.id = server_->next_request_id;
     request.method = std::string(req.method_string());
     request.target = origin_form(std::string_view(req.target().data(), req.target().size()));
+    const auto client_id = req["x-request-id"];
+    request.request_id = new_request_id(std::string_view(client_id.data(), client_id.size()));
     head_only_ = req.method() == http::verb::head;
     request.authorization = std::string(req[http::field::authorization]);
     request.if_none_match = std::string(req[http::field::if_none_match]);
@@ -350,6 +369,7 @@ class Session : public std::enable_shared_from_this<Session> {
       error = bad_request(fmt::format("malformed HTTP request: {}", ec.message()));
     }
     parser_.reset();
+    new_request_id("");
     state_ = State::kBusy;
     ++serial_;
     ++server_->counters.requests_total;
@@ -440,6 +460,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::shared_ptr<HttpExchange> make_exchange();
 
+  // The current request's id: the client's x-request-id if usable, else a new one.
+  const std::string& new_request_id(std::string_view from_client) {
+    request_id_ =
+        choose_request_id(from_client, server_->request_id_prefix, server_->next_request_id++);
+    return request_id_;
+  }
+
   const std::shared_ptr<HttpServer::Impl> server_;
   tcp::socket socket_;
   asio::steady_timer deadline_;
@@ -464,6 +491,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::array<char, 16384> drain_buffer_;
   uint64_t drained_ = 0;
   std::function<void()> on_disconnect_;
+  std::string request_id_;  // of the request being answered
 };
 
 namespace {

@@ -45,7 +45,10 @@ struct HttpServerConfig {
 };
 
 struct HttpRequest {
-  uint64_t id = 0;     // per process, for the access log
+  uint64_t id = 0;  // per process
+  // The client's x-request-id header when it sent a usable one (1-128 visible ASCII characters),
+  // else one made here; returned as the response's x-request-id and logged with the request.
+  std::string request_id;
   std::string method;  // HEAD is passed on as "HEAD"; its response's body is not sent
   std::string target;  // path and query (an absolute-form target arrives as its path and query)
   std::string authorization;

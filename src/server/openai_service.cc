@@ -75,12 +75,19 @@ bool query_flag(std::string_view target, std::string_view name) {
   return false;
 }
 
+// One line per request, with the fields log shippers index (`--log-format json`).
 void access_log(const HttpRequest& r, int status, int64_t prompt_tokens, int64_t completion_tokens,
                 std::optional<double> ttft) {
-  spdlog::info(
-      "access id={} {} {} status={} prompt_tokens={} completion_tokens={} ttft={} e2e={:.3f}s",
-      r.id, r.method, path_of(r.target), status, prompt_tokens, completion_tokens,
-      ttft ? fmt::format("{:.3f}s", *ttft) : "-", seconds_since(r.received));
+  log_event(spdlog::level::info, "access",
+            {{"request_id", r.request_id},
+             {"id", int64_t(r.id)},
+             {"method", r.method},
+             {"path", path_of(r.target)},
+             {"status", int64_t(status)},
+             {"prompt_tokens", prompt_tokens},
+             {"completion_tokens", completion_tokens},
+             {"ttft_ms", ttft ? *ttft * 1e3 : -1.0},
+             {"e2e_ms", seconds_since(r.received) * 1e3}});
 }
 
 // A request id nobody can guess from another's, for the "id" field.

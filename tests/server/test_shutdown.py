@@ -89,7 +89,8 @@ def test_requests_cut_at_the_drain_timeout_are_logged_with_their_tokens():
                   r"had generated (\d+) tokens", log)
     assert m, log[-3000:]
     assert int(m[1]) >= streamed - 1 > 0
-    access = re.search(r"access id=\d+ POST /v1/completions status=200 prompt_tokens=\d+ "
+    access = re.search(r"access request_id=\S+ id=\d+ method=POST path=/v1/completions "
+                       r"status=200 prompt_tokens=\d+ "
                        r"completion_tokens=(\d+)", log)
     assert access and int(access[1]) == int(m[1]), log[-3000:]
 

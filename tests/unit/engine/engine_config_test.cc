@@ -41,6 +41,22 @@ TEST(EngineConfig, MaxModelLenDefaultsToTrainedContextCappedByTheLimit) {
   EXPECT_EQ(resolve_engine_setup(c, model, kRam)->max_model_len, 256);
 }
 
+TEST(EngineConfig, MaxModelLenDefaultsToTheModelsContextCappedByTheKvCache) {
+  EngineConfig c = small_config();
+  c.max_model_len.reset();
+  c.scheduler.max_num_batched_tokens = 64;
+  ModelFacts model = fake_model_facts();  // trained on 256; the cache holds 64 pages of 4 tokens
+  Expected<EngineSetup> setup = resolve_engine_setup(c, model, kRam);
+  EXPECT_EQ(setup->max_model_len, 256);
+  EXPECT_EQ(setup->max_model_len_bound, ContextBound::kModel);
+  c.kv.budget = KVMemoryBudget::of_bytes(512 * 40);  // 40 pages of 4 tokens
+  setup = resolve_engine_setup(c, model, kRam);
+  EXPECT_EQ(setup->max_model_len, 160);
+  EXPECT_EQ(setup->max_model_len_bound, ContextBound::kKvCache);
+  c.max_model_len = 200;  // set: not capped (admission refuses what can never fit)
+  EXPECT_EQ(resolve_engine_setup(c, model, kRam)->max_model_len_bound, ContextBound::kConfigured);
+}
+
 TEST(EngineConfig, KvBudgetAsRamFractionSizesThePages) {
   EngineConfig c = small_config();
   c.kv.budget = KVMemoryBudget::of_ram_fraction(0.5);

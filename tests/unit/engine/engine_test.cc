@@ -120,6 +120,20 @@ TEST(Engine, DefaultMaxTokensIsCappedByTheRemainingContext) {
   EXPECT_EQ(c.finish.usage.completion_tokens, 4);  // 64 - 60
 }
 
+TEST(Engine, WithoutADefaultMaxTokensARequestRunsToTheEndOfTheContext) {
+  EngineConfig config = small_config();
+  config.default_max_tokens.reset();
+  config.max_model_len = 64;
+  FakeEngine fake = make_fake_engine(config);
+  Request r = token_request(1, 10, 1);
+  r.max_tokens.reset();
+  r.sampling.ignore_eos = true;
+  RequestHandle h = fake.engine->submit(r);
+  Completion c = finish_within(h);
+  EXPECT_EQ(c.finish.reason, FinishReason::kLength);
+  EXPECT_EQ(c.finish.usage.completion_tokens, 54);  // 64 - 10
+}
+
 // A rejected request's only event is already there when submit returns.
 Finish rejection_of(Engine& engine, Request r) {
   RequestHandle h = engine.submit(std::move(r));

@@ -64,6 +64,9 @@ struct SequenceOutcome {
   std::string message;                 // for kError: what failed
   // The log-probabilities of `token`, when its request asked for them.
   std::optional<TokenLogprobs> logprobs;
+  // `token` is an end-of-sequence or stop token: it ends the output and adds no text. (A sequence
+  // whose grammar completes also finishes kStop, but on a token of its text.)
+  bool stop_token = false;
 };
 
 struct SchedulerStats {
@@ -179,6 +182,8 @@ class EngineScheduler {
   void finish(SequenceState& seq, FinishReason reason, std::string message);
   void retire(SequenceState& seq, FinishReason reason);
   bool is_stop_token(const SequenceState& seq, TokenId token) const;
+  // Advances the sequence's grammar (if any) past a committed token.
+  Status advance_constraint(SequenceState& seq, TokenId token);
 
   SchedulerConfig config_;
   std::vector<TokenId> eos_token_ids_;

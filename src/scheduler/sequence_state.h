@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -10,6 +11,7 @@
 #include "kv/kv_types.h"
 #include "kv/prefix_cache.h"
 #include "util/sampling_params.h"
+#include "util/token_constraint.h"
 
 namespace drift {
 
@@ -40,6 +42,8 @@ struct SequenceRequest {
   // freed the lowest priority (then the latest arrival) is preempted first.
   int32_t priority = 0;
   SamplingParams sampling;
+  // The grammar the output must follow (constrained decoding); null for free output.
+  std::shared_ptr<TokenConstraint> constraint;
   // Requests share cached KV pages only within one namespace (e.g. a model adapter).
   uint64_t cache_namespace = 0;
 };
@@ -56,6 +60,8 @@ struct SequenceState {
   int32_t max_new_tokens = 0;
   int32_t priority = 0;
   SamplingParams sampling;
+  // Advanced with each committed token; the sequence stops when it is complete.
+  std::shared_ptr<TokenConstraint> constraint;
   uint64_t cache_namespace = 0;
   // The sequence's leading full pages that the prefix cache knows (hit at admission or registered
   // since); reset at each admission.

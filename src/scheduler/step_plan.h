@@ -36,6 +36,9 @@ struct StepItem {
   bool sample = false;
   // The sequence's settings; never null in a plan. Valid until the plan is reported.
   const SamplingParams* sampling = nullptr;
+  // The sequence's grammar matcher, null when unconstrained: the executor takes its allowed-token
+  // mask before sampling (and never advances it: the scheduler does, with the committed token).
+  TokenConstraint* constraint = nullptr;
   // Prompt + generated tokens so far, for penalties; a view of the sequence's own storage, valid
   // until the plan is reported (on_step_executed / on_step_failed).
   std::span<const TokenId> history;

@@ -4,7 +4,7 @@
 # already has exactly these versions is left alone. Prints the venv's python.
 set -euo pipefail
 VENV="${DRIFT_CACHE:-$HOME/.cache/drift}/venv"
-REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0)
+REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0 jsonschema==4.26.0)
 STAMP="$VENV/.drift-requirements"
 
 if [ ! -x "$VENV/bin/python" ]; then

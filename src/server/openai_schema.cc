@@ -91,8 +91,7 @@ MaybeError get_string(const json& body, std::string_view name, std::optional<std
 // believes they took effect.
 MaybeError refuse_unsupported(const json& body, bool chat) {
   static constexpr std::string_view kCommon[] = {
-      "tools",           "tool_choice", "functions", "function_call",
-      "response_format", "logit_bias",  "best_of",   "parallel_tool_calls"};
+      "tools", "tool_choice", "functions", "function_call", "best_of", "parallel_tool_calls"};
   for (std::string_view name : kCommon) {
     if (field(body, name))
       return bad_request(fmt::format("'{}' is not supported by this server yet", name), name);
@@ -184,6 +183,8 @@ MaybeError parse_common(const json& body, GenerationOptions& o) {
   i.reset();
 
   if (auto e = parse_stop(body, o.stop)) return e;
+  if (auto e = parse_logit_bias(body, o.sampling.logit_bias)) return e;
+  if (auto e = parse_output_constraint(body, o.constraint)) return e;
   if (auto e = get_bool(body, "stream", b)) return e;
   o.stream = b.value_or(false);
   b.reset();

@@ -484,6 +484,7 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
   spec.stream = options.stream;
   spec.include_usage = options.include_usage;
   spec.stop = options.stop;
+  if (options.constraint) spec.grammar_param = options.constraint->param;
   if (options.logprobs) {
     options.sampling.logprobs = *options.logprobs;
     spec.token_text = [model = model_](int32_t id) {
@@ -497,6 +498,7 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
       choice.request.prompt = entry.prompt;
       choice.request.max_tokens = options.max_tokens;
       choice.request.sampling = options.sampling;
+      if (options.constraint) choice.request.grammar = options.constraint->grammar;
       choice.request.session_id = options.session_id;
       // The engine admits larger priorities first; vLLM's field is the other way round.
       choice.request.priority = -options.priority;

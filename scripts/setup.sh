@@ -25,6 +25,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
 fi
 
+# Constrained decoding links llguidance (crates.io), which CMake builds with cargo
+# (cmake/llguidance.cmake, once per machine, in $DRIFT_CACHE/cargo-target). It needs rustup's
+# toolchain: Debian's cargo is older than llguidance's minimum Rust version.
+if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+  echo "setup: cargo not found (PATH, ~/.cargo/bin): install Rust's stable toolchain with rustup" >&2
+  exit 1
+fi
+
 scripts/fetch_models.sh "${DRIFT_MODELS:-default}"
 # The venv of the server's integration tests and bench/load_gen.py (pinned openai, httpx, pytest).
 scripts/setup_venv.sh >/dev/null

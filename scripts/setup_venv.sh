@@ -5,8 +5,9 @@
 # venv's python.
 set -euo pipefail
 VENV="${DRIFT_CACHE:-$HOME/.cache/drift}/venv"
-# playwright drives Debian's chromium in the web page's tests (never a browser of its own).
-REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0 playwright==1.65.2)
+# playwright drives Debian's chromium in the web page's tests (never a browser of its own);
+# jsonschema validates structured output in the server's tests.
+REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0 playwright==1.65.2 jsonschema==4.26.0)
 STAMP="$VENV/.drift-requirements"
 
 if [ ! -x "$VENV/bin/python" ]; then

@@ -153,6 +153,18 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
   if (Status s = seq.sampling.validate(); !s.ok())
     return make_rejection(RejectReason::kInvalidRequest, "request {}: sampling: {}", id,
                           s.message());
+  for (const LogitBias& b : seq.sampling.logit_bias)
+    if (b.token >= vocab_size_)
+      return make_rejection(RejectReason::kInvalidLogitBias,
+                            "request {}: logit_bias token {} is outside the vocabulary of {}", id,
+                            b.token, vocab_size_);
+  if (request.grammar) {
+    Expected<std::unique_ptr<TokenConstraint>> matcher = codec_->compile_grammar(*request.grammar);
+    if (!matcher.ok())
+      return make_rejection(RejectReason::kInvalidGrammar, "request {}: {}", id,
+                            matcher.error().message);
+    seq.constraint = std::move(*matcher);
+  }
   const EngineClock::time_point now = EngineClock::now();
   // A turn that continues a conversation gets no second BOS in the middle of it.
   const bool continues_session =

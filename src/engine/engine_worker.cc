@@ -266,7 +266,7 @@ void EngineWorker::collect_one(const SequenceOutcome& outcome, EngineClock::time
     }
     live.last_token = now;
     if (live.session_id) live.turn_tokens.push_back(token);  // reserved: max_new_tokens
-    if (finish != FinishReason::kStop) {                     // a stop token shows no text
+    if (!outcome.stop_token) {                               // a stop token shows no text
       Expected<std::string> text = live.text->push(token);
       if (text.ok()) {
         event.text = repair_utf8(*text);

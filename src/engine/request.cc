@@ -8,6 +8,10 @@ std::string_view reject_reason_name(RejectReason reason) {
       return "invalid_request";
     case RejectReason::kInvalidPrompt:
       return "invalid_prompt";
+    case RejectReason::kInvalidGrammar:
+      return "invalid_grammar";
+    case RejectReason::kInvalidLogitBias:
+      return "invalid_logit_bias";
     case RejectReason::kEmptyPrompt:
       return "empty_prompt";
     case RejectReason::kTokenOutsideVocabulary:

@@ -13,6 +13,7 @@
 #include "jinja/json.h"
 #include "scheduler/sequence_state.h"
 #include "util/sampling_params.h"
+#include "util/token_constraint.h"
 
 namespace drift {
 
@@ -82,6 +83,10 @@ struct Request {
   // Temperature, top-k/p, penalties, seed, stop_token_ids, ignore_eos. Each field left unset
   // takes the engine's default (EngineSetup::sampling, sampling_defaults.h).
   SamplingSettings sampling;
+  // Constrained decoding: every generated token keeps the output a prefix of the grammar's
+  // language, and the request stops (finish "stop") once the output is complete. Compiled when
+  // submitted; a grammar that does not compile is rejected (kInvalidGrammar) with the reason.
+  std::optional<GrammarSpec> grammar;
   // Larger is admitted first under the priority policy, and preempted last.
   int32_t priority = 0;
   // Continue (or open) this conversation session (session_store.h): the prompt becomes the
@@ -116,6 +121,8 @@ struct RequestTimings {
 enum class RejectReason : uint8_t {
   kInvalidRequest,          // a field other than the prompt: id, priority, sampling, max_tokens
   kInvalidPrompt,           // the prompt cannot be tokenized (e.g. the chat template fails)
+  kInvalidGrammar,          // the grammar (Request::grammar) does not compile
+  kInvalidLogitBias,        // a logit_bias token id is outside the vocabulary
   kEmptyPrompt,             // the prompt has no tokens
   kTokenOutsideVocabulary,  // a prompt token id is negative or >= the vocabulary size
   kPromptTooLong,           // the prompt alone fills max_model_len

@@ -238,6 +238,7 @@ SamplingParams SamplingDefaults::resolve(const SamplingSettings& request) const 
   p.seed = request.seed;
   p.stop_token_ids = request.stop_token_ids;
   p.ignore_eos = request.ignore_eos;
+  p.logit_bias = request.logit_bias;
   p.logprobs = request.logprobs;
   return p;
 }

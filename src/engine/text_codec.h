@@ -43,6 +43,13 @@ class TextCodec {
                                        bool render_special) const = 0;
   virtual Expected<std::string> token_text(TokenId token) const = 0;
   virtual std::unique_ptr<TokenTextStream> start_stream() const = 0;
+  // A matcher for one request's grammar over this vocabulary (constrained decoding), or why the
+  // grammar cannot be used. The default: this codec cannot constrain output.
+  virtual Expected<std::unique_ptr<TokenConstraint>> compile_grammar(
+      const GrammarSpec& spec) const {
+    return make_error("constrained decoding ({}) is not available with this tokenizer",
+                      grammar_kind_name(spec.kind));
+  }
 };
 
 }  // namespace drift

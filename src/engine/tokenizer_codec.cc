@@ -1,5 +1,8 @@
 #include "engine/tokenizer_codec.h"
 
+#include <mutex>
+
+#include "constrain/grammar_compiler.h"
 #include "tokenizer/streaming_decoder.h"
 
 namespace drift {
@@ -70,10 +73,29 @@ class TokenizerCodec final : public TextCodec {
     return std::make_unique<TokenizerTextStream>(tokenizer_);
   }
 
+  Expected<std::unique_ptr<TokenConstraint>> compile_grammar(
+      const GrammarSpec& spec) const override {
+    // The compiler indexes the whole vocabulary: built by the first request that needs it, so
+    // that a server that never constrains output never pays for it.
+    std::call_once(compiler_once_, [this] {
+      Expected<std::unique_ptr<GrammarCompiler>> compiler = GrammarCompiler::create(tokenizer_);
+      if (compiler.ok()) {
+        compiler_ = std::move(*compiler);
+      } else {
+        compiler_error_ = compiler.error().message;
+      }
+    });
+    if (!compiler_) return Error{compiler_error_};
+    return compiler_->compile(spec);
+  }
+
  private:
   Tokenizer tokenizer_;
   ChatPromptBuilder chat_;
   ToolCallSyntax syntax_;
+  mutable std::once_flag compiler_once_;
+  mutable std::unique_ptr<GrammarCompiler> compiler_;
+  mutable std::string compiler_error_;
 };
 
 }  // namespace

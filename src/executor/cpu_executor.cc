@@ -36,6 +36,7 @@ CpuExecutor::CpuExecutor(const Model& model, const CpuExecutorConfig& config, Kv
   for (int t = 0; t < pool_.size(); ++t) {
     sampler_scratch_.emplace_back(model.config().n_vocab, model.isa());
     logprob_rows_.emplace_back(model.config().n_vocab);
+    mask_rows_.emplace_back(size_t(token_mask_words(model.config().n_vocab)));
   }
 }
 
@@ -86,9 +87,10 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
   int64_t n_sampled = 0;
   for (size_t i = 0; i < n_items; ++i)
     if (plan.items[i].sample) logit_row_item_[n_sampled++] = static_cast<int64_t>(i);
-  // Each sampled row is independent (the filters and draw touch only its own logits and the
-  // thread's scratch), so the rows are spread over the pool: with a 49k-262k vocabulary, sampling
-  // 64 sequences one after another would be a serial tail on every decode step.
+  // Each sampled row is independent (the grammar mask, filters and draw touch only its own
+  // sequence's matcher, its logits and the thread's scratch), so the rows are spread over the
+  // pool: with a 49k-262k vocabulary, sampling 64 sequences one after another would be a serial
+  // tail on every decode step, and a constrained row's mask costs about as much as its draw.
   pool_.run([&](int index, int count) {
     const Range rows = split_range(n_sampled, index, count);
     for (int64_t row = rows.begin; row < rows.end; ++row) sample_row(plan, row, index, result);
@@ -129,8 +131,18 @@ void CpuExecutor::sample_row(const StepPlan& plan, int64_t row, int thread,
   std::vector<float>& raw = logprob_rows_[thread];
   // Sampling rewrites the logits in place; logprobs are of the raw ones.
   if (params.logprobs) std::copy(logits.begin(), logits.end(), raw.begin());
-  const int32_t token =
-      sample_token(logits, params, item.history, item.prompt_len, seed, sampler_scratch_[thread]);
+  // The mask depends only on the tokens committed so far: it is the same whatever the batch.
+  std::span<const uint32_t> allowed;
+  if (item.constraint) {
+    std::span<uint32_t> mask(mask_rows_[thread]);
+    if (Status s = item.constraint->fill_mask(mask); !s.ok()) {
+      result.items[i].error = s.error();
+      return;
+    }
+    allowed = mask;
+  }
+  const int32_t token = sample_token(logits, params, item.history, item.prompt_len, seed,
+                                     sampler_scratch_[thread], allowed);
   result.items[i].token = token;
   if (params.logprobs && token >= 0 && token < n_vocab) {
     result.items[i].logprobs.emplace();

@@ -61,6 +61,8 @@ class CpuExecutor final : public Executor {
   // Per compute thread: the sampler's scratch and a [n_vocab] copy of the raw logits for logprobs.
   std::vector<SamplerScratch> sampler_scratch_;
   std::vector<std::vector<float>> logprob_rows_;
+  // Per compute thread: the allowed-token mask of a constrained row, [token_mask_words(n_vocab)].
+  std::vector<std::vector<uint32_t>> mask_rows_;
   bool healthy_ = true;
 };
 

@@ -5,6 +5,7 @@
 
 #include "kernels/argmax.h"
 #include "sampling/random_stream.h"
+#include "sampling/token_mask.h"
 
 namespace drift {
 namespace {
@@ -160,7 +161,9 @@ SamplerScratch::SamplerScratch(int64_t n_vocab, Isa isa)
 
 int32_t sample_token(std::span<float> logits, const SamplingParams& p,
                      std::span<const int32_t> history, int64_t prompt_len, uint64_t seed,
-                     SamplerScratch& s) {
+                     SamplerScratch& s, std::span<const uint32_t> allowed) {
+  if (!allowed.empty()) apply_token_mask(logits, allowed);
+  apply_logit_bias(logits, p.logit_bias);
   apply_penalties(logits, p, history, prompt_len, s.counts_, s.in_history_, s.touched_);
   if (p.greedy())
     return kernels::argmax(s.isa_, logits.data(), static_cast<int64_t>(logits.size()));

@@ -3,6 +3,7 @@
 // argmax when temperature is 0).
 //
 // Order of operations:
+//   0. the grammar's allowed-token mask (disallowed tokens to -inf), then logit_bias;
 //   1. penalties, over the last penalty_last_n tokens of the history (all of it when -1): the
 //      repetition penalty over prompt and generated tokens (logit / p if positive, * p if not),
 //      presence and frequency penalties over generated tokens only (OpenAI's and vLLM's rule);
@@ -42,7 +43,7 @@ class SamplerScratch {
 
  private:
   friend int32_t sample_token(std::span<float>, const SamplingParams&, std::span<const int32_t>,
-                              int64_t, uint64_t, SamplerScratch&);
+                              int64_t, uint64_t, SamplerScratch&, std::span<const uint32_t>);
   std::vector<int32_t> counts_;      // [n_vocab] occurrences in the generated tokens
   std::vector<uint8_t> in_history_;  // [n_vocab] 1 if in prompt or generated tokens
   std::vector<int32_t> touched_;     // ids whose counts_/in_history_ entries are set
@@ -53,9 +54,10 @@ class SamplerScratch {
 // Samples the next token. `logits` ([n_vocab], modified in place by penalties and temperature);
 // `history` = prompt tokens then generated tokens; `prompt_len` of them are the prompt;
 // `seed` is the request's stream (params.seed resolved by the caller). The draw index is the
-// number of tokens generated so far, history.size() - prompt_len.
+// number of tokens generated so far, history.size() - prompt_len. `allowed`: the grammar's mask
+// ([token_mask_words(n_vocab)], util/token_constraint.h), empty for an unconstrained sequence.
 int32_t sample_token(std::span<float> logits, const SamplingParams& params,
                      std::span<const int32_t> history, int64_t prompt_len, uint64_t seed,
-                     SamplerScratch& scratch);
+                     SamplerScratch& scratch, std::span<const uint32_t> allowed = {});
 
 }  // namespace drift

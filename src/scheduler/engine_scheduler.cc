@@ -92,6 +92,7 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.max_new_tokens = request.max_new_tokens;
   seq.priority = request.priority;
   seq.sampling = std::move(request.sampling);
+  seq.constraint = std::move(request.constraint);
   seq.cache_namespace = request.cache_namespace;
   seq.pooling = request.pooling;
   seq.embedding = std::move(request.embedding);
@@ -400,6 +401,7 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   item.pooling = seq.pooling;
   item.embedding = seq.embedding;
   item.sampling = &seq.sampling;
+  item.constraint = seq.constraint.get();
   item.history = seq.tokens;
   item.prompt_len = seq.prompt_len;
   plan_.block_table.insert(plan_.block_table.end(), pages.begin(), pages.end());
@@ -463,7 +465,12 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
     seq.tokens.push_back(*r.token);
     outcomes_.push_back(SequenceOutcome{seq.id, *r.token, std::nullopt, {}, r.logprobs});
     if (is_stop_token(seq, *r.token)) {
+      outcomes_.back().stop_token = true;
       finish(seq, FinishReason::kStop, {});
+    } else if (Status s = advance_constraint(seq, *r.token); !s.ok()) {
+      finish(seq, FinishReason::kError, s.message());
+    } else if (seq.constraint && seq.constraint->complete()) {
+      finish(seq, FinishReason::kStop, {});  // the output matched the whole grammar
     } else if (seq.generated_len() >= seq.max_new_tokens) {
       finish(seq, FinishReason::kLength, {});
     }
@@ -535,6 +542,12 @@ void EngineScheduler::retire(SequenceState& seq, FinishReason reason) {
   stats_.errors += reason == FinishReason::kError;
   seq.phase = SequencePhase::kFinished;
   seqs_.erase(seq.id);
+}
+
+Status EngineScheduler::advance_constraint(SequenceState& seq, TokenId token) {
+  // Rule: a grammar sees every committed token but the stop token, which ends the output anyway.
+  if (!seq.constraint) return Status::Ok();
+  return seq.constraint->accept(token);
 }
 
 bool EngineScheduler::is_stop_token(const SequenceState& seq, TokenId token) const {

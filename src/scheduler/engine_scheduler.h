@@ -68,6 +68,9 @@ struct SequenceOutcome {
   std::optional<TokenLogprobs> logprobs;
   // An embedding request's pooled, L2-normalised vector, with its finish (kStop).
   std::vector<float> embedding{};
+  // `token` is an end-of-sequence or stop token: it ends the output and adds no text. (A sequence
+  // whose grammar completes also finishes kStop, but on a token of its text.)
+  bool stop_token = false;
 };
 
 struct SchedulerStats {
@@ -189,6 +192,8 @@ class EngineScheduler {
   void finish(SequenceState& seq, FinishReason reason, std::string message);
   void retire(SequenceState& seq, FinishReason reason);
   bool is_stop_token(const SequenceState& seq, TokenId token) const;
+  // Advances the sequence's grammar (if any) past a committed token.
+  Status advance_constraint(SequenceState& seq, TokenId token);
 
   SchedulerConfig config_;
   std::vector<TokenId> eos_token_ids_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "kv/prefix_cache.h"
 #include "scheduler/pooling_mode.h"
 #include "util/sampling_params.h"
+#include "util/token_constraint.h"
 
 namespace drift {
 
@@ -42,6 +44,8 @@ struct SequenceRequest {
   // freed the lowest priority (then the latest arrival) is preempted first.
   int32_t priority = 0;
   SamplingParams sampling;
+  // The grammar the output must follow (constrained decoding); null for free output.
+  std::shared_ptr<TokenConstraint> constraint;
   // Requests share cached KV pages only within one namespace (e.g. a model adapter).
   uint64_t cache_namespace = 0;
   // Not kNone: an embedding request. Its prompt is prefilled and nothing is sampled; the
@@ -63,6 +67,8 @@ struct SequenceState {
   int32_t max_new_tokens = 0;
   int32_t priority = 0;
   SamplingParams sampling;
+  // Advanced with each committed token; the sequence stops when it is complete.
+  std::shared_ptr<TokenConstraint> constraint;
   uint64_t cache_namespace = 0;
   PoolingMode pooling = PoolingMode::kNone;
   // An embedding request's pooled vector: the executor's accumulator until the last chunk, then

@@ -42,6 +42,9 @@ struct StepItem {
   std::span<float> embedding;
   // The sequence's settings; never null in a plan. Valid until the plan is reported.
   const SamplingParams* sampling = nullptr;
+  // The sequence's grammar matcher, null when unconstrained: the executor takes its allowed-token
+  // mask before sampling (and never advances it: the scheduler does, with the committed token).
+  TokenConstraint* constraint = nullptr;
   // Prompt + generated tokens so far, for penalties; a view of the sequence's own storage, valid
   // until the plan is reported (on_step_executed / on_step_failed).
   std::span<const TokenId> history;

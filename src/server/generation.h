@@ -57,6 +57,8 @@ struct GenerationSpec {
     bool counts_prompt_tokens = true;
   };
   std::vector<Choice> choices;
+  // The body field of the choices' grammar, named if the engine refuses it.
+  std::string grammar_param = "response_format";
   // Set when the request asked for logprobs: the text of a token id, for the response.
   TokenTextFn token_text;
   // Chat with tools (tool_choice other than "none"): each reply is read for tool calls in the

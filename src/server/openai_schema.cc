@@ -90,11 +90,6 @@ MaybeError get_string(const json& body, std::string_view name, std::optional<std
 // Fields of the OpenAI API that drift does not implement: refused, so that a client never
 // believes they took effect.
 MaybeError refuse_unsupported(const json& body, bool chat) {
-  static constexpr std::string_view kCommon[] = {"response_format", "logit_bias"};
-  for (std::string_view name : kCommon) {
-    if (field(body, name))
-      return bad_request(fmt::format("'{}' is not supported by this server yet", name), name);
-  }
   // The deprecated forms of tools and tool_choice.
   for (std::string_view name : {"functions", "function_call"})
     if (field(body, name))
@@ -203,6 +198,8 @@ MaybeError parse_common(const json& body, GenerationOptions& o) {
   i.reset();
 
   if (auto e = parse_stop(body, o.stop)) return e;
+  if (auto e = parse_logit_bias(body, o.sampling.logit_bias)) return e;
+  if (auto e = parse_output_constraint(body, o.constraint)) return e;
   if (auto e = get_bool(body, "stream", b)) return e;
   o.stream = b.value_or(false);
   b.reset();

@@ -1,8 +1,8 @@
 // OpenAI request bodies -> validated values. Every field is type-checked and range-checked here,
-// with a 400 that names it; fields drift does not implement yet (tools, response_format,
-// logit_bias, best_of, ...) are refused rather than silently ignored, and other unknown fields
-// are ignored as OpenAI's own server does. Nothing here depends on the model: limits that do
-// (context length, vocabulary size) are the engine's to check.
+// with a 400 that names it; fields drift does not implement yet (tools, best_of, ...) are refused
+// rather than silently ignored, and other unknown fields are ignored as OpenAI's own server does.
+// Nothing here depends on the model: limits that do (context length, vocabulary size) are the
+// engine's to check.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "engine/request.h"
 #include "server/api_error.h"
+#include "server/guided_decoding.h"
 #include "util/sampling_params.h"
 
 namespace drift::server {
@@ -44,6 +45,9 @@ struct GenerationOptions {
   // Completions only: continue this conversation session (the prompt is appended to the
   // session's history, whose KV is reused). Absent: no session.
   std::optional<std::string> session_id;
+  // Structured output (response_format, guided_*; guided_decoding.h): the grammar the output
+  // must follow, and the field it came from. Absent: free text.
+  std::optional<OutputConstraint> constraint;
   // vLLM's request priority: lower is handled earlier (default 0). Needs the engine's priority
   // policy (`--policy priority`), which ages it so that no request waits forever.
   int32_t priority = 0;

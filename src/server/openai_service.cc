@@ -14,10 +14,12 @@
 #include "server/api_error.h"
 #include "server/embedding_schema.h"
 #include "server/generation.h"
+#include "server/guided_decoding.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
 #include "server/prometheus_metrics.h"
 #include "server/request_json.h"
+#include "server/tool_call_grammar.h"
 #include "server/tool_request.h"
 #include "server/web_ui.h"
 #include "util/log.h"
@@ -512,12 +514,29 @@ std::optional<ApiError> OpenAIService::read_tool_fields(const std::string& body,
   ToolRequest& t = std::get<ToolRequest>(tools);
   if (auto e = read_message_tool_calls(ordered, prompt.messages)) return e;
   prompt.template_kwargs = std::move(t.template_kwargs);
-  if (t.active()) {
-    prompt.tools = std::move(t.tools);
-    prompt.tool_call_required = t.choice == ToolChoice::kRequired || t.choice == ToolChoice::kNamed;
-    out.tool_call_syntax = model_->engine->codec().tool_call_syntax();
-    out.parallel_tool_calls = t.parallel_tool_calls;
+  if (!t.active()) return std::nullopt;
+  prompt.tools = std::move(t.tools);
+  prompt.tool_call_required = t.choice == ToolChoice::kRequired || t.choice == ToolChoice::kNamed;
+  out.tool_call_syntax = model_->engine->codec().tool_call_syntax();
+  out.parallel_tool_calls = t.parallel_tool_calls;
+  ToolCallGrammarRequest grammar_request;
+  grammar_request.syntax = *out.tool_call_syntax;
+  grammar_request.tools = &*prompt.tools;
+  grammar_request.required = prompt.tool_call_required;
+  if (t.choice == ToolChoice::kNamed) grammar_request.named_function = t.named_function;
+  grammar_request.parallel_tool_calls = t.parallel_tool_calls;
+  std::optional<std::string> grammar = tool_call_grammar(grammar_request);
+  if (!grammar) return std::nullopt;
+  if (out.options.constraint) {
+    // A reply free to answer in text follows the client's format; a demanded call cannot.
+    if (!prompt.tool_call_required) return std::nullopt;
+    return bad_request(fmt::format("'tool_choice' demands a tool call, which '{}' would forbid: "
+                                   "give one of them",
+                                   out.options.constraint->param),
+                       "tool_choice");
   }
+  // A schema the grammar library cannot follow is refused as the tools' fault (400, "tools").
+  out.options.constraint = lark_constraint(std::move(*grammar), "tools");
   return std::nullopt;
 }
 
@@ -568,6 +587,7 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
   spec.stop = options.stop;
   spec.tool_call_syntax = parsed.tool_call_syntax;
   spec.parallel_tool_calls = parsed.parallel_tool_calls;
+  if (options.constraint) spec.grammar_param = options.constraint->param;
   if (options.logprobs) {
     options.sampling.logprobs = *options.logprobs;
     spec.token_text = [model = model_](int32_t id) {
@@ -581,6 +601,7 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
       choice.request.prompt = entry.prompt;
       choice.request.max_tokens = options.max_tokens;
       choice.request.sampling = options.sampling;
+      if (options.constraint) choice.request.grammar = options.constraint->grammar;
       choice.request.session_id = options.session_id;
       // The engine admits larger priorities first; vLLM's field is the other way round.
       choice.request.priority = -options.priority;

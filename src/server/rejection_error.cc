@@ -5,7 +5,8 @@
 
 namespace drift::server {
 
-ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param) {
+ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param,
+                             std::string_view grammar_param) {
   const std::string& message = finish.message;
   // A rejection without a kind would be an engine bug; it stays a client error, as before kinds.
   switch (finish.reject_reason.value_or(RejectReason::kInvalidRequest)) {
@@ -23,6 +24,10 @@ ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param
     case RejectReason::kPromptTooLong:
     case RejectReason::kInvalidPrompt:
       return bad_request(message, prompt_param);
+    case RejectReason::kInvalidGrammar:
+      return bad_request(message, grammar_param);
+    case RejectReason::kInvalidLogitBias:
+      return bad_request(message, "logit_bias");
     case RejectReason::kMaxTokensTooLong:
       return bad_request(message, "max_tokens");
     case RejectReason::kSessionBusy: {

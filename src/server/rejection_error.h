@@ -6,6 +6,8 @@
 //   kEmptyPrompt, kTokenOutsideVocabulary,
 //   kPromptTooLong, kInvalidPrompt               -> 400 naming the prompt ("prompt" or "messages")
 //   kMaxTokensTooLong                            -> 400 naming "max_tokens"
+//   kInvalidGrammar                              -> 400 naming the grammar's field
+//   kInvalidLogitBias                            -> 400 naming "logit_bias"
 //   kSessionBusy                                 -> 409 "session_busy" (a turn is running)
 //   kSessionLimit                                -> 429 "session_limit" + Retry-After: 1
 //   kExceedsKvCache, kInvalidRequest             -> 400
@@ -21,6 +23,9 @@
 namespace drift::server {
 
 // `finish` has reason kRejected. `prompt_param`: the body field that held the prompt.
-ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param = "prompt");
+// `grammar_param`: the body field the request's grammar came from (response_format, guided_json,
+// ...), named by a kInvalidGrammar refusal.
+ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param = "prompt",
+                             std::string_view grammar_param = "response_format");
 
 }  // namespace drift::server

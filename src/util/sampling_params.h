@@ -17,6 +17,17 @@
 
 namespace drift {
 
+// A shift of one token's logit (OpenAI's logit_bias), before penalties and filters. kBanBias
+// removes the token from the draw.
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;  // in [-100, 100]
+  bool operator==(const LogitBias&) const = default;
+};
+inline constexpr float kBanBias = -100.0f;
+// Most logit_bias entries a request may carry (each one is applied to every sampled token).
+inline constexpr size_t kMaxLogitBias = 1024;
+
 // Most alternatives a request may ask log-probabilities of (OpenAI's top_logprobs limit).
 inline constexpr int32_t kMaxTopLogprobs = 20;
 
@@ -83,6 +94,9 @@ struct SamplingParams {
   std::optional<int32_t> logprobs;
   // The order in which top-k, top-p, min-p and temperature are applied.
   SamplerOrder order;
+  // Added to the logits of these tokens before penalties (kBanBias: the token is never drawn).
+  // Token ids are checked against the vocabulary by the engine.
+  std::vector<LogitBias> logit_bias;
 
   bool greedy() const { return temperature == 0.0f; }
 
@@ -109,6 +123,15 @@ struct SamplingParams {
       return make_error("logprobs must be in [0, {}] when set, got {}", kMaxTopLogprobs, *logprobs);
     for (int32_t id : stop_token_ids)
       if (id < 0) return make_error("stop_token_ids must be >= 0, got {}", id);
+    if (logit_bias.size() > kMaxLogitBias)
+      return make_error("logit_bias may hold at most {} tokens, got {}", kMaxLogitBias,
+                        logit_bias.size());
+    for (const LogitBias& b : logit_bias) {
+      if (b.token < 0) return make_error("logit_bias token ids must be >= 0, got {}", b.token);
+      if (!(b.bias >= -100.0f && b.bias <= 100.0f))
+        return make_error("logit_bias values must be in [-100, 100], got {} for token {}", b.bias,
+                          b.token);
+    }
     return Status::Ok();
   }
 };
@@ -132,6 +155,7 @@ struct SamplingSettings {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   std::optional<int32_t> logprobs;
+  std::vector<LogitBias> logit_bias;
 };
 
 }  // namespace drift

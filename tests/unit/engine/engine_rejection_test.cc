@@ -37,6 +37,15 @@ TEST(EngineRejection, EachRefusalHasItsKind) {
   Request chat;
   chat.prompt = ChatPrompt{{{"", "the fake template needs a role"}}};
   EXPECT_EQ(rejected_for(engine, std::move(chat)), RejectReason::kInvalidPrompt);
+  Request bias = token_request(9, 4, 4);
+  bias.sampling.logit_bias = {{1, 2.0f}, {kVocab, -100.0f}};
+  EXPECT_EQ(rejected_for(engine, std::move(bias)), RejectReason::kInvalidLogitBias);
+  // The fake codec compiles no grammar: the refusal says so, as a grammar refusal.
+  Request grammar = token_request(10, 4, 4);
+  grammar.grammar = GrammarSpec{GrammarKind::kRegex, "[a-z]+"};
+  Finish refused = finish_of(engine, std::move(grammar));
+  EXPECT_EQ(refused.reject_reason, RejectReason::kInvalidGrammar);
+  EXPECT_NE(refused.message.find("regex"), std::string::npos) << refused.message;
   engine.shutdown(ShutdownMode::kDrain);
   EXPECT_EQ(rejected_for(engine, token_request(8, 4, 4)), RejectReason::kShuttingDown);
 }

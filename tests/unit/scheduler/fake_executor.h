@@ -228,6 +228,7 @@ struct RequestRecord {
   std::optional<FinishReason> finish;
   std::string message;
   bool rejected = false;
+  bool ended_on_stop_token = false;  // the last token was a stop token (no text)
 };
 
 // Runs the worker loop over a KV cache, a scheduler and the fake executor, checking the budgets
@@ -303,6 +304,7 @@ class Driver {
     if (o.finish) {
       r.finish = o.finish;
       r.message = o.message;
+      r.ended_on_stop_token = o.stop_token;
     }
   }
 

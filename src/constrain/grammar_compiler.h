@@ -1,0 +1,43 @@
+// Compiles a request's grammar (GrammarSpec) into a matcher for one sequence, over a model's
+// tokenizer. Built once per model: llguidance indexes the vocabulary (every token's bytes, in a
+// trie) when the compiler is created, and each compile then takes milliseconds for a typical
+// JSON schema. Thread-safe: requests compile on their submitting threads.
+#pragma once
+
+#include <memory>
+
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/token_constraint.h"
+
+struct LlgTokenizer;
+
+namespace drift {
+
+class GrammarCompiler {
+ public:
+  // `tokenizer` is copied (cheap: its vocabulary is shared). The end-of-sequence token the
+  // grammar allows once complete is the tokenizer's EOT, else its EOS, else its first EOG token.
+  static Expected<std::unique_ptr<GrammarCompiler>> create(const Tokenizer& tokenizer);
+  ~GrammarCompiler();
+  GrammarCompiler(const GrammarCompiler&) = delete;
+  GrammarCompiler& operator=(const GrammarCompiler&) = delete;
+
+  // A fresh matcher at the start of the output, or an error naming what is wrong with the
+  // grammar (llguidance's message: a schema keyword it does not know, a regex that does not
+  // parse, a grammar over its size limits, a source over kMaxGrammarSourceBytes).
+  Expected<std::unique_ptr<TokenConstraint>> compile(const GrammarSpec& spec) const;
+
+  int32_t end_token() const { return end_token_; }
+
+ private:
+  explicit GrammarCompiler(std::unique_ptr<Tokenizer> tokenizer)
+      : tokenizer_(std::move(tokenizer)) {}
+
+  // Heap-held so that the address llguidance's tokenize callback keeps stays valid.
+  std::unique_ptr<Tokenizer> tokenizer_;
+  LlgTokenizer* llg_ = nullptr;
+  int32_t end_token_ = 0;
+};
+
+}  // namespace drift

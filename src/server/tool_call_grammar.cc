@@ -1,5 +1,7 @@
 #include "server/tool_call_grammar.h"
 
+#include <fmt/format.h>
+
 namespace drift::server {
 namespace {
 
@@ -7,6 +9,23 @@ using Json = jinja::Json;
 
 // A Lark string literal (JSON string syntax, which llguidance's Lark accepts).
 std::string literal(std::string_view text) { return Json(std::string(text)).dump(); }
+
+// The parameter schema as OpenAI's strict mode reads it: an object that lists its properties and
+// says nothing of others allows no others, so a constrained call holds only the arguments the
+// function declares (JSON Schema's default would let a model fill the reply with invented keys).
+Json strict(Json schema) {
+  if (schema.is_array()) {
+    for (Json& item : schema) item = strict(std::move(item));
+    return schema;
+  }
+  if (!schema.is_object()) return schema;
+  for (auto& [key, value] : schema.items())
+    if (key != "enum" && key != "const" && key != "default" && key != "examples")
+      value = strict(std::move(value));
+  if (schema.contains("properties") && !schema.contains("additionalProperties"))
+    schema["additionalProperties"] = false;
+  return schema;
+}
 
 // {"name": <the function's name>, <arguments_key>: <its parameter schema>} for each function
 // the reply may call; names and arguments in this order, as the templates write them.
@@ -17,7 +36,7 @@ Json call_schema(const ToolCallGrammarRequest& r, std::string_view arguments_key
     const std::string name = function["name"].get<std::string>();
     if (r.named_function && name != *r.named_function) continue;
     Json parameters = function.contains("parameters") && function["parameters"].is_object()
-                          ? function["parameters"]
+                          ? strict(function["parameters"])
                           : Json{{"type", "object"}};
     Json properties = Json::object();
     properties["name"] = Json{{"const", name}};
@@ -41,7 +60,10 @@ std::optional<std::string> tool_call_grammar(const ToolCallGrammarRequest& r) {
     case ToolCallSyntax::kHermes: {
       if (!r.required) return std::nullopt;
       std::string g =
-          "start: " + std::string(r.parallel_tool_calls ? "call (\"\\n\" call)*" : "call") +
+          "start: " +
+          std::string(r.parallel_tool_calls
+                          ? fmt::format("call (\"\\n\" call){{0,{}}}", kMaxConstrainedToolCalls - 1)
+                          : "call") +
           "\ncall: " + literal("<tool_call>\n") + " arguments " + literal("\n</tool_call>") +
           "\narguments: " + json_rule(call_schema(r, "arguments")) + "\n";
       return g;

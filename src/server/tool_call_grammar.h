@@ -16,6 +16,10 @@
 
 namespace drift::server {
 
+// Calls a constrained reply may hold (parallel_tool_calls): a small model, once in the call
+// syntax, may otherwise repeat calls until max_tokens.
+inline constexpr int kMaxConstrainedToolCalls = 8;
+
 struct ToolCallGrammarRequest {
   ToolCallSyntax syntax = ToolCallSyntax::kGeneric;
   const jinja::Json* tools = nullptr;  // validated OpenAI tool objects (tool_request.h)

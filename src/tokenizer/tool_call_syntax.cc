@@ -62,6 +62,8 @@ ParsedReply parse_hermes(std::string_view reply) {
     auto json = parse_json(trim(inner));
     std::optional<ParsedToolCall> call;
     if (json) call = call_from(*json, {"arguments", "parameters"});
+    // A reply cut short (max_tokens) in its last block keeps the calls it completed.
+    if (!call && close == std::string_view::npos && !out.tool_calls.empty()) break;
     if (!call) return content_only(reply);
     out.tool_calls.push_back(std::move(*call));
     if (close == std::string_view::npos) break;

@@ -16,7 +16,8 @@ FIXTURES = json.loads((TEMPLATES / "fixtures.json").read_text())
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city",
     "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "city": {"type": "string", "maxLength": 40},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
         "required": ["city"]}}}
 
 
@@ -154,5 +155,105 @@ def test_chat_template_kwargs_reach_the_template():
         bad = server.post("/v1/chat/completions", {"model": MODEL_NAME, "messages": messages,
                                                     "chat_template_kwargs": {"messages": []}})
         assert bad.status_code == 400, bad.text
+    finally:
+        server.stop()
+
+
+FORECAST = {"type": "function", "function": {
+    "name": "get_forecast", "description": "Weather forecast for the next days",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+        "details": {"type": "object", "properties": {
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            "fields": {"type": "array", "items": {"type": "string", "enum": ["rain", "wind"]},
+                       "maxItems": 2}},
+            "required": ["unit"]}},
+        "required": ["city", "days", "details"]}}}
+
+
+def check_calls(message, tools):
+    import jsonschema
+    schemas = {t["function"]["name"]: t["function"].get("parameters", {"type": "object"})
+               for t in tools}
+    assert message.tool_calls, message
+    for call in message.tool_calls:
+        assert call.type == "function" and call.id.startswith("call_")
+        arguments = json.loads(call.function.arguments)
+        jsonschema.validate(arguments, schemas[call.function.name])
+    return [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls]
+
+
+@pytest.mark.parametrize("template", [None, "Qwen-Qwen2.5-7B-Instruct.jinja"])
+def test_required_tool_calls_always_parse_and_validate(template):
+    """tool_choice "required" (and a named function) constrain the reply to calls whose arguments
+    follow the function's schema, in the template's own syntax (generic JSON for the default
+    model's template, Hermes <tool_call> blocks for Qwen's); streamed calls reassemble to the
+    same calls."""
+    server = Server(*(["--chat-template", str(TEMPLATES / template)] if template else []))
+    try:
+        client = server.client()
+        messages = [{"role": "user", "content": "What will the weather be in Oslo this week?"}]
+        tools = [WEATHER, FORECAST]
+        for seed in range(4):
+            r = client.chat.completions.create(model=MODEL_NAME, messages=messages, tools=tools,
+                                               tool_choice="required", temperature=1.0, seed=seed,
+                                               max_tokens=200, parallel_tool_calls=False)
+            assert r.choices[0].finish_reason == "tool_calls", r
+            assert len(check_calls(r.choices[0].message, tools)) == 1
+        # Parallel calls: every call it completes parses and validates, even if max_tokens cuts
+        # the reply inside a later one.
+        r = client.chat.completions.create(model=MODEL_NAME, messages=messages, tools=tools,
+                                           tool_choice="required", temperature=1.0, seed=7,
+                                           max_tokens=200)
+        assert r.choices[0].finish_reason in ("tool_calls", "length"), r
+        check_calls(r.choices[0].message, tools)
+        named = {"type": "function", "function": {"name": "get_forecast"}}
+        r = client.chat.completions.create(model=MODEL_NAME, messages=messages, tools=tools,
+                                           tool_choice=named, temperature=0, max_tokens=160,
+                                           parallel_tool_calls=False)
+        calls = check_calls(r.choices[0].message, tools)
+        assert [name for name, _ in calls] == ["get_forecast"]
+        # The same request streamed: the deltas reassemble to the same call.
+        stream = client.chat.completions.create(model=MODEL_NAME, messages=messages, tools=tools,
+                                                tool_choice=named, temperature=0, max_tokens=160,
+                                                parallel_tool_calls=False, stream=True)
+        pieces, finish = {}, None
+        for chunk in stream:
+            delta = chunk.choices[0].delta
+            for call in delta.tool_calls or []:
+                entry = pieces.setdefault(call.index, {"name": "", "arguments": ""})
+                entry["name"] += call.function.name or ""
+                entry["arguments"] += call.function.arguments or ""
+            finish = chunk.choices[0].finish_reason or finish
+        assert finish == "tool_calls"
+        assert [(p["name"], json.loads(p["arguments"])) for p in pieces.values()] == calls
+        # A demanded call and a response format cannot both hold.
+        r = server.post("/v1/chat/completions", {
+            "model": MODEL_NAME, "messages": messages, "tools": tools, "tool_choice": "required",
+            "response_format": {"type": "json_object"}})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "tool_choice", r.text
+    finally:
+        server.stop()
+
+
+def test_generic_auto_replies_are_a_call_or_text():
+    """The default template cannot show tools: with tool_choice auto the reply is constrained to
+    the generic JSON shape, so it is either a valid call or plain content — never raw JSON."""
+    server = Server()
+    try:
+        client = server.client()
+        for seed in range(3):
+            r = client.chat.completions.create(
+                model=MODEL_NAME, tools=[WEATHER], temperature=1.0, seed=seed, max_tokens=120,
+                messages=[{"role": "user", "content": "Is it raining in Lima?"}])
+            message = r.choices[0].message
+            if message.tool_calls:
+                assert r.choices[0].finish_reason == "tool_calls"
+                check_calls(message, [WEATHER])
+            else:
+                assert r.choices[0].finish_reason in ("stop", "length")
+                if r.choices[0].finish_reason == "stop":
+                    assert not message.content.lstrip().startswith('{"response"'), message
     finally:
         server.stop()

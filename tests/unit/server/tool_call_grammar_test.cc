@@ -38,7 +38,7 @@ TEST(ToolCallGrammar, RequiredCallsNameEachFunctionWithItsParameters) {
   auto hermes = tool_call_grammar(request(ToolCallSyntax::kHermes, true));
   ASSERT_TRUE(hermes);
   EXPECT_NE(hermes->find(R"("<tool_call>\n")"), std::string::npos) << *hermes;
-  EXPECT_NE(hermes->find(R"(call ("\n" call)*)"), std::string::npos) << *hermes;
+  EXPECT_NE(hermes->find(R"(call ("\n" call){0,7})"), std::string::npos) << *hermes;
   EXPECT_NE(
       hermes->find(
           R"({"name":{"const":"get_weather"},"arguments":{"type":"object","properties":{"city")"),
@@ -63,7 +63,7 @@ TEST(ToolCallGrammar, ANamedFunctionAndNoParallelCallsNarrowIt) {
   ASSERT_TRUE(g);
   EXPECT_EQ(g->find("get_weather"), std::string::npos) << *g;
   EXPECT_NE(g->find("get_time"), std::string::npos) << *g;
-  EXPECT_EQ(g->find("call (\"\\n\" call)*"), std::string::npos) << *g;
+  EXPECT_EQ(g->find("(\"\\n\" call)"), std::string::npos) << *g;
   EXPECT_TRUE(g->starts_with("start: call\n")) << *g;
 }
 

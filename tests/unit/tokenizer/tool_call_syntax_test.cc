@@ -59,6 +59,14 @@ TEST(ToolCallSyntax, AnUnclosedHermesBlockAtTheEndIsStillACall) {
   EXPECT_EQ(r.content, "");
 }
 
+TEST(ToolCallSyntax, AReplyCutShortKeepsTheCallsItCompleted) {
+  const ParsedReply r = parse_tool_calls(ToolCallSyntax::kHermes,
+                                         "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": "
+                                         "1}}\n</tool_call>\n<tool_call>\n{\"na");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"a":1})");
+}
+
 TEST(ToolCallSyntax, AReplyThatIsNotAWellFormedCallIsContentUnchanged) {
   for (const char* reply : {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\n</tool_call>",
                             "<tool_call>{\"arguments\": {}}</tool_call>",

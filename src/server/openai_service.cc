@@ -119,6 +119,9 @@ void OpenAIService::set_ready(std::shared_ptr<LoadedModel> model) {
   const Engine& engine = *model->engine;
   prompt_bound_ = PromptBound::from_texts(engine.vocab_size(),
                                           [&](int32_t id) { return engine.token_text(id); });
+  prompt_bound_.find_dropped_ascii([&](const std::string& text) {
+    return engine.codec().encode(TextPrompt{text, /*add_special=*/false}).size();
+  });
   model_ = std::move(model);
 }
 
@@ -556,9 +559,10 @@ std::optional<ApiError> OpenAIService::prepare_prompts(GenerationRequest& reques
   for (GenerationRequest::PromptEntry& entry : request.prompts) {
     // A rendered conversation is at least as long as its messages' text.
     size_t bytes = 0;
-    if (const auto* text = std::get_if<TextPrompt>(&entry.prompt)) bytes = text->text.size();
+    if (const auto* text = std::get_if<TextPrompt>(&entry.prompt))
+      bytes = prompt_bound_.counted_bytes(text->text);
     if (const auto* chat = std::get_if<ChatPrompt>(&entry.prompt))
-      for (const ChatMessage& m : chat->messages) bytes += m.content.size();
+      for (const ChatMessage& m : chat->messages) bytes += prompt_bound_.counted_bytes(m.content);
     if (bytes > max_bytes)
       return bad_request(
           fmt::format("this model's context length is {} tokens, but the {} {} bytes, at least {} "
@@ -687,11 +691,12 @@ std::variant<ApiError, EmbeddingSpec> OpenAIService::prepare_embeddings(
       spec.inputs.emplace_back(std::move(std::get<std::vector<int32_t>>(r.inputs[i])));
       continue;
     }
-    if (text->size() > max_bytes)
+    const size_t bytes = prompt_bound_.counted_bytes(*text);
+    if (bytes > max_bytes)
       return bad_request(
           fmt::format("this model's context length is {} tokens, but input {} has {} bytes, at "
                       "least {} tokens (no token of this model covers more than {} bytes)",
-                      context, i, text->size(), prompt_bound_.min_tokens(text->size()),
+                      context, i, bytes, prompt_bound_.min_tokens(bytes),
                       prompt_bound_.max_bytes_per_token()),
           "input");
     Expected<std::vector<TokenId>> ids =

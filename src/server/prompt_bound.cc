@@ -16,6 +16,14 @@ PromptBound PromptBound::from(const Tokenizer& tokenizer) {
 PromptBound::PromptBound(size_t max_bytes_per_token)
     : max_bytes_per_token_(std::max(max_bytes_per_token, kUnknownCharacterBytes)) {}
 
+size_t PromptBound::counted_bytes(std::string_view text) const {
+  if (dropped_ascii_.none()) return text.size();
+  size_t dropped = 0;
+  for (unsigned char c : text)
+    if (c < 128 && dropped_ascii_.test(c)) ++dropped;
+  return text.size() - dropped;
+}
+
 int64_t PromptBound::min_tokens(size_t bytes) const {
   return int64_t((bytes + max_bytes_per_token_ - 1) / max_bytes_per_token_);
 }

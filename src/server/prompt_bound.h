@@ -8,12 +8,17 @@
 // fallback as "<0x0A>"; special and user-defined tokens match their text literally; invalid
 // UTF-8 becomes U+FFFD (3 bytes for 1). The exception is an unknown character, one token for up
 // to 4 bytes, so the bound per token is at least 4. BOS/EOS only add tokens. Hence a text of B
-// bytes becomes at least ceil(B / max_bytes_per_token) tokens.
+// bytes becomes at least ceil(B / max_bytes_per_token) tokens — counting only bytes that can
+// become a token at all: a byte-level vocabulary may lack a control character's token (SmolLM2
+// has none for 0x04), and then the tokenizer drops that byte, as llama.cpp does.
 #pragma once
 
 #include <algorithm>
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "tokenizer/tokenizer.h"
 
@@ -36,6 +41,17 @@ class PromptBound {
   }
   explicit PromptBound(size_t max_bytes_per_token);
 
+  // Finds the ASCII bytes the tokenizer drops: `token_count(text)` is how many tokens it makes
+  // of a text (no BOS/EOS). A byte-level tokenizer maps each byte to a symbol of its own whatever
+  // surrounds it, so a byte dropped alone is dropped everywhere.
+  template <typename TokenCount>
+  void find_dropped_ascii(TokenCount token_count) {
+    for (int byte = 0; byte < 128; ++byte)
+      if (token_count(std::string(1, char(byte))) == 0) dropped_ascii_.set(size_t(byte));
+  }
+  // The bytes of `text` that can become tokens (all but dropped ones).
+  size_t counted_bytes(std::string_view text) const;
+
   size_t max_bytes_per_token() const { return max_bytes_per_token_; }
   // The fewest tokens a text of `bytes` bytes can become.
   int64_t min_tokens(size_t bytes) const;
@@ -45,6 +61,7 @@ class PromptBound {
 
  private:
   size_t max_bytes_per_token_;
+  std::bitset<128> dropped_ascii_;
 };
 
 }  // namespace drift::server

@@ -363,23 +363,22 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
   auto blocks_of = [&](const ForwardSequence& s) {
     return c.n_kv_heads * ((s.n_tokens * group + kLanes - 1) / kLanes);
   };
-  int64_t total = 0;
-  for (const ForwardSequence& s : batch.sequences) total += blocks_of(s);
   pool.run([&](int index, int count) {
     float* scratch = reinterpret_cast<float*>(
         (reinterpret_cast<uintptr_t>(&scores_[static_cast<size_t>(index) * scores_per_thread_]) +
          31) /
         32 * 32);
-    const Range work = split_range(total, index, count);
+    // Blocks are dealt out in turn (block b to thread b mod count), not in contiguous ranges:
+    // a block's cost grows with its tokens' positions, so in a prefill the last range would
+    // hold the most expensive blocks (with 2 threads, 3/4 of the work) and the others would
+    // wait for it at the barrier.
     int64_t base = 0;
     for (const ForwardSequence& s : batch.sequences) {
       const int64_t n_blocks = blocks_of(s);
-      const int64_t begin = std::max(work.begin - base, int64_t{0});
-      const int64_t end = std::min(work.end - base, n_blocks);
+      const int64_t first = ((index - base) % count + count) % count;
       base += n_blocks;
-      if (begin >= end) continue;
       const int64_t per_head = n_blocks / c.n_kv_heads;
-      for (int64_t item = begin; item < end; ++item) {
+      for (int64_t item = first; item < n_blocks; item += count) {
         const int64_t kvh = item / per_head, block = item % per_head;
         const kernels::PagedKv view{kv.keys(0, il, kvh), kv.values(0, il, kvh), kv.page_stride(),
                                     kv.page_size(),      s.page_table.data(),   kv.format()};

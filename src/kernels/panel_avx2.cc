@@ -6,6 +6,7 @@
 // integer sums are exact, so they equal the AVX-512 ones and the float sequence is the same.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/panel.h"
@@ -270,16 +271,24 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
   constexpr int kT = 2;
   const int64_t nb = args.k / Kernel::kBlock;
   const auto* tiles = reinterpret_cast<const typename Kernel::Tile*>(args.panels);
-  for (int64_t p = panel_begin; p < panel_end; ++p)
-    for (int h = 0; h < 2; ++h) {
-      const int64_t valid = args.rows - p * kPanelRows - 8 * h;
-      if (valid <= 0) break;
-      float* y = args.y + p * kPanelRows + 8 * h;
-      int64_t t0 = 0;
-      for (; t0 + kT <= args.n_tokens; t0 += kT)
-        run_tile<Kernel, kT>(args, tiles + p * nb, nb, h, t0, y, valid);
-      if (t0 < args.n_tokens) run_tile<Kernel, 1>(args, tiles + p * nb, nb, h, t0, y, valid);
-    }
+  // Chunks of panels with the token tiles outside, as the AVX-512 loop (see there why).
+  const int64_t panel_bytes = nb * static_cast<int64_t>(sizeof(typename Kernel::Tile));
+  const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / panel_bytes);
+  auto run = [&]<int kTokens>(int64_t c0, int64_t c1, int64_t t0) {
+    for (int64_t p = c0; p < c1; ++p)
+      for (int h = 0; h < 2; ++h) {
+        const int64_t valid = args.rows - p * kPanelRows - 8 * h;
+        if (valid <= 0) break;
+        run_tile<Kernel, kTokens>(args, tiles + p * nb, nb, h, t0, args.y + p * kPanelRows + 8 * h,
+                                  valid);
+      }
+  };
+  for (int64_t c0 = panel_begin; c0 < panel_end; c0 += chunk) {
+    const int64_t c1 = std::min(panel_end, c0 + chunk);
+    int64_t t0 = 0;
+    for (; t0 + kT <= args.n_tokens; t0 += kT) run.template operator()<kT>(c0, c1, t0);
+    if (t0 < args.n_tokens) run.template operator()<1>(c0, c1, t0);
+  }
 }
 
 template <class F>

@@ -269,19 +269,31 @@ void run_remainder(const PanelArgs& args, const typename Kernel::Tile* tiles, in
   }
 }
 
+// Panels are taken in chunks whose weights stay in L2 (kChunkBytes), and within a chunk the token
+// tiles are the outer loop, so that a tile writes its outputs for the chunk's rows contiguously
+// (16 floats per panel, panel after panel). Panel by panel over every token instead wrote one
+// 64-byte line per token at the stride of a whole output row: for a 2048-row matrix 8 KB, which
+// maps all of them to the same cache sets, so the outputs went to L3 and back, and two cores
+// doing it at once halved each other's speed.
 template <class Kernel>
 void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
   constexpr int kT = Kernel::kTokens;
   const int64_t nb = args.k / Kernel::kBlock;
   const auto* tiles = reinterpret_cast<const typename Kernel::Tile*>(args.panels);
-  for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const __mmask16 mask = row_mask(args.rows - p * kPanelRows);
-    float* y = args.y + p * kPanelRows;
+  const int64_t panel_bytes = nb * static_cast<int64_t>(sizeof(typename Kernel::Tile));
+  const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / panel_bytes);
+  for (int64_t c0 = panel_begin; c0 < panel_end; c0 += chunk) {
+    const int64_t c1 = std::min(panel_end, c0 + chunk);
     int64_t t0 = 0;
     for (; t0 + kT <= args.n_tokens; t0 += kT)
-      run_tile<Kernel, kT>(args, tiles + p * nb, nb, t0, y, mask);
+      for (int64_t p = c0; p < c1; ++p)
+        run_tile<Kernel, kT>(args, tiles + p * nb, nb, t0, args.y + p * kPanelRows,
+                             row_mask(args.rows - p * kPanelRows));
     if (t0 < args.n_tokens)
-      run_remainder<Kernel, kT - 1>(args, tiles + p * nb, nb, t0, args.n_tokens - t0, y, mask);
+      for (int64_t p = c0; p < c1; ++p)
+        run_remainder<Kernel, kT - 1>(args, tiles + p * nb, nb, t0, args.n_tokens - t0,
+                                      args.y + p * kPanelRows,
+                                      row_mask(args.rows - p * kPanelRows));
   }
 }
 

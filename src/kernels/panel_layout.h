@@ -30,6 +30,12 @@
 namespace drift::kernels {
 namespace {
 
+// Weight bytes of the panels a kernel runs over every token before moving on (panel_loop): small
+// enough to stay in L2 (1 MB or more per core on the CPUs drift targets) beside the activations
+// and outputs. Measured on Gemma 3 pp512 (5 alternated runs): 128 KB 1442 t/s median, 256 KB 1359,
+// 512 KB 1344, one panel at a time 1345.
+inline constexpr int64_t kPanelChunkBytes = 128 * 1024;
+
 struct TileQ4_0 {
   uint8_t qs[4][64];
   uint16_t d[16];

@@ -12,6 +12,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/dequantize.h"
+#include "kernels/panel_layout.h"
 #include "kernels/quantize.h"
 
 namespace drift::kernels {
@@ -121,6 +122,31 @@ TEST_P(PanelFormat, EveryIsaEqualsScalarBitwise) {
           }
       }
     }
+  }
+}
+
+// A matrix larger than two of panel_loop's chunks (kPanelChunkBytes of panels run over every token
+// tile before the next chunk), ending in a partial chunk and a partial panel, over token counts
+// that leave a remainder tile: the chunked loop order must not change a single output.
+TEST_P(PanelFormat, ChunkedLoopEqualsScalarBitwise) {
+  const Format f = GetParam();
+  const int64_t k = test_ks(f).back();
+  const int64_t chunk_panels = std::max<int64_t>(1, kPanelChunkBytes / panel_bytes(f, k));
+  const int64_t n_rows = (2 * chunk_panels + 1) * kPanelRows + 5;
+  const PanelProblem p = make_problem(f, n_rows, k, 11, 5);
+  std::vector<float> y_ref = fresh_output(p);
+  run(Isa::kScalar, p, 0, p.n_tokens, 0, n_panels(p), y_ref);
+  for (Isa isa : isas_under_test()) {
+    std::vector<float> y = fresh_output(p);
+    run(isa, p, 0, p.n_tokens, 0, n_panels(p), y);
+    ASSERT_EQ(0, std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float)))
+        << label(p, isa) << " rows=" << n_rows;
+    // A thread's range that starts inside a chunk.
+    std::vector<float> split = fresh_output(p);
+    run(isa, p, 0, p.n_tokens, 0, chunk_panels / 2 + 1, split);
+    run(isa, p, 0, p.n_tokens, chunk_panels / 2 + 1, n_panels(p), split);
+    ASSERT_EQ(0, std::memcmp(split.data(), y_ref.data(), y.size() * sizeof(float)))
+        << label(p, isa) << " split inside a chunk";
   }
 }
 

@@ -81,7 +81,7 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
       (kernels::paged_attention_scratch_floats(shape, limits.max_context - 1) + 8 + 7) / 8 * 8;
   f->scores_.resize(static_cast<size_t>(limits.threads) * f->scores_per_thread_);
   f->token_sequence_.resize(T);
-  f->rope_cache_.resize(c.rope_dims);
+  f->rope_cache_.resize(static_cast<size_t>(limits.threads * c.rope_dims));
   // Build the kernels' lazily initialised tables now, so that no step allocates them.
   if (c.activation == Activation::kGeluTanh) (void)kernels::gelu_fp16_table();
   return f;
@@ -216,11 +216,16 @@ void ForwardPass::quantize_input(const WeightMatrix& m, const float* x, int64_t 
                                   end - begin, m.cols, sums_.data() + begin * sums_row_bytes_,
                                   sums_row_bytes_);
   };
+  for_token_rows(n_tokens, pool, [&](int64_t begin, int64_t end, int) { rows(begin, end); });
+}
+
+void ForwardPass::for_token_rows(int64_t n_tokens, ThreadPool& pool,
+                                 FunctionRef<void(int64_t, int64_t, int)> fn) {
   constexpr int64_t kParallelRows = 16;
-  if (n_tokens < kParallelRows || pool.size() == 1) return rows(0, n_tokens);
+  if (n_tokens < kParallelRows || pool.size() == 1) return fn(0, n_tokens, 0);
   pool.run([&](int index, int count) {
     const Range r = split_range(n_tokens, index, count);
-    rows(r.begin, r.end);
+    if (r.begin < r.end) fn(r.begin, r.end, index);
   });
 }
 
@@ -249,14 +254,17 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
   const LayerWeights& l = model_.weights().layers[il];
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   project_qkv(l, n, pool);
-  for (int64_t t = 0; t < n; ++t) {
-    const ForwardSequence& s = batch.sequences[token_sequence_[t]];
-    const int64_t pos = s.start_pos + (t - s.token_begin);
-    add_qkv_bias(l, t);
-    normalize_qk_heads(l, t);
-    rotate_qk(il, t, pos);
-    store_kv(il, t, s, pos, kv);
-  }
+  for_token_rows(n, pool, [&](int64_t begin, int64_t end, int thread) {
+    float* rope_cache = &rope_cache_[static_cast<size_t>(thread * config_.rope_dims)];
+    for (int64_t t = begin; t < end; ++t) {
+      const ForwardSequence& s = batch.sequences[token_sequence_[t]];
+      const int64_t pos = s.start_pos + (t - s.token_begin);
+      add_qkv_bias(l, t);
+      normalize_qk_heads(l, t);
+      rotate_qk(il, t, pos, rope_cache);
+      store_kv(il, t, s, pos, kv);  // each token its own slot: threads never share a write
+    }
+  });
   attend(il, batch, kv, pool);
   add_attention_output(l, n, pool);
 }
@@ -264,9 +272,11 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
 // q, k, v of every token: the normed input times Wq, Wk, Wv (one shared quantized input).
 void ForwardPass::project_qkv(const LayerWeights& l, int64_t n, ThreadPool& pool) {
   const ModelConfig& c = config_;
-  for (int64_t t = 0; t < n; ++t)
-    kernels::rms_norm(isa_, &x_[t * c.n_embd], l.attn_norm.data, &xn_[t * xn_stride_], c.n_embd,
-                      c.rms_eps);
+  for_token_rows(n, pool, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t)
+      kernels::rms_norm(isa_, &x_[t * c.n_embd], l.attn_norm.data, &xn_[t * xn_stride_], c.n_embd,
+                        c.rms_eps);
+  });
   const MatmulOutput qkv[] = {
       {&l.wq, q_.data(), c.q_dim()}, {&l.wk, k_.data(), c.kv_dim()}, {&l.wv, v_.data(), c.v_dim()}};
   matmuls(qkv, xn_.data(), xn_stride_, n, pool);
@@ -297,20 +307,20 @@ void ForwardPass::normalize_qk_heads(const LayerWeights& l, int64_t t) {
 
 // RoPE of token t's q and k heads at position `pos`, with the layer's base (gemma3's local
 // layers differ) and the model's frequency factors, if any.
-void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos) {
+void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cache) {
   const ModelConfig& c = config_;
   kernels::RopeParams rope;
   rope.n_dims = c.rope_dims;
   rope.freq_base = c.layers[il].rope_base;
   rope.freq_scale = c.rope_freq_scale;
   rope.freq_factors = model_.weights().rope_freqs.data;  // nullptr unless the file has them
-  kernels::rope_cache(rope, pos, rope_cache_.data());
+  kernels::rope_cache(rope, pos, rope_cache);
   const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
                                                              : kernels::RopeLayout::kRopeNeox;
-  kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, &q_[t * c.q_dim()], c.n_heads,
+  kernels::rope_apply(isa_, layout, rope_cache, c.rope_dims, &q_[t * c.q_dim()], c.n_heads,
                       c.head_dim);
-  kernels::rope_apply(isa_, layout, rope_cache_.data(), c.rope_dims, &k_[t * c.kv_dim()],
-                      c.n_kv_heads, c.head_dim);
+  kernels::rope_apply(isa_, layout, rope_cache, c.rope_dims, &k_[t * c.kv_dim()], c.n_kv_heads,
+                      c.head_dim);
 }
 
 // Stores token t's K and V in its slot, in the cache's format (kernels/kv_format.h: keys in a
@@ -342,11 +352,19 @@ void ForwardPass::add_attention_output(const LayerWeights& l, int64_t n, ThreadP
   const ModelConfig& c = config_;
   const int64_t o_dim = c.n_heads * c.head_dim_v;
   matmul(l.wo, attn_out_.data(), o_dim, n, proj_.data(), c.n_embd, pool);
-  for (int64_t t = 0; t < n; ++t) {
-    float* o = &proj_[t * c.n_embd];
-    if (c.post_norms) kernels::rms_norm(isa_, o, l.attn_post_norm.data, o, c.n_embd, c.rms_eps);
-    kernels::add(isa_, &x_[t * c.n_embd], o, &x_[t * c.n_embd], c.n_embd);
-  }
+  add_to_residual(l.attn_post_norm, n, pool);
+}
+
+// x += proj_ for every token (gemma3: proj_ normed by `post_norm` first).
+void ForwardPass::add_to_residual(const WeightVector& post_norm, int64_t n, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  for_token_rows(n, pool, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* o = &proj_[t * c.n_embd];
+      if (c.post_norms) kernels::rms_norm(isa_, o, post_norm.data, o, c.n_embd, c.rms_eps);
+      kernels::add(isa_, &x_[t * c.n_embd], o, &x_[t * c.n_embd], c.n_embd);
+    }
+  });
 }
 
 // softmax(q . K^T * scale) V for every (token, head), over the positions the token may see:
@@ -406,29 +424,29 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
 void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {
   const LayerWeights& l = model_.weights().layers[il];
   const ModelConfig& c = config_;
-  for (int64_t t = 0; t < n; ++t)
-    kernels::rms_norm(isa_, &x_[t * c.n_embd], l.ffn_norm.data, &xn_[t * xn_stride_], c.n_embd,
-                      c.rms_eps);
+  for_token_rows(n, pool, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t)
+      kernels::rms_norm(isa_, &x_[t * c.n_embd], l.ffn_norm.data, &xn_[t * xn_stride_], c.n_embd,
+                        c.rms_eps);
+  });
   const MatmulOutput gate_up[] = {{&l.ffn_gate, gate_.data(), c.n_ff},
                                   {&l.ffn_up, up_.data(), c.n_ff}};
   matmuls(gate_up, xn_.data(), xn_stride_, n, pool);
-  for (int64_t t = 0; t < n; ++t) {
-    const float* g = &gate_[t * c.n_ff];
-    const float* u = &up_[t * c.n_ff];
-    float* h = &xn_[t * xn_stride_];
-    if (c.activation == Activation::kGeluTanh) {
-      kernels::gelu(isa_, g, h, c.n_ff);
-    } else {
-      kernels::silu(isa_, g, h, c.n_ff);
+  for_token_rows(n, pool, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* g = &gate_[t * c.n_ff];
+      const float* u = &up_[t * c.n_ff];
+      float* h = &xn_[t * xn_stride_];
+      if (c.activation == Activation::kGeluTanh) {
+        kernels::gelu(isa_, g, h, c.n_ff);
+      } else {
+        kernels::silu(isa_, g, h, c.n_ff);
+      }
+      kernels::mul(isa_, h, u, h, c.n_ff);
     }
-    kernels::mul(isa_, h, u, h, c.n_ff);
-  }
+  });
   matmul(l.ffn_down, xn_.data(), xn_stride_, n, proj_.data(), c.n_embd, pool);
-  for (int64_t t = 0; t < n; ++t) {
-    float* o = &proj_[t * c.n_embd];
-    if (c.post_norms) kernels::rms_norm(isa_, o, l.ffn_post_norm.data, o, c.n_embd, c.rms_eps);
-    kernels::add(isa_, &x_[t * c.n_embd], o, &x_[t * c.n_embd], c.n_embd);
-  }
+  add_to_residual(l.ffn_post_norm, n, pool);
 }
 
 // The final normalised hidden state of each token a sequence asks for: what output_logits feeds

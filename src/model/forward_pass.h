@@ -17,6 +17,7 @@
 #include "model/kv_pages.h"
 #include "model/model.h"
 #include "util/error.h"
+#include "util/function_ref.h"
 #include "util/thread_pool.h"
 
 namespace drift {
@@ -54,9 +55,10 @@ class ForwardPass {
   void project_qkv(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);
   void add_qkv_bias(const LayerWeights& l, int64_t t);
   void normalize_qk_heads(const LayerWeights& l, int64_t t);
-  void rotate_qk(int64_t il, int64_t t, int64_t pos);
+  void rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cache);
   void store_kv(int64_t il, int64_t t, const ForwardSequence& s, int64_t pos, KvPages& kv);
   void add_attention_output(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);
+  void add_to_residual(const WeightVector& post_norm, int64_t n_tokens, ThreadPool& pool);
   void ffn_block(int64_t il, int64_t n_tokens, ThreadPool& pool);
   void output_hidden(const ForwardBatch& batch, std::span<float> hidden);
   void output_logits(const ForwardBatch& batch, ThreadPool& pool, std::span<float> logits);
@@ -77,6 +79,10 @@ class ForwardPass {
   void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, int64_t x_stride,
                            int64_t n_tokens, ThreadPool& pool);
   void attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
+  // fn(begin, end, thread) over the token rows [0, n_tokens): split over the pool when there are
+  // enough rows to pay for its barrier, else all on this thread (thread 0).
+  void for_token_rows(int64_t n_tokens, ThreadPool& pool,
+                      FunctionRef<void(int64_t, int64_t, int)> fn);
 
   const Model& model_;
   const ModelConfig& config_;
@@ -100,7 +106,7 @@ class ForwardPass {
   std::vector<float> scores_;
   int64_t scores_per_thread_ = 0;
   std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch
-  std::vector<float> rope_cache_;        // [rope_dims] cos/sin of the current token and layer
+  std::vector<float> rope_cache_;  // [threads][rope_dims] cos/sin of a thread's token and layer
   int64_t xq_row_bytes_ = 0;
   int64_t sums_row_bytes_ = 0;
   int64_t xn_stride_ = 0;

@@ -29,20 +29,14 @@ constexpr int64_t kValueBlock = 32;  // value rows converted at once (query lane
 
 int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// Value elements [d, d + width) of position p.
-template <KvFormat F>
-inline __m256 value_lanes(const PagedKv& kv, int64_t DV, int64_t p, int64_t d, int64_t width) {
-  return paged_kv::values8<F>(
-      paged_kv::block_of(kv.values, kv.page_stride, kv.page_table, kv.page_size, p), DV,
-      kv.page_size, p % kv.page_size, d, width);
-}
-
 // Converts value rows [p, p + n) to fp32 rows of `dim` floats.
 template <KvFormat F>
 void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
-  for (int64_t j = 0; j < n; ++j) {
+  paged_kv::ValueRowCursor row(kv, p);
+  for (int64_t j = 0; j < n; ++j, row.next()) {
     for (int64_t e = 0; e < dim; e += 8) {
-      const __m256 v = value_lanes<F>(kv, dim, p + j, e, std::min<int64_t>(8, dim - e));
+      const __m256 v = paged_kv::values8<F>(row.block(), dim, kv.page_size, row.slot(), e,
+                                            std::min<int64_t>(8, dim - e));
       if (dim - e >= 8) {
         _mm256_storeu_ps(out + j * dim + e, v);
       } else {
@@ -134,9 +128,11 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const
   __m256 o[Q][C];
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm256_setzero_ps();
-  for (int64_t p = first; p <= last; ++p) {
+  paged_kv::ValueRowCursor row(kv, first);
+  for (int64_t p = first; p <= last; ++p, row.next()) {
     __m256 v[C];
-    for (int c = 0; c < C; ++c) v[c] = value_lanes<F>(kv, DV, p, d0 + 8 * c, width[c]);
+    for (int c = 0; c < C; ++c)
+      v[c] = paged_kv::values8<F>(row.block(), DV, kv.page_size, row.slot(), d0 + 8 * c, width[c]);
     for (int i = 0; i < Q; ++i) {
       const __m256 w = _mm256_set1_ps(weights[i * span + (p - base)]);
       for (int c = 0; c < C; ++c) o[i][c] = _mm256_fmadd_ps(w, v[c], o[i][c]);

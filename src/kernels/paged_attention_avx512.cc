@@ -90,12 +90,11 @@ inline __m512 keys16(const uint8_t* block, int64_t ps, int64_t slot, int64_t e, 
   }
 }
 
-// Value elements [d, d + width) of position p (width <= 16, the rest 0; d % 16 == 0, so that
-// they share one scale group).
+// Value elements [d, d + width) of the position in `slot` of value block `block` (width <= 16,
+// the rest 0; d % 16 == 0, so that they share one scale group).
 template <KvFormat F>
-inline __m512 value_lanes16(const PagedKv& kv, int64_t DV, int64_t p, int64_t d, int64_t width) {
-  const int64_t ps = kv.page_size, slot = p % ps;
-  const uint8_t* block = paged_kv::block_of(kv.values, kv.page_stride, kv.page_table, ps, p);
+inline __m512 value_lanes16(const uint8_t* block, int64_t ps, int64_t DV, int64_t slot, int64_t d,
+                            int64_t width) {
   const __mmask16 m = static_cast<__mmask16>((1u << width) - 1);
   const int64_t i = slot * DV + d;
   if constexpr (F == KvFormat::kF16) {
@@ -133,11 +132,14 @@ inline __m512 value_lanes16(const PagedKv& kv, int64_t DV, int64_t p, int64_t d,
 
 template <KvFormat F>
 void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, float* out) {
-  for (int64_t j = 0; j < n; ++j) {
+  paged_kv::ValueRowCursor row(kv, p);
+  for (int64_t j = 0; j < n; ++j, row.next()) {
+    const uint8_t* block = row.block();
     for (int64_t e = 0; e < dim; e += 16) {
       const int64_t width = std::min<int64_t>(16, dim - e);
       const __mmask16 m = static_cast<__mmask16>((1u << width) - 1);
-      _mm512_mask_storeu_ps(out + j * dim + e, m, value_lanes16<F>(kv, dim, p + j, e, width));
+      _mm512_mask_storeu_ps(out + j * dim + e, m,
+                            value_lanes16<F>(block, kv.page_size, dim, row.slot(), e, width));
     }
   }
 }
@@ -318,9 +320,12 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64
   __m512 o[Q][C];
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm512_setzero_ps();
-  for (int64_t p = first; p <= last; ++p) {
+  paged_kv::ValueRowCursor row(kv, first);
+  for (int64_t p = first; p <= last; ++p, row.next()) {
     __m512 v[C];
-    for (int c = 0; c < C; ++c) v[c] = value_lanes16<F>(kv, DV, p, d0 + 16 * c, chunk_width[c]);
+    for (int c = 0; c < C; ++c)
+      v[c] =
+          value_lanes16<F>(row.block(), kv.page_size, DV, row.slot(), d0 + 16 * c, chunk_width[c]);
     for (int i = 0; i < Q; ++i) {
       const __m512 w = _mm512_set1_ps(weights[i * span + (p - base)]);
       for (int c = 0; c < C; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);

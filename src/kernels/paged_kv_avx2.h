@@ -20,6 +20,28 @@ inline const uint8_t* block_of(const uint8_t* base, int64_t stride, const int32_
   return base + page_table[p / page_size] * stride;
 }
 
+// The value block and slot of consecutive positions, stepped without a division: a 64-bit
+// division (p / page_size, p % page_size) costs more cycles than converting a row of 64 values,
+// and the value loops ran one per 8 or 16 elements of every row.
+class ValueRowCursor {
+ public:
+  ValueRowCursor(const PagedKv& kv, int64_t p)
+      : kv_(kv), page_(p / kv.page_size), slot_(p % kv.page_size) {}
+  const uint8_t* block() const { return kv_.values + kv_.page_table[page_] * kv_.page_stride; }
+  int64_t slot() const { return slot_; }
+  void next() {
+    if (++slot_ == kv_.page_size) {
+      slot_ = 0;
+      ++page_;
+    }
+  }
+
+ private:
+  const PagedKv& kv_;
+  int64_t page_;
+  int64_t slot_;
+};
+
 // The scale group containing each element: all of them for the float types (scale unused).
 template <KvFormat F>
 inline int64_t group_of(int64_t dim) {

@@ -221,15 +221,27 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
     auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
       __m512 acc[W];
       for (int u = 0; u < W; ++u) acc[u] = _mm512_load_ps(oT + (dc + u) * kLanes);
-      for (int64_t j = 0; j < np; ++j) {
-        const int64_t p = pb + j;
-        const __m512 w = _mm512_load_ps(scores + (p - base) * kLanes);
-        const float* v = vf + j * DV + dc;
-        const __mmask16 seen =
-            p >= all_from && p <= all_to ? __mmask16{0xffff} : visible(first, last, p);
-        for (int u = 0; u < W; ++u)
-          acc[u] = _mm512_mask3_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u], seen);
-      }
+      // Rows every lane sees take an unmasked fma (its broadcast folds into the instruction);
+      // the others are masked per lane. Both add the same products.
+      auto rows = [&]<bool kMasked>(int64_t j_begin, int64_t j_end) {
+        for (int64_t j = j_begin; j < j_end; ++j) {
+          const int64_t p = pb + j;
+          const __m512 w = _mm512_load_ps(scores + (p - base) * kLanes);
+          const float* v = vf + j * DV + dc;
+          if constexpr (kMasked) {
+            const __mmask16 seen = visible(first, last, p);
+            for (int u = 0; u < W; ++u)
+              acc[u] = _mm512_mask3_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u], seen);
+          } else {
+            for (int u = 0; u < W; ++u) acc[u] = _mm512_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u]);
+          }
+        }
+      };
+      const int64_t all_begin = std::clamp(all_from - pb, int64_t{0}, np);
+      const int64_t all_end = std::clamp(all_to - pb + 1, all_begin, np);
+      rows.template operator()<true>(0, all_begin);
+      rows.template operator()<false>(all_begin, all_end);
+      rows.template operator()<true>(all_end, np);
       for (int u = 0; u < W; ++u) _mm512_store_ps(oT + (dc + u) * kLanes, acc[u]);
     };
     int64_t dc = 0;

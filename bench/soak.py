@@ -5,7 +5,8 @@ malformed requests — while the server's resident memory, open file descriptors
 running/waiting requests are sampled every --sample-seconds. Standard library only (the PNG needs
 Debian's python3-matplotlib; run with /usr/bin/python3 if another python3 comes first).
 
-  bench/soak.py [--minutes 60] [-m MODEL] [--concurrency 8] [--png soak.png] [--json soak.json]
+  bench/soak.py [--minutes 60] [-m MODEL] [--drift BINARY] [--concurrency 8] [--png soak.png]
+                [--json soak.json]
   bench/soak.py --url http://127.0.0.1:8080 --pid PID ...   # a server started elsewhere
 
 Pass (exit 0) when, after the warm-up (the first --warmup-fraction of the run):
@@ -240,6 +241,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=60)
     ap.add_argument("-m", "--model", default=None)
+    # An hour-long run outlives many rebuilds of build/: a copy of the binary keeps it steady.
+    ap.add_argument("--drift", default=DRIFT, help="the drift binary (default: build/bin/drift)")
     ap.add_argument("--url", help="a running server (with --pid); default: start one")
     ap.add_argument("--pid", type=int)
     ap.add_argument("--served-model-name", default="soak")
@@ -262,7 +265,7 @@ def main():
         return
     model = args.model or default_model()
     extra = ["--served-model-name", args.served_model_name, *args.server_args.split()]
-    with ServerProcess.drift(model, extra, drift=DRIFT) as server:
+    with ServerProcess.drift(model, extra, drift=args.drift) as server:
         run(args, server.url, server.process.pid, args.served_model_name)
 
 

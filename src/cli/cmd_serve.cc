@@ -11,6 +11,9 @@
 // (no token yet) are refused at once with 503 so their clients can retry elsewhere, started ones
 // finish (up to --drain-timeout, then they are cancelled), their responses are written, exit 0;
 // the log says how many requests and tokens the shutdown cut. A second signal exits at once (1).
+// An engine that fails for good (its executor cannot run another step) has ended every request
+// with an error; /health and new requests answer 503 "unhealthy" for --unhealthy-exit-delay
+// seconds, so health checks see why, then the process exits 3 for its supervisor to restart it.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -43,6 +46,9 @@ namespace {
 
 namespace asio = boost::asio;
 
+// The exit status after the engine failed for good (1 is a start-up error or a forced exit).
+constexpr int kExitEngineFailed = 3;
+
 struct ServeOptions {
   std::optional<std::string> model;
   std::string host = "127.0.0.1";
@@ -61,9 +67,11 @@ struct ServeOptions {
   double idle_timeout_seconds = 60;
   double body_timeout_seconds = 60;
   double drain_timeout_seconds = 30;
-  std::string pooling = "mean";  // /v1/embeddings: mean, last or cls
-  EngineOptions engine;          // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
-  SamplingOptions sampling;      // the server's defaults: --temp, --top-k, ..., --sampling-defaults
+  double unhealthy_exit_delay_seconds = 5;
+  std::optional<int64_t> debug_fail_at_step;  // fault injection: the executor fails at step K
+  std::string pooling = "mean";               // /v1/embeddings: mean, last or cls
+  EngineOptions engine;      // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
+  SamplingOptions sampling;  // the server's defaults: --temp, --top-k, ..., --sampling-defaults
 };
 
 // Sockets are file descriptors: let the process use as many as it may.
@@ -94,6 +102,7 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
                            read_text_file(*o.chat_template_file, "--chat-template"));
     load.chat_template = std::move(source);
   }
+  load.debug_fail_at_step = o.debug_fail_at_step;
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config, load));
   return std::make_shared<server::LoadedModel>(server::LoadedModel{std::move(engine)});
 }
@@ -141,7 +150,7 @@ class ServeCommand {
     int exit_code = 0;
     bool stopping = false;
     asio::signal_set signals(io, SIGINT, SIGTERM);
-    asio::steady_timer drain_deadline(io), poll(io), cost_log(io);
+    asio::steady_timer drain_deadline(io), poll(io), cost_log(io), health_watch(io);
     std::thread loader, drainer, aborter;
 
     // The step cost model, logged every 30 s while steps run (the latency targets use it).
@@ -209,6 +218,30 @@ class ServeCommand {
         });
       });
     };
+    // A failed engine cannot recover in this process: say why on /health for a while (every
+    // request already ended with an error, new ones are refused), then exit for a restart.
+    std::function<void()> watch_health = [&] {
+      health_watch.expires_after(std::chrono::milliseconds(100));
+      health_watch.async_wait([&](const boost::system::error_code& ec) {
+        if (ec || stopping) return;
+        if (model->engine->healthy()) return watch_health();
+        stopping = true;
+        exit_code = kExitEngineFailed;
+        spdlog::error(
+            "drift serve: the engine failed and ended every request with an error; /health "
+            "answers 503 for {} s, then the process exits {} (restart it)",
+            o_.unhealthy_exit_delay_seconds, kExitEngineFailed);
+        server.drain();
+        cost_log.cancel();
+        drain_deadline.expires_after(
+            std::chrono::milliseconds(int64_t(o_.unhealthy_exit_delay_seconds * 1e3)));
+        drain_deadline.async_wait([&](const boost::system::error_code& ec) {
+          if (ec) return;
+          give_up_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+          wait_for_responses();
+        });
+      });
+    };
     std::function<void()> wait_for_signal = [&] {
       signals.async_wait([&](const boost::system::error_code& ec, int signal_number) {
         if (ec) return;
@@ -271,6 +304,7 @@ class ServeCommand {
             ms(s.latency.target_itl_seconds), ms(s.latency.target_ttft_seconds),
             ms(s.latency.max_ttft_seconds));
         log_step_costs();
+        watch_health();
       });
     });
 
@@ -404,6 +438,16 @@ void register_serve(CLI::App& app) {
                   "seconds SIGTERM waits for requests in flight")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--unhealthy-exit-delay", o->unhealthy_exit_delay_seconds,
+                  "seconds /health answers 503 after the engine failed, before the process exits "
+                  "3")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--debug-fail-at-step", o->debug_fail_at_step,
+                  "fault injection: the executor fails for good at this step, as a kernel fault "
+                  "would (to test clients and supervisors)")
+      ->group("Debugging")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));
   cmd->add_option("--pooling", o->pooling,
                   "how /v1/embeddings pools the final hidden states: mean, last or cls "
                   "(then L2-normalised)")

@@ -171,7 +171,7 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
       request.session_id && sessions_.has_history(*request.session_id, now);
   Expected<std::vector<TokenId>> prompt = encode(std::move(request.prompt), continues_session);
   if (!prompt.ok())
-    return make_rejection(RejectReason::kInvalidPrompt, "request {}: {}", id,
+    return make_rejection(reject_reason_for_prompt(prompt.error()), "request {}: {}", id,
                           prompt.error().message);
   seq.prompt = std::move(*prompt);
   prompt_tokens = int32_t(std::min<size_t>(seq.prompt.size(), INT32_MAX));

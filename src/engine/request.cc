@@ -1,6 +1,19 @@
 #include "engine/request.h"
 
+#include "jinja/error_kind.h"
+
 namespace drift {
+
+RejectReason reject_reason_for_prompt(const Error& error) {
+  using jinja::ErrorKind;
+  if (error.code == ErrorKind::kRaised) return RejectReason::kChatTemplateRefused;
+  // A template that does not parse, or fails on a conversation it accepted: its author's bug.
+  if (error.code == ErrorKind::kRuntime || error.code == ErrorKind::kSyntax)
+    return RejectReason::kChatTemplateFailed;
+  // kLimit: the conversation outgrew the sandbox (a client can always make it do so);
+  // kInvalidVariables and no kind: the request is not something a template can take.
+  return RejectReason::kInvalidPrompt;
+}
 
 std::string_view reject_reason_name(RejectReason reason) {
   switch (reason) {
@@ -8,6 +21,10 @@ std::string_view reject_reason_name(RejectReason reason) {
       return "invalid_request";
     case RejectReason::kInvalidPrompt:
       return "invalid_prompt";
+    case RejectReason::kChatTemplateRefused:
+      return "chat_template_refused";
+    case RejectReason::kChatTemplateFailed:
+      return "chat_template_failed";
     case RejectReason::kInvalidGrammar:
       return "invalid_grammar";
     case RejectReason::kInvalidLogitBias:

@@ -12,6 +12,7 @@
 
 #include "jinja/json.h"
 #include "scheduler/sequence_state.h"
+#include "util/error.h"
 #include "util/sampling_params.h"
 #include "util/token_constraint.h"
 
@@ -120,7 +121,10 @@ struct RequestTimings {
 // (a server maps it to an HTTP status) without reading the message.
 enum class RejectReason : uint8_t {
   kInvalidRequest,          // a field other than the prompt: id, priority, sampling, max_tokens
-  kInvalidPrompt,           // the prompt cannot be tokenized (e.g. the chat template fails)
+  kInvalidPrompt,           // the prompt cannot be tokenized (e.g. not a conversation)
+  kChatTemplateRefused,     // the chat template refused the conversation (its raise_exception)
+  kChatTemplateFailed,      // the server's chat template is broken: the operator's error, not
+                            // the request's (a type error, an undefined method, ... in it)
   kInvalidGrammar,          // the grammar (Request::grammar) does not compile
   kInvalidLogitBias,        // a logit_bias token id is outside the vocabulary
   kEmptyPrompt,             // the prompt has no tokens
@@ -135,6 +139,10 @@ enum class RejectReason : uint8_t {
   kUnhealthy,               // the executor failed for good
 };
 std::string_view reject_reason_name(RejectReason reason);
+// The refusal for a prompt that could not be encoded: the chat template's error kind
+// (jinja/error_kind.h) tells a conversation the template refuses or outgrows from a template
+// that is broken; anything else is kInvalidPrompt.
+RejectReason reject_reason_for_prompt(const Error& error);
 
 struct Finish {
   FinishReason reason = FinishReason::kStop;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <unordered_set>
 
+#include "jinja/error_kind.h"
 #include "jinja/filters_internal.h"
 #include "jinja/interpreter.h"
 #include "jinja/json.h"
@@ -114,8 +115,9 @@ Expected<Value> filter_replace(Interpreter& in, const Value& v, CallArgs& args) 
   const int64_t count = a[2].is_integral() ? a[2].as_int() : -1;
   auto out = py_replace(py_str(v), py_str(a[0]), py_str(a[1]), count, in.limits().max_output_bytes);
   if (!out)
-    return make_error("replace() would build a string over the limit of {} bytes",
-                      in.limits().max_output_bytes);
+    return make_kind_error(ErrorKind::kLimit,
+                           "replace() would build a string over the limit of {} bytes",
+                           in.limits().max_output_bytes);
   return text(std::move(*out));
 }
 

@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "jinja/builtins.h"
+#include "jinja/error_kind.h"
 #include "jinja/interpreter.h"
 #include "jinja/pyrepr.h"
 
@@ -33,8 +34,9 @@ Expected<Value> global_range(Interpreter& in, CallArgs& args) {
   long double count = span / static_cast<long double>(step);
   count = count <= 0 ? 0 : std::ceil(count);
   if (count > static_cast<long double>(in.limits().max_range)) {
-    return make_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).",
-                      in.limits().max_range);
+    return make_kind_error(ErrorKind::kLimit,
+                           "Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).",
+                           in.limits().max_range);
   }
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(count));
@@ -91,11 +93,12 @@ Expected<Value> global_namespace(Interpreter& in, CallArgs& args) {
 }
 
 // The template's own error: the message is what the user sees, as in Hugging Face's
-// raise_exception (a jinja2 TemplateError carrying it).
+// raise_exception (a jinja2 TemplateError carrying it). Its kind tells a caller that the template
+// refused its inputs, rather than failed.
 Expected<Value> global_raise_exception(Interpreter&, CallArgs& args) {
   DRIFT_ASSIGN_OR_RETURN(auto a,
                          bind_arguments("raise_exception", args, {{"message", std::nullopt}}));
-  return Error{py_str(a[0])};
+  return Error{py_str(a[0]), make_error_code(ErrorKind::kRaised)};
 }
 
 // Python's datetime.now().strftime(format) on a naive local time: %z and %Z are empty, %f is

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "jinja/builtins.h"
+#include "jinja/error_kind.h"
 #include "jinja/operators.h"
 #include "jinja/pyrepr.h"
 
@@ -92,18 +93,19 @@ Expected<std::string> Interpreter::render(const StmtList& body) {
 Status Interpreter::charge(uint64_t steps) {
   steps_ += steps;
   if (steps_ > limits().max_steps) {
-    return make_error(
-        "the template exceeded its budget of {} evaluation steps (an endless or "
-        "very long loop?)",
-        limits().max_steps);
+    return make_kind_error(ErrorKind::kLimit,
+                           "the template exceeded its budget of {} evaluation steps (an endless or "
+                           "very long loop?)",
+                           limits().max_steps);
   }
   return Status::Ok();
 }
 
 Status Interpreter::check_size(size_t size) const {
   if (size > limits().max_output_bytes) {
-    return make_error("the template built a value of {} bytes or items, over the limit of {}", size,
-                      limits().max_output_bytes);
+    return make_kind_error(ErrorKind::kLimit,
+                           "the template built a value of {} bytes or items, over the limit of {}",
+                           size, limits().max_output_bytes);
   }
   return Status::Ok();
 }
@@ -121,7 +123,8 @@ Status Interpreter::charge_for(const Value& v) {
 Expected<Value> Interpreter::make_list(std::vector<Value> items, ListKind kind) {
   Value list = Value::list(std::move(items), kind);
   if (list.depth() > limits().max_value_depth) {
-    return make_error("lists and dicts nest more than {} levels deep", limits().max_value_depth);
+    return make_kind_error(ErrorKind::kLimit, "lists and dicts nest more than {} levels deep",
+                           limits().max_value_depth);
   }
   DRIFT_RETURN_IF_ERROR(charge_for(list));
   return list;
@@ -136,13 +139,13 @@ Value Interpreter::make_namespace(Dict attributes) {
 Error Interpreter::locate(const SourceLocation& location, Error error) {
   if (error_located_) return error;
   error_located_ = true;
-  return Error{fmt::format("{}: {}", describe_location(location), error.message)};
+  return Error{fmt::format("{}: {}", describe_location(location), error.message), error.code};
 }
 
 Status Interpreter::emit(std::string& out, std::string_view text) {
   if (out.size() + text.size() > limits().max_output_bytes) {
-    return make_error("the template output exceeds the limit of {} bytes",
-                      limits().max_output_bytes);
+    return make_kind_error(ErrorKind::kLimit, "the template output exceeds the limit of {} bytes",
+                           limits().max_output_bytes);
   }
   out.append(text);
   return charge(text.size() / kBytesPerStep);
@@ -164,8 +167,9 @@ Expected<Interpreter::Flow> Interpreter::execute(const Stmt& stmt, const ScopePt
   DepthGuard depth(eval_depth_);
   auto fail = [&](Error e) { return locate(stmt.location, std::move(e)); };
   if (eval_depth_ > limits().max_eval_depth) {
-    return fail(make_error("the template nests more than {} levels deep at run time",
-                           limits().max_eval_depth));
+    return fail(make_kind_error(ErrorKind::kLimit,
+                                "the template nests more than {} levels deep at run time",
+                                limits().max_eval_depth));
   }
   if (Status s = charge(1); !s.ok()) return fail(s.error());
 
@@ -368,16 +372,19 @@ Value Interpreter::lookup(std::string_view name, const Scope& scope) const {
 Expected<Value> Interpreter::evaluate(const Expr& expr, const Scope& scope) {
   DepthGuard depth(eval_depth_);
   if (eval_depth_ > limits().max_eval_depth) {
-    return locate(expr.location, make_error("the template nests more than {} levels deep at run "
-                                            "time",
-                                            limits().max_eval_depth));
+    return locate(expr.location,
+                  make_kind_error(ErrorKind::kLimit,
+                                  "the template nests more than {} levels deep at run "
+                                  "time",
+                                  limits().max_eval_depth));
   }
   if (Status s = charge(1); !s.ok()) return locate(expr.location, s.error());
   auto result = evaluate_node(expr, scope);
   if (!result.ok()) return locate(expr.location, result.error());
   if (result->depth() > limits().max_value_depth) {
-    return locate(expr.location, make_error("lists and dicts nest more than {} levels deep",
-                                            limits().max_value_depth));
+    return locate(expr.location, make_kind_error(ErrorKind::kLimit,
+                                                 "lists and dicts nest more than {} levels deep",
+                                                 limits().max_value_depth));
   }
   return result;
 }
@@ -619,8 +626,9 @@ Expected<Value> Interpreter::call_macro(const MacroStmt& macro, const ScopePtr& 
   DRIFT_RETURN_IF_ERROR(charge(kMacroCallSteps));
   DepthGuard calls(call_depth_);
   if (call_depth_ > limits().max_call_depth) {
-    return make_error("macro calls nest more than {} deep (runaway recursion?)",
-                      limits().max_call_depth);
+    return make_kind_error(ErrorKind::kLimit,
+                           "macro calls nest more than {} deep (runaway recursion?)",
+                           limits().max_call_depth);
   }
   const size_t n = macro.parameters.size();
   if (args.positional.size() > n && !macro.reads_varargs) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "jinja/error_kind.h"
 #include "jinja/pyrepr.h"
 #include "jinja/unicode.h"
 
@@ -89,7 +90,9 @@ class JsonWriter {
         return not_serializable(v);
     }
     if (out_.size() > max_bytes_) {
-      return make_error("tojson output exceeds the template output limit of {} bytes", max_bytes_);
+      return make_kind_error(ErrorKind::kLimit,
+                             "tojson output exceeds the template output limit of {} bytes",
+                             max_bytes_);
     }
     return Status::Ok();
   }
@@ -163,7 +166,9 @@ class JsonWriter {
   Status newline(size_t level) {
     // The indent comes from the template and repeats per level: check before writing it.
     if (out_.size() + 1 + level * options_.indent->size() > max_bytes_) {
-      return make_error("tojson output exceeds the template output limit of {} bytes", max_bytes_);
+      return make_kind_error(ErrorKind::kLimit,
+                             "tojson output exceeds the template output limit of {} bytes",
+                             max_bytes_);
     }
     out_.push_back('\n');
     for (size_t i = 0; i < level; ++i) out_ += *options_.indent;

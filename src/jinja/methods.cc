@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "jinja/builtins.h"
+#include "jinja/error_kind.h"
 #include "jinja/interpreter.h"
 #include "jinja/pyformat.h"
 #include "jinja/pyrepr.h"
@@ -140,7 +141,9 @@ Expected<Value> str_replace(Interpreter& in, const Value& self, CallArgs& args) 
   auto out = py_replace(self.as_string(), old_text,
                         a[1].is_markup() ? new_text : escaped_for(self, new_text), a[2].as_int(),
                         in.limits().max_output_bytes);
-  if (!out) return make_error("replace() would build a string over the output limit");
+  if (!out)
+    return make_kind_error(ErrorKind::kLimit,
+                           "replace() would build a string over the output limit");
   return like(self, std::move(*out));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "jinja/error_kind.h"
 #include "jinja/pyformat.h"
 #include "jinja/pyrepr.h"
 #include "jinja/pystring.h"
@@ -83,8 +84,10 @@ Expected<Value> repeat_string(const Value& v, int64_t count, const RenderLimits&
   };
   if (count <= 0 || s.empty()) return result("");
   if (static_cast<uint64_t>(count) > limits.max_output_bytes / s.size()) {
-    return make_error("string repetition would build {} x {} bytes, over the limit of {} bytes",
-                      count, s.size(), limits.max_output_bytes);
+    return make_kind_error(
+        ErrorKind::kLimit,
+        "string repetition would build {} x {} bytes, over the limit of {} bytes", count, s.size(),
+        limits.max_output_bytes);
   }
   std::string out;
   out.reserve(s.size() * static_cast<size_t>(count));
@@ -95,7 +98,8 @@ Expected<Value> repeat_string(const Value& v, int64_t count, const RenderLimits&
 Expected<Value> repeat_list(const List& list, int64_t count, const RenderLimits& limits) {
   if (count <= 0 || list.items.empty()) return Value::list({}, list.kind);
   if (static_cast<uint64_t>(count) > static_cast<uint64_t>(limits.max_range) / list.items.size()) {
-    return make_error("list repetition would build more than {} items", limits.max_range);
+    return make_kind_error(ErrorKind::kLimit, "list repetition would build more than {} items",
+                           limits.max_range);
   }
   std::vector<Value> items;
   items.reserve(list.items.size() * static_cast<size_t>(count));

@@ -3,6 +3,7 @@
 #include <exception>
 #include <new>
 
+#include "jinja/error_kind.h"
 #include "jinja/interpreter.h"
 
 namespace drift::jinja {
@@ -12,24 +13,30 @@ Expected<Template> Template::parse(std::string_view source, const SyntaxOptions&
   // The engine reports errors as values; only the standard library can still throw (allocation
   // failure), and that must not escape either.
   try {
-    DRIFT_ASSIGN_OR_RETURN(StmtList body, parse_template(source, syntax, limits));
-    return Template(std::make_shared<const StmtList>(std::move(body)));
+    Expected<StmtList> body = parse_template(source, syntax, limits);
+    if (!body.ok()) return with_default_kind(body.error(), ErrorKind::kSyntax);
+    return Template(std::make_shared<const StmtList>(std::move(body).value()));
   } catch (const std::bad_alloc&) {
-    return make_error("out of memory while parsing the template");
+    return make_kind_error(ErrorKind::kLimit, "out of memory while parsing the template");
   } catch (const std::exception& e) {
-    return make_error("internal error while parsing the template: {}", e.what());
+    return make_kind_error(ErrorKind::kSyntax, "internal error while parsing the template: {}",
+                           e.what());
   }
 }
 
 Expected<Dict> variables_from_json(const Json& variables, const RenderLimits& limits) {
   if (!variables.is_object() && !variables.is_null()) {
-    return make_error("template variables must be a JSON object, not {}", variables.type_name());
+    return make_kind_error(ErrorKind::kInvalidVariables,
+                           "template variables must be a JSON object, not {}",
+                           variables.type_name());
   }
   Dict dict;
   if (variables.is_null()) return dict;
   for (const auto& [name, json] : variables.items()) {
     auto value = value_from_json(json, limits.max_value_depth);
-    if (!value.ok()) return make_error("variable '{}': {}", name, value.error().message);
+    if (!value.ok())
+      return make_kind_error(ErrorKind::kInvalidVariables, "variable '{}': {}", name,
+                             value.error().message);
     dict.set(name, std::move(value).value());
   }
   return dict;
@@ -40,20 +47,25 @@ Expected<std::string> Template::render(const Json& variables, const RenderOption
     DRIFT_ASSIGN_OR_RETURN(Dict dict, variables_from_json(variables, options.limits));
     return render(dict, options);
   } catch (const std::bad_alloc&) {
-    return make_error("out of memory while rendering the template");
+    return make_kind_error(ErrorKind::kLimit, "out of memory while rendering the template");
   } catch (const std::exception& e) {
-    return make_error("internal error while rendering the template: {}", e.what());
+    return make_kind_error(ErrorKind::kRuntime, "internal error while rendering the template: {}",
+                           e.what());
   }
 }
 
 Expected<std::string> Template::render(const Dict& variables, const RenderOptions& options) const {
+  // A failure without a kind of its own (raise_exception, a limit) is the template's error.
   try {
     Interpreter interpreter(options, variables);
-    return interpreter.render(*body_);
+    Expected<std::string> out = interpreter.render(*body_);
+    if (!out.ok()) return with_default_kind(out.error(), ErrorKind::kRuntime);
+    return out;
   } catch (const std::bad_alloc&) {
-    return make_error("out of memory while rendering the template");
+    return make_kind_error(ErrorKind::kLimit, "out of memory while rendering the template");
   } catch (const std::exception& e) {
-    return make_error("internal error while rendering the template: {}", e.what());
+    return make_kind_error(ErrorKind::kRuntime, "internal error while rendering the template: {}",
+                           e.what());
   }
 }
 

@@ -2,8 +2,9 @@
 // with JSON variables. It renders what Python's jinja2 renders under Hugging Face's chat
 // template settings — ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True) with
 // loop controls, Hugging Face's tojson, raise_exception and strftime_now — byte for byte, for
-// the language templates use. Parse and render failures are Errors naming the line and column;
-// nothing a template does can crash, hang or escape the sandbox (see RenderLimits).
+// the language templates use. Parse and render failures are Errors naming the line and column,
+// with a jinja::ErrorKind as their code (error_kind.h); nothing a template does can crash, hang or
+// escape the sandbox (see RenderLimits).
 #pragma once
 
 #include <memory>

@@ -8,6 +8,7 @@
 #include "engine/tokenizer_codec.h"
 #include "executor/cpu_executor.h"
 #include "model/model.h"
+#include "runtime/failing_executor.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/cpu_features.h"
@@ -65,6 +66,9 @@ Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
     c.max_batch_sequences = setup.scheduler.max_num_seqs;
     c.max_context = setup.max_model_len;
     DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor, CpuExecutor::create(loaded, c));
+    if (options.debug_fail_at_step)
+      return std::unique_ptr<Executor>(
+          std::make_unique<FailingExecutor>(std::move(executor), *options.debug_fail_at_step));
     return std::unique_ptr<Executor>(std::move(executor));
   };
   return Engine::create(config, facts, make_tokenizer_codec(std::move(tokenizer), std::move(chat)),

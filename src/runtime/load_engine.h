@@ -18,6 +18,9 @@ struct ModelLoadOptions {
   // A Jinja chat template's text that replaces the model's (--chat-template FILE). Absent: the
   // model's, or ChatML when it has none (with a warning).
   std::optional<std::string> chat_template;
+  // Fault injection (drift serve --debug-fail-at-step): the executor fails for good at this
+  // 1-based step (failing_executor.h). Absent: never.
+  std::optional<int64_t> debug_fail_at_step;
 };
 
 // Loads the GGUF model (the file is opened once), its tokenizer and chat prompt builder, and runs

@@ -18,6 +18,7 @@
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
 #include "server/prometheus_metrics.h"
+#include "server/rejection_error.h"
 #include "server/request_json.h"
 #include "server/tool_call_grammar.h"
 #include "server/tool_request.h"
@@ -396,6 +397,7 @@ void OpenAIService::tokenize(const HttpRequest& request,
     auto parsed = parse_tokenize_request(std::get<json>(json_body));
     if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
     TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
+    const std::string_view prompt_param = t.prompt ? "prompt" : "messages";
     Prompt prompt;
     if (t.prompt) {
       prompt = TextPrompt{std::move(*t.prompt), t.add_special, /*parse_special=*/true};
@@ -407,7 +409,7 @@ void OpenAIService::tokenize(const HttpRequest& request,
       prompt = std::move(chat);
     }
     auto tokens = model->engine->tokenize(std::move(prompt));
-    if (!tokens.ok()) return bad_request(tokens.error().message, "messages");
+    if (!tokens.ok()) return error_for_prompt(tokens.error(), prompt_param);
     return std::move(*tokens);
   };
   off_io_thread(request, exchange, std::move(work),
@@ -573,7 +575,7 @@ std::optional<ApiError> OpenAIService::prepare_prompts(GenerationRequest& reques
     if (request.options.session_id || std::holds_alternative<std::vector<TokenId>>(entry.prompt))
       continue;
     Expected<std::vector<TokenId>> ids = engine.tokenize(entry.prompt);
-    if (!ids.ok()) return bad_request(ids.error().message, param);
+    if (!ids.ok()) return error_for_prompt(ids.error(), param);
     entry.prompt = std::move(*ids);
   }
   return std::nullopt;

@@ -2,18 +2,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 namespace drift::server {
 
-ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param,
-                             std::string_view grammar_param) {
-  const std::string& message = finish.message;
-  // A rejection without a kind would be an engine bug; it stays a client error, as before kinds.
-  switch (finish.reject_reason.value_or(RejectReason::kInvalidRequest)) {
+namespace {
+
+ApiError error_for(RejectReason reason, const std::string& message,
+                   std::optional<double> retry_after_seconds, std::string_view prompt_param,
+                   std::string_view grammar_param) {
+  switch (reason) {
     case RejectReason::kOverloaded: {
       ApiError e = overloaded(message);
-      if (finish.retry_after_seconds)
-        e.retry_after_seconds = std::max(1, int(std::ceil(*finish.retry_after_seconds)));
+      if (retry_after_seconds)
+        e.retry_after_seconds = std::max(1, int(std::ceil(*retry_after_seconds)));
       return e;
     }
     case RejectReason::kShuttingDown:
@@ -23,7 +26,18 @@ ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param
     case RejectReason::kTokenOutsideVocabulary:
     case RejectReason::kPromptTooLong:
     case RejectReason::kInvalidPrompt:
+    case RejectReason::kChatTemplateRefused:
       return bad_request(message, prompt_param);
+    case RejectReason::kChatTemplateFailed: {
+      // The operator's template (the GGUF's or --chat-template) failed on a conversation it
+      // should render: a server error, which a client cannot fix by changing the request.
+      ApiError e = internal_error(
+          "the server's chat template failed to render this conversation (a fault of the "
+          "template the server runs, not of the request): " +
+          message);
+      e.code = "chat_template_error";
+      return e;
+    }
     case RejectReason::kInvalidGrammar:
       return bad_request(message, grammar_param);
     case RejectReason::kInvalidLogitBias:
@@ -48,6 +62,20 @@ ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param
       return bad_request(message);
   }
   return bad_request(message);
+}
+
+}  // namespace
+
+ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param,
+                             std::string_view grammar_param) {
+  // A rejection without a kind would be an engine bug; it stays a client error, as before kinds.
+  return error_for(finish.reject_reason.value_or(RejectReason::kInvalidRequest), finish.message,
+                   finish.retry_after_seconds, prompt_param, grammar_param);
+}
+
+ApiError error_for_prompt(const Error& error, std::string_view prompt_param) {
+  return error_for(reject_reason_for_prompt(error), error.message, std::nullopt, prompt_param,
+                   "response_format");
 }
 
 }  // namespace drift::server

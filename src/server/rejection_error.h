@@ -4,7 +4,10 @@
 //                                                   rounded up, at least 1 s)
 //   kShuttingDown, kUnhealthy                    -> 503 + Retry-After: 1
 //   kEmptyPrompt, kTokenOutsideVocabulary,
-//   kPromptTooLong, kInvalidPrompt               -> 400 naming the prompt ("prompt" or "messages")
+//   kPromptTooLong, kInvalidPrompt,
+//   kChatTemplateRefused                         -> 400 naming the prompt ("prompt" or "messages")
+//   kChatTemplateFailed                          -> 500 "chat_template_error": the server's
+//                                                   template is broken, not the request
 //   kMaxTokensTooLong                            -> 400 naming "max_tokens"
 //   kInvalidGrammar                              -> 400 naming the grammar's field
 //   kInvalidLogitBias                            -> 400 naming "logit_bias"
@@ -27,5 +30,9 @@ namespace drift::server {
 // ...), named by a kInvalidGrammar refusal.
 ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param = "prompt",
                              std::string_view grammar_param = "response_format");
+
+// A prompt the engine could not encode (Engine::tokenize), refused as a submit would refuse it
+// (reject_reason_for_prompt).
+ApiError error_for_prompt(const Error& error, std::string_view prompt_param = "prompt");
 
 }  // namespace drift::server

@@ -11,7 +11,10 @@ namespace {
 constexpr std::array<std::string_view, 4> kReservedVariables = {"messages", "tools", "documents",
                                                                 "add_generation_prompt"};
 
-Error chat_error(const Error& error) { return make_error("chat template: {}", error.message); }
+// Keeps the template's error kind (jinja/error_kind.h): callers tell a refusal from a failure.
+Error chat_error(const Error& error) {
+  return Error{fmt::format("chat template: {}", error.message), error.code};
+}
 
 }  // namespace
 

@@ -6,7 +6,8 @@
 //
 // An error — a template syntax error, or a conversation the template rejects with
 // raise_exception (e.g. "Conversation roles must alternate user/assistant/...") — is returned
-// with the template's message and its line and column.
+// with the template's message and its line and column, and the template's jinja::ErrorKind as
+// its code (inputs that are not a conversation, checked before rendering, have none).
 #pragma once
 
 #include <ctime>

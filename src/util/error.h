@@ -6,6 +6,7 @@
 
 #include <cassert>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <variant>
 
@@ -13,6 +14,10 @@ namespace drift {
 
 struct Error {
   std::string message;
+  // The kind of failure, for a caller that must tell kinds apart without reading the message:
+  // a library defines its kinds as an error-code enum (e.g. jinja::ErrorKind) and a caller
+  // compares (`error.code == jinja::ErrorKind::kRaised`). Empty when no caller needs one.
+  std::error_code code = {};
 };
 
 // Builds an Error with a fmt-formatted message: `return make_error("bad {}", x);`
@@ -62,16 +67,16 @@ class [[nodiscard]] Expected {
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Error error) : error_(std::move(error.message)), failed_(true) {}
+  Status(Error error) : error_(std::move(error)), failed_(true) {}
 
   static Status Ok() { return Status(); }
   bool ok() const { return !failed_; }
   explicit operator bool() const { return ok(); }
-  Error error() const { return Error{error_}; }
-  const std::string& message() const { return error_; }
+  Error error() const { return error_; }
+  const std::string& message() const { return error_.message; }
 
  private:
-  std::string error_;
+  Error error_;
   bool failed_ = false;
 };
 

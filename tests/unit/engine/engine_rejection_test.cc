@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine_fakes.h"
+#include "jinja/template.h"
 
 namespace drift::testing {
 namespace {
@@ -48,6 +49,27 @@ TEST(EngineRejection, EachRefusalHasItsKind) {
   EXPECT_NE(refused.message.find("regex"), std::string::npos) << refused.message;
   engine.shutdown(ShutdownMode::kDrain);
   EXPECT_EQ(rejected_for(engine, token_request(8, 4, 4)), RejectReason::kShuttingDown);
+}
+
+// What a real template's failure becomes: the kind of the template's error decides, never its
+// words.
+TEST(EngineRejection, AChatTemplatesRefusalAndFailureAreTheirOwnKinds) {
+  auto failure = [](const char* source) {
+    auto compiled = jinja::Template::parse(source);
+    if (!compiled.ok()) return reject_reason_for_prompt(compiled.error());
+    auto rendered = compiled->render(jinja::Json::object());
+    EXPECT_FALSE(rendered.ok()) << source;
+    return rendered.ok() ? RejectReason::kInvalidRequest
+                         : reject_reason_for_prompt(rendered.error());
+  };
+  EXPECT_EQ(failure("{{ raise_exception('roles must alternate') }}"),
+            RejectReason::kChatTemplateRefused);
+  EXPECT_EQ(failure("{{ 'a'.no_such_method() }}"), RejectReason::kChatTemplateFailed);
+  EXPECT_EQ(failure("{% if %}"), RejectReason::kChatTemplateFailed);
+  EXPECT_EQ(failure("{{ range(100001) | length }}"), RejectReason::kInvalidPrompt);
+  // The words of a raise_exception message do not matter: only its kind does.
+  EXPECT_EQ(reject_reason_for_prompt(Error{"raise_exception: roles must alternate"}),
+            RejectReason::kInvalidPrompt);
 }
 
 TEST(EngineRejection, ABusySessionIsRefusedAsBusy) {

@@ -4,8 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include "jinja/template.h"
+
 namespace drift::server {
 namespace {
+
+// The error of a real template rendering one user message, as the chat template would fail.
+Error template_error(const std::string& source) {
+  auto compiled = jinja::Template::parse(source);
+  if (!compiled.ok()) return compiled.error();
+  auto rendered = compiled->render(jinja::Json{
+      {"messages", jinja::Json::array({jinja::Json{{"role", "user"}, {"content", "hi"}}})}});
+  return rendered.ok() ? Error{"rendered"} : rendered.error();
+}
 
 Finish rejected(RejectReason reason, std::string message = "why") {
   Finish f;
@@ -77,6 +88,31 @@ TEST(RejectionError, TheKindDecidesNotTheWords) {
             400);
   EXPECT_EQ(error_for_rejection(rejected(RejectReason::kOverloaded, "no keyword here")).status,
             429);
+}
+
+TEST(RejectionError, ABrokenServerTemplateIs500AndItsRefusalIs400WithItsMessage) {
+  // A template the operator runs that breaks on a conversation: not the client's fault.
+  const ApiError broken =
+      error_for_prompt(template_error("{{ messages[0].content.no_such_method() }}"), "messages");
+  EXPECT_EQ(broken.status, 500);
+  EXPECT_EQ(broken.code, "chat_template_error");
+  EXPECT_NE(broken.message.find("chat template"), std::string::npos) << broken.message;
+  EXPECT_NE(broken.message.find("not of the request"), std::string::npos) << broken.message;
+  EXPECT_EQ(error_for_prompt(template_error("{{ 1 // 0 }}")).status, 500);
+  // The template's raise_exception refuses this conversation: the client's 400, its words kept.
+  const ApiError refused = error_for_prompt(
+      template_error("{{ raise_exception('Conversation roles must alternate') }}"), "messages");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(refused.param, "messages");
+  EXPECT_NE(refused.message.find("Conversation roles must alternate"), std::string::npos);
+  // A conversation that outgrows the sandbox, and an error without a kind: the request's.
+  EXPECT_EQ(error_for_prompt(template_error("{{ range(100001) | length }}")).status, 400);
+  EXPECT_EQ(error_for_prompt(Error{"message content contains a marker reserved by drift"}).status,
+            400);
+  // The same mapping for a refusal that arrives as the engine's finish.
+  EXPECT_EQ(error_for_rejection(rejected(RejectReason::kChatTemplateFailed)).status, 500);
+  EXPECT_EQ(error_for_rejection(rejected(RejectReason::kChatTemplateRefused), "messages").param,
+            "messages");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/fp16.h"
+#include "kernels/lowbit_dispatch.h"
 
 namespace drift::kernels {
 namespace {
@@ -186,6 +187,11 @@ void dequantize_row(Format format, const void* src, float* dst, int64_t k) {
       return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
     case Format::kQ8_K:
       return dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb);
+    case Format::kQ2_K:
+    case Format::kQ3_K:
+    case Format::kIQ4_NL:
+    case Format::kIQ4_XS:
+      return dequantize_lowbit(format, src, dst, nb);
   }
 }
 

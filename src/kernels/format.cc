@@ -13,10 +13,14 @@ constexpr FormatInfo kInfos[] = {
     {Format::kQ5_1, "q5_1", kQK, sizeof(BlockQ5_1), true, Format::kQ8_1},
     {Format::kQ8_0, "q8_0", kQK, sizeof(BlockQ8_0), true, Format::kQ8_0},
     {Format::kQ8_1, "q8_1", kQK, sizeof(BlockQ8_1), false, Format::kQ8_1},
+    {Format::kQ2_K, "q2_K", kQKK, sizeof(BlockQ2_K), true, Format::kQ8_K},
+    {Format::kQ3_K, "q3_K", kQKK, sizeof(BlockQ3_K), true, Format::kQ8_K},
     {Format::kQ4_K, "q4_K", kQKK, sizeof(BlockQ4_K), true, Format::kQ8_K},
     {Format::kQ5_K, "q5_K", kQKK, sizeof(BlockQ5_K), true, Format::kQ8_K},
     {Format::kQ6_K, "q6_K", kQKK, sizeof(BlockQ6_K), true, Format::kQ8_K},
     {Format::kQ8_K, "q8_K", kQKK, sizeof(BlockQ8_K), false, Format::kQ8_K},
+    {Format::kIQ4_NL, "iq4_nl", kQK, sizeof(BlockIQ4_NL), true, Format::kQ8_0},
+    {Format::kIQ4_XS, "iq4_xs", kQKK, sizeof(BlockIQ4_XS), true, Format::kQ8_K},
 };
 
 }  // namespace

@@ -7,7 +7,8 @@
 //
 // A weight matrix in format W is multiplied with activations converted to
 // format_info(W).activation:
-//   Q4_0, Q5_0, Q8_0 -> Q8_0      Q4_1, Q5_1 -> Q8_1      Q4_K, Q5_K, Q6_K -> Q8_K
+//   Q4_0, Q5_0, Q8_0, IQ4_NL -> Q8_0     Q4_1, Q5_1 -> Q8_1
+//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS -> Q8_K
 //   F16 -> F16                    BF16 -> BF16            F32 -> F32
 // exactly as llama.cpp's CPU backend does (ggml-cpu type_traits vec_dot_type), so that the same
 // activations reach the integer dot products.
@@ -36,10 +37,14 @@ enum class Format : uint32_t {
   kQ5_1 = 7,
   kQ8_0 = 8,
   kQ8_1 = 9,  // activations only
+  kQ2_K = 10,
+  kQ3_K = 11,
   kQ4_K = 12,
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,  // activations only
+  kIQ4_NL = 20,
+  kIQ4_XS = 23,
   kBF16 = 30,
 };
 
@@ -81,6 +86,39 @@ struct BlockQ8_1 {
   uint16_t d;
   uint16_t s;
   int8_t qs[kQK];
+};
+// 16 sub-blocks of 16: x = d * (scales[i] & 15) * q - dmin * (scales[i] >> 4), q 2-bit. Element
+// e = 128h + 32g + l (h < 2, g < 4, l < 32) is bits 2g, 2g + 1 of qs[32h + l]; its sub-block
+// is e / 16.
+struct BlockQ2_K {
+  uint8_t scales[kQKK / 16];
+  uint8_t qs[kQKK / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+// 16 sub-blocks of 16: x = d * (sc[i] - 32) * q, q = low2 - (high bit set ? 0 : 4) in [-4, 3].
+// Element e = 128h + 32g + l: low2 is bits 2g, 2g + 1 of qs[32h + l], the high bit is bit 4h + g
+// of hmask[l]. The 6-bit sc[i] are packed in scales (see unpack_scale_q3_k in lowbit_quants.h).
+struct BlockQ3_K {
+  uint8_t hmask[kQKK / 8];
+  uint8_t qs[kQKK / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+// Non-linear 4-bit codes: x[j] = d * kIQ4Values[qs[j] & 15], x[j + 16] = d * kIQ4Values[qs[j] >> 4]
+// (the 16-entry codebook of lowbit_quants.h).
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+// 8 sub-blocks of 32 with IQ4_NL's codebook: x = d * (ls[i] - 32) * kIQ4Values[code], ls 6-bit:
+// low 4 bits in nibble i % 2 of scales_l[i / 2], high 2 bits at bit 2i of scales_h. Sub-block i's
+// codes are qs[16i .. 16i + 16) as in IQ4_NL (low nibbles first).
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQKK / 64];
+  uint8_t qs[kQKK / 2];
 };
 // 8 sub-blocks of 32: x = d * sc[i] * q - dmin * mn[i], q 4-bit; sc, mn 6-bit packed in scales
 // (see unpack_scales_k4). qs: 4 chunks of 64 elements, each 32 bytes: low nibbles are elements
@@ -130,6 +168,10 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 struct FormatInfo {
   Format format;
@@ -142,14 +184,15 @@ struct FormatInfo {
 
 // Every format drift's kernels know.
 inline constexpr Format kAllFormats[] = {
-    Format::kF32,  Format::kF16,  Format::kBF16, Format::kQ4_0, Format::kQ4_1,
-    Format::kQ5_0, Format::kQ5_1, Format::kQ8_0, Format::kQ8_1, Format::kQ4_K,
-    Format::kQ5_K, Format::kQ6_K, Format::kQ8_K,
+    Format::kF32,  Format::kF16,  Format::kBF16, Format::kQ4_0,   Format::kQ4_1,   Format::kQ5_0,
+    Format::kQ5_1, Format::kQ8_0, Format::kQ8_1, Format::kQ2_K,   Format::kQ3_K,   Format::kQ4_K,
+    Format::kQ5_K, Format::kQ6_K, Format::kQ8_K, Format::kIQ4_NL, Format::kIQ4_XS,
 };
 // The formats a weight matrix may be stored in.
 inline constexpr Format kWeightFormats[] = {
-    Format::kF32,  Format::kF16,  Format::kBF16, Format::kQ4_0, Format::kQ4_1, Format::kQ5_0,
-    Format::kQ5_1, Format::kQ8_0, Format::kQ4_K, Format::kQ5_K, Format::kQ6_K,
+    Format::kF32,  Format::kF16,  Format::kBF16, Format::kQ4_0,   Format::kQ4_1,
+    Format::kQ5_0, Format::kQ5_1, Format::kQ8_0, Format::kQ2_K,   Format::kQ3_K,
+    Format::kQ4_K, Format::kQ5_K, Format::kQ6_K, Format::kIQ4_NL, Format::kIQ4_XS,
 };
 
 const FormatInfo& format_info(Format format);

@@ -9,6 +9,7 @@
 #include "kernels/dequantize.h"
 #include "kernels/dispatch.h"
 #include "kernels/fp16.h"
+#include "kernels/lowbit_dispatch.h"
 
 namespace drift::kernels {
 namespace {
@@ -216,6 +217,7 @@ MatmulKernels make_scalar_kernels() {
   t.q4_k = kernels<dot_q45_k<BlockQ4_K>>();
   t.q5_k = kernels<dot_q45_k<BlockQ5_K>>();
   t.q6_k = kernels<dot_q6_k>();
+  add_lowbit_kernels_scalar(t);
   return t;
 }
 
@@ -245,6 +247,14 @@ const FormatKernels& MatmulKernels::get(Format format) const {
       return q5_k;
     case Format::kQ6_K:
       return q6_k;
+    case Format::kQ2_K:
+      return q2_k;
+    case Format::kQ3_K:
+      return q3_k;
+    case Format::kIQ4_NL:
+      return iq4_nl;
+    case Format::kIQ4_XS:
+      return iq4_xs;
     default:
       break;
   }

@@ -36,6 +36,16 @@
 //     acc[l]  = fma(fp32(d_w[b]) * d_a[b], float(L[l]), acc[l])      in order of b, from +0
 //     summ[i] = fma(fp32(dmin_w[b]) * d_a[b], float(M[i]), summ[i])  in order of b, from +0
 //     result = reduce8(acc) - reduce4(summ)   (Q6_K: reduce8(acc))
+//   Low-bit formats, (super-)block b in order (sc, mn the sub-block scales and mins as the block
+//   defines them, Q3_K's and IQ4_XS's scales signed; v the IQ4 codebook values; all exact int32):
+//     Q2_K x Q8_K:   L = sum over e of sc[e / 16] * q[e] * a[e];  M = sum over j < 16 of
+//                    mn[j] * bsums[j];  acc = fma(fp32(d_w[b]) * d_a[b], float(L), acc);
+//                    summ = fma(fp32(dmin_w[b]) * d_a[b], float(M), summ);  result = acc - summ
+//     Q3_K x Q8_K:   L = sum over e of sc[e / 16] * q[e] * a[e] (q in [-4, 3]); acc likewise
+//     IQ4_XS x Q8_K: L = sum over e of sc[e / 32] * v[e] * a[e]; acc likewise
+//     IQ4_NL x Q8_0: P = sum over the block of v[e] * a[e];
+//                    acc = fma(fp32(d_w[b]) * fp32(d_a[b]), float(P), acc);  result = acc
+//   (one integer sum per block, as in panel.h's order: the two layouts give the same bits.)
 //   F32, F16, BF16 (converted to fp32 exactly):
 //     acc[e % 16] = fma(w[e], x[e], acc[e % 16])  in order of e, from +0;  result = reduce16(acc)
 //   reduce16(acc): v[i] = acc[i] + acc[i+8] (i < 8); u[i] = v[i] + v[i+4] (i < 4);
@@ -86,6 +96,7 @@ class MatmulKernels {
 
   // Filled by the per-ISA tables.
   FormatKernels f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k;
+  FormatKernels q2_k, q3_k, iq4_nl, iq4_xs;  // the low-bit formats (lowbit_dispatch.h)
 };
 
 // The kernel table for an ISA the CPU supports (see select_isa). Immutable, lives forever.

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "kernels/dispatch.h"
+#include "kernels/lowbit_dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_tile.h"
 
@@ -475,6 +476,7 @@ MatmulKernels make_kernels() {
   t.q4_k = tiled_kernels<Q45K<BlockQ4_K>, 1, 4>();
   t.q5_k = tiled_kernels<Q45K<BlockQ5_K>, 1, 4>();
   t.q6_k = tiled_kernels<Q6K, 1, 4>();
+  add_lowbit_kernels(t);
   return t;
 }
 

@@ -10,6 +10,7 @@
 
 #include "kernels/dequantize.h"
 #include "kernels/fp16.h"
+#include "kernels/lowbit_quants.h"
 #include "kernels/panel_dispatch.h"
 #include "kernels/panel_layout.h"
 
@@ -28,6 +29,14 @@ int64_t tile_bytes(Format format) {
       return sizeof(TileQ5_1);
     case Format::kQ8_0:
       return sizeof(TileQ8_0);
+    case Format::kIQ4_NL:
+      return sizeof(TileIQ4_NL);
+    case Format::kIQ4_XS:
+      return sizeof(TileIQ4_XS);
+    case Format::kQ2_K:
+      return sizeof(TileQ2_K);
+    case Format::kQ3_K:
+      return sizeof(TileQ3_K);
     case Format::kQ4_K:
       return sizeof(TileQ4_K);
     case Format::kQ6_K:
@@ -37,15 +46,14 @@ int64_t tile_bytes(Format format) {
   }
 }
 
-int64_t block_elements(Format format) {
-  return format == Format::kQ4_K || format == Format::kQ6_K ? kQKK : kQK;
-}
+int64_t block_elements(Format format) { return format_info(format).block_size; }
 
 // Elements per block of a weight or activation block type.
 template <class Block>
 constexpr int64_t kElements =
     std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ6_K> ||
-            std::is_same_v<Block, BlockQ8_K>
+            std::is_same_v<Block, BlockQ8_K> || std::is_same_v<Block, BlockIQ4_XS> ||
+            std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ3_K>
         ? kQKK
         : kQK;
 
@@ -114,6 +122,16 @@ void repack_block(const BlockQ5_1& b, int64_t r, TileQ5_1& t) {
   t.m[r] = b.m;
 }
 
+void repack_block(const BlockIQ4_NL& b, int64_t r, TileIQ4_NL& t) {
+  int q[32];
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 15;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  put_nibble_groups(t.qs, r, q);
+  t.d[r] = b.d;
+}
+
 void repack_block(const BlockQ8_0& b, int64_t r, TileQ8_0& t) {
   for (int l = 0; l < 8; ++l)
     for (int i = 0; i < 4; ++i) t.qs[l][4 * r + i] = static_cast<uint8_t>(b.qs[4 * l + i] + 128);
@@ -168,6 +186,55 @@ void repack_block(const BlockQ6_K& b, int64_t r, TileQ6_K& t) {
   }
 }
 
+void repack_block(const BlockIQ4_XS& b, int64_t r, TileIQ4_XS& t) {
+  t.d[r] = b.d;
+  for (int j = 0; j < 8; ++j) {
+    t.sc[j][r] = static_cast<int8_t>(unpack_scale_iq4_xs(b, j));
+    int q[32];
+    for (int i = 0; i < 16; ++i) {
+      q[i] = b.qs[16 * j + i] & 15;
+      q[i + 16] = b.qs[16 * j + i] >> 4;
+    }
+    put_nibble_groups(t.qs[j], r, q);
+  }
+}
+
+// Four 2-bit values per byte: byte (4r + i) of a 16-element sub-block = sum of q[4g + i] << 2g.
+void put_two_bit_groups(uint8_t* qs, int64_t r, const int* q) {
+  for (int i = 0; i < 4; ++i) {
+    int byte = 0;
+    for (int g = 0; g < 4; ++g) byte |= (q[4 * g + i] & 3) << (2 * g);
+    qs[4 * r + i] = static_cast<uint8_t>(byte);
+  }
+}
+
+void repack_block(const BlockQ2_K& b, int64_t r, TileQ2_K& t) {
+  t.d[r] = b.d;
+  t.dmin[r] = b.dmin;
+  int q[kQKK], scale[16], min[16];
+  unpack_q2_k(b, q, scale, min);
+  for (int j = 0; j < 16; ++j) {
+    t.scales[j][r] = b.scales[j];
+    put_two_bit_groups(t.qs[j], r, q + 16 * j);
+  }
+}
+
+void repack_block(const BlockQ3_K& b, int64_t r, TileQ3_K& t) {
+  t.d[r] = b.d;
+  int q[kQKK], scale[16];
+  unpack_q3_k(b, q, scale);
+  for (int j = 0; j < 16; ++j) {
+    t.sc[j][r] = static_cast<int8_t>(scale[j]);
+    TileQ3_K::Pair& pair = t.pair[j / 2];
+    int code[16];
+    for (int e = 0; e < 16; ++e) code[e] = q[16 * j + e] + 4;
+    put_two_bit_groups(pair.lo[j % 2], r, code);
+    for (int i = 0; i < 4; ++i)
+      for (int g = 0; g < 4; ++g)
+        if (code[4 * g + i] & 4) pair.hi[4 * r + i] |= static_cast<uint8_t>(1 << (4 * (j % 2) + g));
+  }
+}
+
 template <class Block, class Tile>
 void repack(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, uint8_t* out,
             int64_t panel_begin, int64_t panel_end) {
@@ -209,6 +276,9 @@ int weight(const TileQ4_1& t, int64_t r, int e) { return nibble_group_value(t.qs
 int weight(const TileQ5_0& t, int64_t r, int e) { return q5_value(t.qs, t.qh, r, e) - 16; }
 int weight(const TileQ5_1& t, int64_t r, int e) { return q5_value(t.qs, t.qh, r, e); }
 int weight(const TileQ8_0& t, int64_t r, int e) { return t.qs[e / 4][4 * r + e % 4] - 128; }
+int weight(const TileIQ4_NL& t, int64_t r, int e) {
+  return kIQ4Values[nibble_group_value(t.qs, r, e)];
+}
 
 // 32-element formats: P per block, one fma chain, and for Q4_1/Q5_1 the min chain (panel.h).
 template <class Tile, class ABlock>
@@ -263,6 +333,60 @@ float row_q6_k(const TileQ6_K* t, int64_t r, const BlockQ8_K* a, int64_t nb) {
   return acc;
 }
 
+float row_iq4_xs(const TileIQ4_XS* t, int64_t r, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t l_sum = 0;
+    for (int j = 0; j < 8; ++j) {
+      int32_t p = 0;
+      for (int e = 0; e < 32; ++e)
+        p += kIQ4Values[nibble_group_value(t[b].qs[j], r, e)] * a[b].qs[32 * j + e];
+      l_sum += t[b].sc[j][r] * p;
+    }
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * a[b].d, static_cast<float>(l_sum), acc);
+  }
+  return acc;
+}
+
+int two_bit_value(const uint8_t* qs, int64_t r, int e) {
+  return (qs[4 * r + e % 4] >> (2 * (e / 4))) & 3;
+}
+
+float row_q2_k(const TileQ2_K* t, int64_t r, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f, summ = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t l_sum = 0, m_sum = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t p = 0;
+      for (int e = 0; e < 16; ++e) p += two_bit_value(t[b].qs[j], r, e) * a[b].qs[16 * j + e];
+      l_sum += (t[b].scales[j][r] & 15) * p;
+      m_sum += (t[b].scales[j][r] >> 4) * a[b].bsums[j];
+    }
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * a[b].d, static_cast<float>(l_sum), acc);
+    summ = std::fma(fp16_to_f32(t[b].dmin[r]) * a[b].d, static_cast<float>(m_sum), summ);
+  }
+  return acc - summ;
+}
+
+float row_q3_k(const TileQ3_K* t, int64_t r, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t l_sum = 0;
+    for (int j = 0; j < 16; ++j) {
+      const TileQ3_K::Pair& pair = t[b].pair[j / 2];
+      int32_t p = 0;
+      for (int e = 0; e < 16; ++e) {
+        const int high = (pair.hi[4 * r + e % 4] >> (4 * (j % 2) + e / 4)) & 1;
+        const int code = two_bit_value(pair.lo[j % 2], r, e) | high << 2;
+        p += (code - 4) * a[b].qs[16 * j + e];
+      }
+      l_sum += t[b].sc[j][r] * p;
+    }
+    acc = std::fma(fp16_to_f32(t[b].d[r]) * a[b].d, static_cast<float>(l_sum), acc);
+  }
+  return acc;
+}
+
 template <class Tile, class ABlock, float (*kRow)(const Tile*, int64_t, const ABlock*, int64_t)>
 void scalar_panels(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
   const int64_t nb = args.k / kElements<ABlock>;
@@ -307,6 +431,14 @@ void repack_panels(Format format, const void* w, int64_t row_bytes, int64_t rows
       return repack<BlockQ5_1, TileQ5_1>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ8_0:
       return repack<BlockQ8_0, TileQ8_0>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
+    case Format::kIQ4_NL:
+      return repack<BlockIQ4_NL, TileIQ4_NL>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
+    case Format::kIQ4_XS:
+      return repack<BlockIQ4_XS, TileIQ4_XS>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
+    case Format::kQ2_K:
+      return repack<BlockQ2_K, TileQ2_K>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
+    case Format::kQ3_K:
+      return repack<BlockQ3_K, TileQ3_K>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ4_K:
       return repack<BlockQ4_K, TileQ4_K>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ6_K:
@@ -363,6 +495,14 @@ PanelMatmulFn panel_matmul(Isa isa, Format format) {
       return scalar_panels<TileQ5_1, BlockQ8_1, row_blocks32<TileQ5_1, BlockQ8_1>>;
     case Format::kQ8_0:
       return scalar_panels<TileQ8_0, BlockQ8_0, row_blocks32<TileQ8_0, BlockQ8_0>>;
+    case Format::kIQ4_NL:
+      return scalar_panels<TileIQ4_NL, BlockQ8_0, row_blocks32<TileIQ4_NL, BlockQ8_0>>;
+    case Format::kIQ4_XS:
+      return scalar_panels<TileIQ4_XS, BlockQ8_K, row_iq4_xs>;
+    case Format::kQ2_K:
+      return scalar_panels<TileQ2_K, BlockQ8_K, row_q2_k>;
+    case Format::kQ3_K:
+      return scalar_panels<TileQ3_K, BlockQ8_K, row_q3_k>;
     case Format::kQ4_K:
       return scalar_panels<TileQ4_K, BlockQ8_K, row_q4_k>;
     case Format::kQ6_K:

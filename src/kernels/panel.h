@@ -23,7 +23,8 @@
 // NUMERICAL CONTRACT (the panel path's canonical order). Y[t][r] depends on weight row r and
 // activation row t alone, never on the batch, the tile or the thread split, and every ISA (scalar,
 // AVX2, AVX-512) computes it bitwise identically by this sequence, from acc = summ = +0:
-//   Q4_0, Q5_0, Q8_0 x Q8_0 (w = q - 8, q - 16, resp. the int8 quant), block b in order:
+//   Q4_0, Q5_0, Q8_0, IQ4_NL x Q8_0 (w = q - 8, q - 16, the int8 quant, resp. the codebook
+//   value of the code), block b in order:
 //     P = sum over the 32 elements of w[e] * a[e]                               (exact int32)
 //     acc = fma(fp32(d_w[b]) * fp32(d_a[b]), float(P), acc)        result = acc
 //   Q4_1, Q5_1 x Q8_1 (q unsigned):
@@ -36,6 +37,12 @@
 //     summ = fma(fp32(dmin_w[b]) * d_a[b], float(M), summ)          result = acc - summ
 //   Q6_K x Q8_K: L = sum over the 16 sub-blocks j of sc[j] * (P_j - 32 * bsums[j]) with q the
 //     unsigned 6-bit value; acc = fma(fp32(d_w[b]) * d_a[b], float(L), acc); result = acc.
+//   Q2_K x Q8_K: L = sum over the 16 sub-blocks j of sc[j] * P_j, M = sum over j of
+//     mn[j] * bsums[j]; acc and summ as Q4_K's; result = acc - summ.
+//   Q3_K x Q8_K: L = sum over the 16 sub-blocks j of sc[j] * P_j with sc signed and P_j over the
+//     signed quants; acc = fma(fp32(d_w[b]) * d_a[b], float(L), acc); result = acc.
+//   IQ4_XS x Q8_K: L = sum over the 8 sub-blocks j of sc[j] * P_j with sc the signed scale and
+//     P_j over the codebook values; acc = fma(fp32(d_w[b]) * d_a[b], float(L), acc); result = acc.
 // The integer sums cannot overflow: |a| <= 127 (quantize.h), so |P| < 2^16 and |L| < 2^28.
 // This differs from matmul.h's order (there, 8 or 16 float lanes per pair), so a matrix gives the
 // same results whichever ISA runs it only if every ISA takes the same path: panel_supported() is

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/lowbit_quants.h"
 #include "kernels/panel.h"
 #include "kernels/panel_dispatch.h"
 #include "kernels/panel_layout.h"
@@ -132,6 +133,22 @@ struct Q8_0 {
   static __m256i group(__m256i w, __m256i a) { return dot4_signed(w, a); }
 };
 
+// IQ4_NL: the codes' signed codebook values, multiplied as Q8_0's weights are.
+struct IQ4_NL {
+  using Tile = TileIQ4_NL;
+  using ABlock = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kOffset = false;
+  static constexpr int kOffsetShift = 0;
+  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
+    unpack_nibbles(t.qs, h, w);
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
+    for (int l = 0; l < 8; ++l) w[l] = _mm256_shuffle_epi8(table, w[l]);
+  }
+  static __m256i group(__m256i w, __m256i a) { return dot4_signed(w, a); }
+};
+
 template <class F, int kT>
 void half32(const typename F::Tile* tiles, int64_t nb, int h,
             const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y, int64_t y_stride,
@@ -250,6 +267,140 @@ void half_q6_k(const TileQ6_K* tiles, int64_t nb, int h,
   for (int t = 0; t < kT; ++t) store8(y + t * y_stride, acc[t], valid);
 }
 
+// IQ4_XS: sub-block j's signed codebook values, multiplied as |w| x sign-adjusted activations.
+template <int kT>
+void half_iq4_xs(const TileIQ4_XS* tiles, int64_t nb, int h,
+                 const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
+                 int64_t valid) {
+  __m256 acc[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
+  for (int64_t b = 0; b < nb; ++b) {
+    const TileIQ4_XS& tile = tiles[b];
+    __m256i l_sum[kT];
+    for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i w[8];
+      unpack_nibbles(tile.qs[j], h, w);
+      for (int l = 0; l < 8; ++l) w[l] = _mm256_shuffle_epi8(table, w[l]);
+      const __m256i sc = _mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.sc[j] + 8 * h)));
+      for (int t = 0; t < kT; ++t) {
+        const int8_t* aq = tok[t].a[b].qs + 32 * j;
+        __m256i p = dot4_signed(w[0], broadcast4(aq));
+        for (int l = 1; l < 8; ++l)
+          p = _mm256_add_epi32(p, dot4_signed(w[l], broadcast4(aq + 4 * l)));
+        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
+      }
+    }
+    const __m256 dw = load_fp16x8(tile.d + 8 * h);
+    for (int t = 0; t < kT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(tok[t].s[b].d)),
+                               _mm256_cvtepi32_ps(l_sum[t]), acc[t]);
+  }
+  for (int t = 0; t < kT; ++t) store8(y + t * y_stride, acc[t], valid);
+}
+
+// Q2_K: 2-bit codes (unsigned) through vpmaddubsw; the mins as int16 pairs per row, as Q4_K's.
+template <int kT>
+void half_q2_k(const TileQ2_K* tiles, int64_t nb, int h,
+               const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
+               int64_t valid) {
+  __m256 acc[kT], summ[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm256_setzero_ps();
+  const __m256i m2 = _mm256_set1_epi8(3);
+  const __m128i m4 = _mm_set1_epi8(15);
+  for (int64_t b = 0; b < nb; ++b) {
+    const TileQ2_K& tile = tiles[b];
+    __m256i l_sum[kT];
+    for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 16; ++j) {
+      const __m256i v = load256(tile.qs[j] + 32 * h);
+      __m256i w[4];
+      for (int g = 0; g < 4; ++g) w[g] = _mm256_and_si256(_mm256_srli_epi16(v, 2 * g), m2);
+      const __m256i sc = _mm256_cvtepu8_epi32(_mm_and_si128(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.scales[j] + 8 * h)), m4));
+      for (int t = 0; t < kT; ++t) {
+        const int8_t* aq = tok[t].a[b].qs + 16 * j;
+        __m256i p = _mm256_add_epi32(dot4(w[0], broadcast4(aq)), dot4(w[1], broadcast4(aq + 4)));
+        p = _mm256_add_epi32(
+            p, _mm256_add_epi32(dot4(w[2], broadcast4(aq + 8)), dot4(w[3], broadcast4(aq + 12))));
+        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
+      }
+    }
+    __m256i mn[8];  // int16 pairs (mn[2i], mn[2i + 1]) per row lane
+    for (int i = 0; i < 8; ++i) {
+      const __m128i a0 = _mm_and_si128(
+          _mm_srli_epi16(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.scales[2 * i] + 8 * h)), 4),
+          m4);
+      const __m128i a1 = _mm_and_si128(
+          _mm_srli_epi16(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.scales[2 * i + 1] + 8 * h)), 4),
+          m4);
+      mn[i] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a0, a1));
+    }
+    const __m256 dw = load_fp16x8(tile.d + 8 * h);
+    const __m256 dmw = load_fp16x8(tile.dmin + 8 * h);
+    for (int t = 0; t < kT; ++t) {
+      const int16_t* bsums = tok[t].a[b].bsums;
+      __m256i m_sum = _mm256_setzero_si256();
+      for (int i = 0; i < 8; ++i) {
+        int32_t pair;
+        std::memcpy(&pair, bsums + 2 * i, 4);
+        m_sum = _mm256_add_epi32(m_sum, _mm256_madd_epi16(mn[i], _mm256_set1_epi32(pair)));
+      }
+      const __m256 da = _mm256_set1_ps(tok[t].s[b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(l_sum[t]), acc[t]);
+      summ[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(m_sum), summ[t]);
+    }
+  }
+  for (int t = 0; t < kT; ++t) store8(y + t * y_stride, _mm256_sub_ps(acc[t], summ[t]), valid);
+}
+
+// Q3_K: the unsigned codes q + 4 through vpmaddubsw, the + 4 taken back as 4 * bsums[j].
+template <int kT>
+void half_q3_k(const TileQ3_K* tiles, int64_t nb, int h,
+               const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
+               int64_t valid) {
+  __m256 acc[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i m2 = _mm256_set1_epi8(3);
+  const __m256i bit = _mm256_set1_epi8(4);
+  for (int64_t b = 0; b < nb; ++b) {
+    const TileQ3_K& tile = tiles[b];
+    __m256i l_sum[kT];
+    for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 16; ++j) {
+      const TileQ3_K::Pair& pair = tile.pair[j / 2];
+      const __m256i v = load256(pair.lo[j % 2] + 32 * h);
+      const __m256i hi = _mm256_srli_epi16(load256(pair.hi + 32 * h), 4 * (j % 2));
+      __m256i w[4];
+      for (int g = 0; g < 4; ++g) {
+        const __m256i hb = g <= 2 ? _mm256_slli_epi16(hi, 2 - g) : _mm256_srli_epi16(hi, g - 2);
+        w[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * g), m2),
+                               _mm256_and_si256(hb, bit));
+      }
+      const __m256i sc = _mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.sc[j] + 8 * h)));
+      for (int t = 0; t < kT; ++t) {
+        const int8_t* aq = tok[t].a[b].qs + 16 * j;
+        __m256i p = _mm256_add_epi32(dot4(w[0], broadcast4(aq)), dot4(w[1], broadcast4(aq + 4)));
+        p = _mm256_add_epi32(
+            p, _mm256_add_epi32(dot4(w[2], broadcast4(aq + 8)), dot4(w[3], broadcast4(aq + 12))));
+        p = _mm256_sub_epi32(p, _mm256_set1_epi32(tok[t].s[b].offsets6[j] >> 3));
+        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
+      }
+    }
+    const __m256 dw = load_fp16x8(tile.d + 8 * h);
+    for (int t = 0; t < kT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(tok[t].s[b].d)),
+                               _mm256_cvtepi32_ps(l_sum[t]), acc[t]);
+  }
+  for (int t = 0; t < kT; ++t) store8(y + t * y_stride, acc[t], valid);
+}
+
 // ---- The loop over panels, halves and token tiles.
 
 template <class Kernel, int kT>
@@ -314,6 +465,39 @@ struct KernelQ4K {
     half_q4_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
   }
 };
+struct KernelIQ4XS {
+  using Tile = TileIQ4_XS;
+  using ABlock = BlockQ8_K;
+  using Sums = PanelSumsK;
+  static constexpr int64_t kBlock = kQKK;
+  template <int kT>
+  static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, int64_t valid) {
+    half_iq4_xs<kT>(tiles, nb, h, tok, y, y_stride, valid);
+  }
+};
+struct KernelQ2K {
+  using Tile = TileQ2_K;
+  using ABlock = BlockQ8_K;
+  using Sums = PanelSumsK;
+  static constexpr int64_t kBlock = kQKK;
+  template <int kT>
+  static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, int64_t valid) {
+    half_q2_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
+  }
+};
+struct KernelQ3K {
+  using Tile = TileQ3_K;
+  using ABlock = BlockQ8_K;
+  using Sums = PanelSumsK;
+  static constexpr int64_t kBlock = kQKK;
+  template <int kT>
+  static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, int64_t valid) {
+    half_q3_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
+  }
+};
 struct KernelQ6K {
   using Tile = TileQ6_K;
   using ABlock = BlockQ8_K;
@@ -340,6 +524,14 @@ PanelMatmulFn panel_matmul(Format format) {
       return panel_loop<Kernel32<Q5_1>>;
     case Format::kQ8_0:
       return panel_loop<Kernel32<Q8_0>>;
+    case Format::kIQ4_NL:
+      return panel_loop<Kernel32<IQ4_NL>>;
+    case Format::kIQ4_XS:
+      return panel_loop<KernelIQ4XS>;
+    case Format::kQ2_K:
+      return panel_loop<KernelQ2K>;
+    case Format::kQ3_K:
+      return panel_loop<KernelQ3K>;
     case Format::kQ4_K:
       return panel_loop<KernelQ4K>;
     case Format::kQ6_K:

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/lowbit_quants.h"
 #include "kernels/panel.h"
 #include "kernels/panel_dispatch.h"
 #include "kernels/panel_layout.h"
@@ -97,6 +98,20 @@ struct Q8_0 {
   static constexpr int kOffsetShift = 7;  // codes w + 128
   static void unpack(const Tile& t, __m512i (&w)[8]) {
     for (int l = 0; l < 8; ++l) w[l] = load512(t.qs[l]);
+  }
+};
+
+// IQ4_NL: the codes' codebook values plus 128 (1..241, unsigned for vpdpbusd).
+struct IQ4_NL {
+  using Tile = TileIQ4_NL;
+  using ABlock = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  static constexpr int kOffsetShift = 7;  // codes v + 128
+  static void unpack(const Tile& t, __m512i (&w)[8]) {
+    unpack_nibbles(t.qs, w);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)), _mm_set1_epi8(-128)));
+    for (int l = 0; l < 8; ++l) w[l] = _mm512_shuffle_epi8(table, w[l]);
   }
 };
 
@@ -244,6 +259,169 @@ void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, acc[t]);
 }
 
+// IQ4_XS: sub-block j's codes as codebook values + 128 (unsigned for vpdpbusd); the + 128 is
+// taken back as 128 * bsums32[j].
+template <int kT>
+void tile_iq4_xs(const TileIQ4_XS* tiles, int64_t nb,
+                 const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
+                 __mmask16 mask) {
+  __m512 acc[kT];
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)), _mm_set1_epi8(-128)));
+  for (int64_t b = 0; b < nb; ++b) {
+    const TileIQ4_XS& tile = tiles[b];
+    __m512i l_sum[kT];
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      __m512i w[8];
+      unpack_nibbles(tile.qs[j], w);
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) w[l] = _mm512_shuffle_epi8(table, w[l]);
+      const __m512i sc =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.sc[j])));
+#pragma GCC unroll 16
+      for (int t = 0; t < kT; ++t) {
+        const int8_t* aq = tok[t].a[b].qs + 32 * j;
+        __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l += 2) {
+          p0 = _mm512_dpbusd_epi32(p0, w[l], broadcast4(aq + 4 * l));
+          p1 = _mm512_dpbusd_epi32(p1, w[l + 1], broadcast4(aq + 4 * l + 4));
+        }
+        const __m512i p = _mm512_sub_epi32(_mm512_add_epi32(p0, p1),
+                                           _mm512_set1_epi32(128 * tok[t].s[b].bsums32[j]));
+        l_sum[t] = _mm512_add_epi32(l_sum[t], _mm512_mullo_epi32(p, sc));
+      }
+    }
+    const __m512 dw = load_fp16x16(tile.d);
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(tok[t].s[b].d)),
+                               _mm512_cvtepi32_ps(l_sum[t]), acc[t]);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, acc[t]);
+}
+
+// Q2_K: 2-bit codes straight into vpdpbusd; the mins as int16 pairs (mn[2i], mn[2i + 1]) per row
+// against the token's bsums pair, as Q4_K's.
+template <int kT>
+void tile_q2_k(const TileQ2_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
+               float* y, int64_t y_stride, __mmask16 mask) {
+  __m512 acc[kT], summ[kT];
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
+  const __m512i m2 = _mm512_set1_epi8(3);
+  const __m128i m4 = _mm_set1_epi8(15);
+  for (int64_t b = 0; b < nb; ++b) {
+    const TileQ2_K& tile = tiles[b];
+    __m512i l_sum[kT];
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 16; ++j) {
+      const __m512i v = load512(tile.qs[j]);
+      __m512i w[4];
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) w[g] = _mm512_and_si512(_mm512_srli_epi16(v, 2 * g), m2);
+      const __m512i sc = _mm512_cvtepu8_epi32(
+          _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.scales[j])), m4));
+#pragma GCC unroll 16
+      for (int t = 0; t < kT; ++t) {
+        const int8_t* aq = tok[t].a[b].qs + 16 * j;
+        __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], broadcast4(aq));
+        __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], broadcast4(aq + 4));
+        p0 = _mm512_dpbusd_epi32(p0, w[2], broadcast4(aq + 8));
+        p1 = _mm512_dpbusd_epi32(p1, w[3], broadcast4(aq + 12));
+        l_sum[t] = _mm512_add_epi32(l_sum[t], _mm512_mullo_epi32(_mm512_add_epi32(p0, p1), sc));
+      }
+    }
+    __m512i mn[8];  // int16 pairs (mn[2i], mn[2i + 1]) per row lane
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const __m128i a0 =
+          _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.scales[2 * i])), 4);
+      const __m128i a1 = _mm_srli_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.scales[2 * i + 1])), 4);
+      const __m128i lo = _mm_unpacklo_epi8(_mm_and_si128(a0, m4), _mm_and_si128(a1, m4));
+      const __m128i hi = _mm_unpackhi_epi8(_mm_and_si128(a0, m4), _mm_and_si128(a1, m4));
+      mn[i] = _mm512_cvtepu8_epi16(_mm256_set_m128i(hi, lo));
+    }
+    const __m512 dw = load_fp16x16(tile.d);
+    const __m512 dmw = load_fp16x16(tile.dmin);
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t) {
+      const int16_t* bsums = tok[t].a[b].bsums;
+      __m512i m_sum = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        int32_t pair;
+        std::memcpy(&pair, bsums + 2 * i, 4);
+        m_sum = _mm512_add_epi32(m_sum, _mm512_madd_epi16(mn[i], _mm512_set1_epi32(pair)));
+      }
+      const __m512 da = _mm512_set1_ps(tok[t].s[b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(l_sum[t]), acc[t]);
+      summ[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmw, da), _mm512_cvtepi32_ps(m_sum), summ[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t)
+    _mm512_mask_storeu_ps(y + t * y_stride, mask, _mm512_sub_ps(acc[t], summ[t]));
+}
+
+// Q3_K: the unsigned codes q + 4 into vpdpbusd; the + 4 is taken back as 4 * bsums[j]
+// (offsets6[j] / 8).
+template <int kT>
+void tile_q3_k(const TileQ3_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
+               float* y, int64_t y_stride, __mmask16 mask) {
+  __m512 acc[kT];
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m2 = _mm512_set1_epi8(3);
+  const __m512i bit = _mm512_set1_epi8(4);
+  for (int64_t b = 0; b < nb; ++b) {
+    const TileQ3_K& tile = tiles[b];
+    __m512i l_sum[kT];
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 16; ++j) {
+      const TileQ3_K::Pair& pair = tile.pair[j / 2];
+      const __m512i v = load512(pair.lo[j % 2]);
+      const __m512i hi = _mm512_srli_epi16(load512(pair.hi), 4 * (j % 2));
+      __m512i w[4];
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        // high bit g of the nibble, moved to bit 2 (shift right by g, left by 2).
+        const __m512i h = g <= 2 ? _mm512_slli_epi16(hi, 2 - g) : _mm512_srli_epi16(hi, g - 2);
+        w[g] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 2 * g), m2),
+                               _mm512_and_si512(h, bit));
+      }
+      const __m512i sc =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.sc[j])));
+#pragma GCC unroll 16
+      for (int t = 0; t < kT; ++t) {
+        const int8_t* aq = tok[t].a[b].qs + 16 * j;
+        __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], broadcast4(aq));
+        __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], broadcast4(aq + 4));
+        p0 = _mm512_dpbusd_epi32(p0, w[2], broadcast4(aq + 8));
+        p1 = _mm512_dpbusd_epi32(p1, w[3], broadcast4(aq + 12));
+        const __m512i p = _mm512_sub_epi32(_mm512_add_epi32(p0, p1),
+                                           _mm512_set1_epi32(tok[t].s[b].offsets6[j] >> 3));
+        l_sum[t] = _mm512_add_epi32(l_sum[t], _mm512_mullo_epi32(p, sc));
+      }
+    }
+    const __m512 dw = load_fp16x16(tile.d);
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(tok[t].s[b].d)),
+                               _mm512_cvtepi32_ps(l_sum[t]), acc[t]);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, acc[t]);
+}
+
 // ---- The loop over panels and token tiles.
 
 template <class Kernel, int kT>
@@ -322,6 +500,42 @@ struct KernelQ4K {
     tile_q4_k<kT>(tiles, nb, tok, y, y_stride, mask);
   }
 };
+struct KernelIQ4XS {
+  using Tile = TileIQ4_XS;
+  using ABlock = BlockQ8_K;
+  using Sums = PanelSumsK;
+  static constexpr int kTokens = 4;
+  static constexpr int64_t kBlock = kQKK;
+  template <int kT>
+  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, __mmask16 mask) {
+    tile_iq4_xs<kT>(tiles, nb, tok, y, y_stride, mask);
+  }
+};
+struct KernelQ2K {
+  using Tile = TileQ2_K;
+  using ABlock = BlockQ8_K;
+  using Sums = PanelSumsK;
+  static constexpr int kTokens = 4;
+  static constexpr int64_t kBlock = kQKK;
+  template <int kT>
+  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, __mmask16 mask) {
+    tile_q2_k<kT>(tiles, nb, tok, y, y_stride, mask);
+  }
+};
+struct KernelQ3K {
+  using Tile = TileQ3_K;
+  using ABlock = BlockQ8_K;
+  using Sums = PanelSumsK;
+  static constexpr int kTokens = 4;
+  static constexpr int64_t kBlock = kQKK;
+  template <int kT>
+  static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                   float* y, int64_t y_stride, __mmask16 mask) {
+    tile_q3_k<kT>(tiles, nb, tok, y, y_stride, mask);
+  }
+};
 struct KernelQ6K {
   using Tile = TileQ6_K;
   using ABlock = BlockQ8_K;
@@ -349,6 +563,14 @@ PanelMatmulFn panel_matmul(Format format) {
       return panel_loop<Kernel32<Q5_1>>;
     case Format::kQ8_0:
       return panel_loop<Kernel32<Q8_0>>;
+    case Format::kIQ4_NL:
+      return panel_loop<Kernel32<IQ4_NL>>;
+    case Format::kIQ4_XS:
+      return panel_loop<KernelIQ4XS>;
+    case Format::kQ2_K:
+      return panel_loop<KernelQ2K>;
+    case Format::kQ3_K:
+      return panel_loop<KernelQ3K>;
     case Format::kQ4_K:
       return panel_loop<KernelQ4K>;
     case Format::kQ6_K:

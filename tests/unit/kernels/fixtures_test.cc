@@ -114,7 +114,11 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, DequantizeFixture,
                                            DequantCase{"dequant_q8_0.bin", Format::kQ8_0},
                                            DequantCase{"dequant_q4_K.bin", Format::kQ4_K},
                                            DequantCase{"dequant_q5_K.bin", Format::kQ5_K},
-                                           DequantCase{"dequant_q6_K.bin", Format::kQ6_K}),
+                                           DequantCase{"dequant_q6_K.bin", Format::kQ6_K},
+                                           DequantCase{"dequant_q2_K.bin", Format::kQ2_K},
+                                           DequantCase{"dequant_q3_K.bin", Format::kQ3_K},
+                                           DequantCase{"dequant_iq4_nl.bin", Format::kIQ4_NL},
+                                           DequantCase{"dequant_iq4_xs.bin", Format::kIQ4_XS}),
                          [](const ::testing::TestParamInfo<DequantCase>& info) {
                            return std::string(format_info(info.param.format).name);
                          });

@@ -12,13 +12,15 @@ TEST(Format, InfoMatchesGgmlGeometry) {
     Format activation;
   };
   const Expect cases[] = {
-      {Format::kF32, 1, 4, Format::kF32},       {Format::kF16, 1, 2, Format::kF16},
-      {Format::kBF16, 1, 2, Format::kBF16},     {Format::kQ4_0, 32, 18, Format::kQ8_0},
-      {Format::kQ4_1, 32, 20, Format::kQ8_1},   {Format::kQ5_0, 32, 22, Format::kQ8_0},
-      {Format::kQ5_1, 32, 24, Format::kQ8_1},   {Format::kQ8_0, 32, 34, Format::kQ8_0},
-      {Format::kQ8_1, 32, 36, Format::kQ8_1},   {Format::kQ4_K, 256, 144, Format::kQ8_K},
-      {Format::kQ5_K, 256, 176, Format::kQ8_K}, {Format::kQ6_K, 256, 210, Format::kQ8_K},
-      {Format::kQ8_K, 256, 292, Format::kQ8_K},
+      {Format::kF32, 1, 4, Format::kF32},         {Format::kF16, 1, 2, Format::kF16},
+      {Format::kBF16, 1, 2, Format::kBF16},       {Format::kQ4_0, 32, 18, Format::kQ8_0},
+      {Format::kQ4_1, 32, 20, Format::kQ8_1},     {Format::kQ5_0, 32, 22, Format::kQ8_0},
+      {Format::kQ5_1, 32, 24, Format::kQ8_1},     {Format::kQ8_0, 32, 34, Format::kQ8_0},
+      {Format::kQ8_1, 32, 36, Format::kQ8_1},     {Format::kQ4_K, 256, 144, Format::kQ8_K},
+      {Format::kQ5_K, 256, 176, Format::kQ8_K},   {Format::kQ6_K, 256, 210, Format::kQ8_K},
+      {Format::kQ8_K, 256, 292, Format::kQ8_K},   {Format::kQ2_K, 256, 84, Format::kQ8_K},
+      {Format::kQ3_K, 256, 110, Format::kQ8_K},   {Format::kIQ4_NL, 32, 18, Format::kQ8_0},
+      {Format::kIQ4_XS, 256, 136, Format::kQ8_K},
   };
   for (const Expect& e : cases) {
     const FormatInfo& info = format_info(e.f);

@@ -69,6 +69,13 @@ inline std::vector<int> fp16_scale_offsets(Format f) {
       return {0, 2};
     case Format::kQ6_K:
       return {208};
+    case Format::kQ2_K:
+      return {80, 82};
+    case Format::kQ3_K:
+      return {108};
+    case Format::kIQ4_NL:
+    case Format::kIQ4_XS:
+      return {0};
     default:
       return {};
   }

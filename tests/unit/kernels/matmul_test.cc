@@ -192,7 +192,52 @@ uint16_t u16(const uint8_t* p) {
   return v;
 }
 
+// Weights of the low-bit formats as exact values: dequantize_row (checked against the gguf package
+// by fixtures_test.cc) forms d * sc * q with products exact in fp32 (at most 11 + 6 + 7 significant
+// bits); Q2_K's d * sc * q - dmin * mn is split into its two exact parts by zeroing the other
+// scale.
+std::vector<double> exact_lowbit_weights(Format f, const uint8_t* w, int64_t k) {
+  std::vector<float> a(static_cast<size_t>(k)), b(static_cast<size_t>(k), 0.0f);
+  if (f != Format::kQ2_K) {
+    dequantize_row(f, w, a.data(), k);
+  } else {
+    std::vector<uint8_t> only_d(w, w + row_bytes(f, k)), only_min = only_d;
+    for (int64_t i = 0; i < k / kQKK; ++i) {
+      std::memset(only_d.data() + i * sizeof(BlockQ2_K) + 82, 0, 2);    // dmin = 0
+      std::memset(only_min.data() + i * sizeof(BlockQ2_K) + 80, 0, 2);  // d = 0
+    }
+    dequantize_row(f, only_d.data(), a.data(), k);
+    dequantize_row(f, only_min.data(), b.data(), k);
+  }
+  std::vector<double> out(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) out[i] = double{a[i]} + double{b[i]};
+  return out;
+}
+
+Exact exact_dot_lowbit(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
+  Exact e;
+  const std::vector<double> wv = exact_lowbit_weights(f, w, k);
+  for (int64_t i = 0; i < k; ++i) {
+    double a;
+    if (f == Format::kIQ4_NL) {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(x) + i / kQK;
+      a = double{fp16_to_f32(blk->d)} * blk->qs[i % kQK];
+    } else {
+      const auto* blk = reinterpret_cast<const BlockQ8_K*>(x) + i / kQKK;
+      a = double{blk->d} * blk->qs[i % kQKK];
+    }
+    e.value += wv[i] * a;
+    e.magnitude += std::fabs(wv[i] * a);
+  }
+  // Per block: d_w * d_a and float(L) round once each, then one fma of a chain of nb (two
+  // chains for Q2_K, and their difference).
+  e.roundings = k / format_info(f).block_size + 4;
+  return e;
+}
+
 Exact exact_dot(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
+  if (f == Format::kQ2_K || f == Format::kQ3_K || f == Format::kIQ4_NL || f == Format::kIQ4_XS)
+    return exact_dot_lowbit(f, w, x, k);
   Exact e;
   const FormatInfo& info = format_info(f);
   const int64_t nb = k / info.block_size;

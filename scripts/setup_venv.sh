@@ -6,8 +6,11 @@
 set -euo pipefail
 VENV="${DRIFT_CACHE:-$HOME/.cache/drift}/venv"
 # playwright drives Debian's chromium in the web page's tests (never a browser of its own);
-# jsonschema validates structured output in the server's tests.
-REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0 playwright==1.65.2 jsonschema==4.26.0)
+# jsonschema validates structured output in the server's tests. nanobind builds the Python
+# package's module in the release tree (-DDRIFT_PYTHON=ON); scikit-build-core is its build
+# backend for `pip install ./python`; jinja2 renders chat templates in the package's tests.
+REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0 playwright==1.65.2 jsonschema==4.26.0
+              nanobind==3.1.0 scikit-build-core==1.1.2 jinja2==3.1.6)
 STAMP="$VENV/.drift-requirements"
 
 if [ ! -x "$VENV/bin/python" ]; then

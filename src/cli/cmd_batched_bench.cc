@@ -20,7 +20,7 @@
 
 #include "commands.h"
 #include "engine/engine.h"
-#include "engine_options.h"
+#include "engine_flags.h"
 #include "model_locator.h"
 #include "runtime/load_engine.h"
 #include "sampling/random_stream.h"

@@ -18,7 +18,7 @@
 
 #include "commands.h"
 #include "engine/engine.h"
-#include "engine_options.h"
+#include "engine_flags.h"
 #include "latency_summary.h"
 #include "model_locator.h"
 #include "runtime/load_engine.h"

@@ -32,7 +32,7 @@
 
 #include "commands.h"
 #include "engine/engine.h"
-#include "engine_options.h"
+#include "engine_flags.h"
 #include "model_locator.h"
 #include "option_layers.h"
 #include "runtime/load_engine.h"

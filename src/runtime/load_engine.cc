@@ -39,9 +39,7 @@ ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer,
 
 }  // namespace
 
-Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
-                                              const EngineConfig& config,
-                                              const ModelLoadOptions& options) {
+Expected<LoadedModel> load_model(const std::string& model_path, const ModelLoadOptions& options) {
   DRIFT_ASSIGN_OR_RETURN(Isa isa, select_isa(detect_cpu_features()));
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded_model, Model::load(model_path, isa));
   // Shared with the engine, which keeps it alive for the executor that reads its weights.
@@ -54,8 +52,14 @@ Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
         "{} has no chat template; using ChatML for conversations (--chat-template FILE "
         "gives another)",
         model_path);
-  const ModelFacts facts = model_facts(model->config(), tokenizer, model->file());
-  const Model& loaded = *model;
+  ModelFacts facts = model_facts(model->config(), tokenizer, model->file());
+  return LoadedModel{model, make_tokenizer_codec(std::move(tokenizer), std::move(chat)),
+                     std::move(facts)};
+}
+
+Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model,
+                                               const EngineConfig& config) {
+  const Model& loaded = *model.model;
   auto make_executor = [&](const EngineSetup& setup) -> Expected<std::unique_ptr<Executor>> {
     CpuExecutorConfig c;
     c.threads = setup.threads;
@@ -71,8 +75,14 @@ Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
           std::make_unique<FailingExecutor>(std::move(executor), *options.debug_fail_at_step));
     return std::unique_ptr<Executor>(std::move(executor));
   };
-  return Engine::create(config, facts, make_tokenizer_codec(std::move(tokenizer), std::move(chat)),
-                        make_executor, std::move(model));
+  return Engine::create(config, model.facts, model.codec, make_executor, model.model);
+}
+
+Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
+                                              const EngineConfig& config,
+                                              const ModelLoadOptions& options) {
+  DRIFT_ASSIGN_OR_RETURN(LoadedModel model, load_model(model_path, options));
+  return start_engine(model, config);
 }
 
 kernels::KvFormat kv_format_of(KVDtype dtype) {

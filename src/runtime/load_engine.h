@@ -9,10 +9,13 @@
 
 #include "engine/engine.h"
 #include "engine/engine_config.h"
+#include "engine/text_codec.h"
 #include "kernels/kv_format.h"
 #include "util/error.h"
 
 namespace drift {
+
+class Model;
 
 struct ModelLoadOptions {
   // A Jinja chat template's text that replaces the model's (--chat-template FILE). Absent: the
@@ -23,10 +26,26 @@ struct ModelLoadOptions {
   std::optional<int64_t> debug_fail_at_step;
 };
 
-// Loads the GGUF model (the file is opened once), its tokenizer and chat prompt builder, and runs
-// it on the CPU executor with config.threads compute threads (the ISA the CPU supports best, or
-// DRIFT_ISA's). The engine then owns every prompt decision: programs submit text, conversations
-// or ids, and ask it to tokenize.
+// A GGUF model ready to run: its weights (for the ISA the CPU supports best, or DRIFT_ISA's), its
+// tokenizer with the chat prompt builder, and what the engine must know of it.
+struct LoadedModel {
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<const TextCodec> codec;
+  ModelFacts facts;
+};
+
+// Loads the GGUF model (the file is opened once). Errors are about the file: missing, malformed,
+// an unsupported architecture or format, a chat template that does not parse.
+Expected<LoadedModel> load_model(const std::string& model_path,
+                                 const ModelLoadOptions& options = {});
+
+// Runs `model` on the CPU executor with config.threads compute threads. Errors are about the
+// configuration (the field named) or the memory it asks for.
+Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model,
+                                               const EngineConfig& config);
+
+// load_model, then start_engine. The engine then owns every prompt decision: programs submit
+// text, conversations or ids, and ask it to tokenize.
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
                                               const EngineConfig& config,
                                               const ModelLoadOptions& options = {});

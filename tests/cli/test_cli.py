@@ -183,7 +183,8 @@ def test_chat_on_a_model_without_template_falls_back_to_chatml():
     (["--prompts", "/nonexistent/prompts.txt"], "cannot open --prompts file"),
     (["-p", "x", "--temp", "-1"], "temperature must be"),
     (["-p", "x", "-n", 100000, "-c", 64], "exceed"),
-    (["-p", "x", "--admission", "sometimes"], "--admission"),
+    (["-p", "x", "--admission", "sometimes"],
+     "admission: expected guaranteed or optimistic, got 'sometimes'"),
     (["-p", "x", "--top-p", "1.5"], "top_p must be in (0, 1], got 1.5"),
     (["-p", "x", "--sampling-defaults", "vllm"], "--sampling-defaults"),
 ])

@@ -1,9 +1,9 @@
-// The engine options shared by the commands that run requests through the Engine (generate,
-// chat, serve): parallelism, context, KV memory, step budget, admission, queue. They register on
-// a CLI11 subcommand and turn into an EngineConfig, which validates them (errors name the field).
+// The engine options a program exposes to its user — the `drift` commands as flags, the Python
+// package as keyword arguments of the same names (`--kv-cache-dtype` is `kv_cache_dtype=`):
+// parallelism, context, KV memory, step budget, admission, queue. to_engine_config turns them into
+// an EngineConfig, which the engine validates (errors name the field).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,7 +11,7 @@
 #include "engine/engine_config.h"
 #include "util/error.h"
 
-namespace drift::cli {
+namespace drift {
 
 struct EngineOptions {
   int32_t threads = 2;
@@ -34,14 +34,8 @@ struct EngineOptions {
   SessionConfig sessions;
 };
 
-// Adds --threads, --parallel, --ctx-size, --batch-tokens, --kv-mib, --kv-ram-fraction,
-// --page-size, --kv-cache-dtype, --admission, --policy, --max-queued, --no-chunked-prefill,
-// --no-prefix-cache,
-// --target-itl-ms, --target-ttft-ms, --max-ttft-s,
-// --max-sessions, --session-max-tokens, --session-ttl; the defaults are the
-// values `options` holds when called.
-void register_engine_options(CLI::App& cmd, EngineOptions& options);
-
+// The configuration these options describe; an error names the option whose text is not one of
+// its choices (admission, policy, kv_cache_dtype) or whose number is out of range.
 Expected<EngineConfig> to_engine_config(const EngineOptions& options);
 
-}  // namespace drift::cli
+}  // namespace drift

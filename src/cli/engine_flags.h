@@ -1,0 +1,17 @@
+// The engine options (runtime/engine_options.h) as flags of the commands that run requests
+// through the Engine (generate, chat, serve, batched-bench).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "runtime/engine_options.h"
+
+namespace drift::cli {
+
+// Adds --threads, --parallel, --ctx-size, --batch-tokens, --kv-mib, --kv-ram-fraction,
+// --page-size, --kv-cache-dtype, --admission, --policy, --max-queued, --no-chunked-prefill,
+// --no-prefix-cache, --target-itl-ms, --target-ttft-ms, --max-ttft-s, --max-sessions,
+// --session-max-tokens, --session-ttl; the defaults are the values `options` holds when called.
+void register_engine_options(CLI::App& cmd, EngineOptions& options);
+
+}  // namespace drift::cli

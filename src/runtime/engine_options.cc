@@ -1,0 +1,66 @@
+#include "runtime/engine_options.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace drift {
+
+namespace {
+
+// The numbers the conversion itself must trust (a size cast to bytes, milliseconds to seconds);
+// the engine checks the rest of the configuration when it is set up.
+Status check_numbers(const EngineOptions& o) {
+  if (o.kv_mib && !(*o.kv_mib >= 1.0 && *o.kv_mib <= 1e9))
+    return make_error("kv_mib must be in [1, 1e9], got {}", *o.kv_mib);
+  if (!(o.target_itl_ms >= 0 && o.target_itl_ms <= 1e7))
+    return make_error("target_itl_ms must be in [0, 1e7], got {}", o.target_itl_ms);
+  if (o.target_ttft_ms && !(*o.target_ttft_ms >= 0.001 && *o.target_ttft_ms <= 1e9))
+    return make_error("target_ttft_ms must be in [0.001, 1e9], got {}", *o.target_ttft_ms);
+  if (o.max_ttft_s && !(*o.max_ttft_s >= 0.001 && *o.max_ttft_s <= 1e7))
+    return make_error("max_ttft_s must be in [0.001, 1e7], got {}", *o.max_ttft_s);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
+  if (Status s = check_numbers(o); !s.ok()) return s.error();
+  EngineConfig config;
+  config.threads = o.threads;
+  config.scheduler.max_num_seqs = o.parallel;
+  config.scheduler.max_num_batched_tokens = std::max(o.batch_tokens, o.parallel);
+  config.scheduler.enable_chunked_prefill = !o.no_chunked_prefill;
+  auto admission = parse_admission_mode(o.admission);
+  if (!admission)
+    return make_error("admission: expected guaranteed or optimistic, got '{}'", o.admission);
+  config.scheduler.admission = *admission;
+  auto policy = parse_scheduler_policy(o.policy);
+  if (!policy)
+    return make_error("policy: expected fcfs, small_first or priority, got '{}'", o.policy);
+  config.scheduler.policy = *policy;
+  if (o.ctx_size) {
+    config.max_model_len = *o.ctx_size;
+    // Also lift the cap, so that an explicit size up to the trained context is honoured.
+    config.max_model_len_limit = std::max(config.max_model_len_limit, *o.ctx_size);
+  }
+  config.kv.page_size = o.page_size;
+  auto dtype = parse_kv_dtype(o.kv_cache_dtype);
+  if (!dtype)
+    return make_error("kv_cache_dtype: expected f16, bf16, f32, int8 or int4, got '{}'",
+                      o.kv_cache_dtype);
+  config.kv.dtype = *dtype;
+  config.kv.budget = o.kv_mib ? KVMemoryBudget::of_bytes(static_cast<uint64_t>(
+                                    std::llround(*o.kv_mib * 1024.0 * 1024.0)))
+                              : KVMemoryBudget::of_ram_fraction(o.kv_ram_fraction);
+  config.max_queued_requests = o.max_queued;
+  config.kv.enable_prefix_caching = !o.no_prefix_cache;
+  config.latency.target_itl_seconds =
+      o.target_itl_ms > 0 ? std::optional<double>(o.target_itl_ms / 1000) : std::nullopt;
+  if (o.target_ttft_ms) config.latency.target_ttft_seconds = *o.target_ttft_ms / 1000;
+  config.latency.max_ttft_seconds = o.max_ttft_s;
+  config.sessions = o.sessions;
+  config.default_max_tokens = o.default_max_tokens;
+  return config;
+}
+
+}  // namespace drift

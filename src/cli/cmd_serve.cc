@@ -102,8 +102,9 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
                            read_text_file(*o.chat_template_file, "--chat-template"));
     load.chat_template = std::move(source);
   }
-  load.debug_fail_at_step = o.debug_fail_at_step;
-  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config, load));
+  ExecutorOptions executor;
+  executor.debug_fail_at_step = o.debug_fail_at_step;
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config, load, executor));
   return std::make_shared<server::LoadedModel>(server::LoadedModel{std::move(engine)});
 }
 

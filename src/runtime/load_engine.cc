@@ -57,8 +57,8 @@ Expected<LoadedModel> load_model(const std::string& model_path, const ModelLoadO
                      std::move(facts)};
 }
 
-Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model,
-                                               const EngineConfig& config) {
+Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const EngineConfig& config,
+                                               const ExecutorOptions& executor_options) {
   const Model& loaded = *model.model;
   auto make_executor = [&](const EngineSetup& setup) -> Expected<std::unique_ptr<Executor>> {
     CpuExecutorConfig c;
@@ -70,9 +70,9 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model,
     c.max_batch_sequences = setup.scheduler.max_num_seqs;
     c.max_context = setup.max_model_len;
     DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor, CpuExecutor::create(loaded, c));
-    if (options.debug_fail_at_step)
-      return std::unique_ptr<Executor>(
-          std::make_unique<FailingExecutor>(std::move(executor), *options.debug_fail_at_step));
+    if (executor_options.debug_fail_at_step)
+      return std::unique_ptr<Executor>(std::make_unique<FailingExecutor>(
+          std::move(executor), *executor_options.debug_fail_at_step));
     return std::unique_ptr<Executor>(std::move(executor));
   };
   return Engine::create(config, model.facts, model.codec, make_executor, model.model);
@@ -80,9 +80,10 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model,
 
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
                                               const EngineConfig& config,
-                                              const ModelLoadOptions& options) {
+                                              const ModelLoadOptions& options,
+                                              const ExecutorOptions& executor) {
   DRIFT_ASSIGN_OR_RETURN(LoadedModel model, load_model(model_path, options));
-  return start_engine(model, config);
+  return start_engine(model, config, executor);
 }
 
 kernels::KvFormat kv_format_of(KVDtype dtype) {

@@ -21,6 +21,9 @@ struct ModelLoadOptions {
   // A Jinja chat template's text that replaces the model's (--chat-template FILE). Absent: the
   // model's, or ChatML when it has none (with a warning).
   std::optional<std::string> chat_template;
+};
+
+struct ExecutorOptions {
   // Fault injection (drift serve --debug-fail-at-step): the executor fails for good at this
   // 1-based step (failing_executor.h). Absent: never.
   std::optional<int64_t> debug_fail_at_step;
@@ -41,14 +44,15 @@ Expected<LoadedModel> load_model(const std::string& model_path,
 
 // Runs `model` on the CPU executor with config.threads compute threads. Errors are about the
 // configuration (the field named) or the memory it asks for.
-Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model,
-                                               const EngineConfig& config);
+Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const EngineConfig& config,
+                                               const ExecutorOptions& executor = {});
 
 // load_model, then start_engine. The engine then owns every prompt decision: programs submit
 // text, conversations or ids, and ask it to tokenize.
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
                                               const EngineConfig& config,
-                                              const ModelLoadOptions& options = {});
+                                              const ModelLoadOptions& options = {},
+                                              const ExecutorOptions& executor = {});
 
 // The executor's storage format of an engine KV dtype (the two enums are kept apart because kv/
 // may not know the kernels; both count a page's bytes alike, tests/unit/runtime checks it).

@@ -28,7 +28,9 @@ bool is_invalid_input(RejectReason reason) {
     case RejectReason::kPromptTooLong:
     case RejectReason::kMaxTokensTooLong:
     case RejectReason::kExceedsKvCache:
+    case RejectReason::kChatTemplateRefused:  // the template's raise_exception: the conversation
       return true;
+    case RejectReason::kChatTemplateFailed:  // the template itself is broken: not the caller's
     case RejectReason::kSessionBusy:
     case RejectReason::kSessionLimit:
     case RejectReason::kOverloaded:
@@ -37,6 +39,14 @@ bool is_invalid_input(RejectReason reason) {
       return false;
   }
   return false;
+}
+
+// A prompt the engine cannot tokenize raises as the engine would reject it: the caller's input
+// (ValueError), or a broken chat template (EngineError, the server's 500).
+[[noreturn]] void raise_prompt_error(const Error& error) {
+  if (is_invalid_input(reject_reason_for_prompt(error)))
+    throw nb::value_error(error.message.c_str());
+  throw EngineError(error.message);
 }
 
 // How long a batch waits, GIL released, between checks for Ctrl-C.
@@ -85,7 +95,7 @@ std::vector<BatchOutcome> PyEngine::run_batch(std::vector<Request> requests) {
   // The prompts as the engine will run them (a prompt it cannot tokenize raises here).
   for (size_t i = 0; i < n; ++i) {
     Expected<std::vector<TokenId>> ids = e.tokenize(requests[i].prompt);
-    if (!ids.ok()) throw nb::value_error(ids.error().message.c_str());
+    if (!ids.ok()) raise_prompt_error(ids.error());
     outcomes[i].prompt_token_ids = std::move(*ids);
   }
 
@@ -155,7 +165,7 @@ StreamHandle PyEngine::submit_stream(Request request, std::shared_ptr<StreamChan
 
 std::vector<TokenId> PyEngine::tokenize(Prompt prompt) const {
   Expected<std::vector<TokenId>> ids = engine().tokenize(std::move(prompt));
-  if (!ids.ok()) throw nb::value_error(ids.error().message.c_str());
+  if (!ids.ok()) raise_prompt_error(ids.error());
   return std::move(*ids);
 }
 

@@ -102,3 +102,25 @@ def test_corrupt_gguf_files_raise_and_the_interpreter_survives(tmp_path):
                          text=True, timeout=300, env=os.environ)
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"raised {len(files)} of {len(files)}" in run.stdout
+
+
+def test_a_chat_template_that_refuses_or_breaks_raises_what_the_server_answers(tmp_path):
+    # raise_exception is the template refusing the conversation: the caller's ValueError (the
+    # server's 400). A template that breaks while rendering is the operator's: EngineError (500).
+    messages = [{"role": "user", "content": "hi"}]
+    refuses = tmp_path / "refuses.jinja"
+    refuses.write_text("{{ raise_exception('roles must alternate') }}")
+    breaks = tmp_path / "breaks.jinja"
+    breaks.write_text("{{ messages[0].content.no_such_method() }}")
+    refusing = drift.LLM(MODEL, chat_template=refuses, **{**ENGINE_OPTIONS, "kv_mib": 16})
+    try:
+        with pytest.raises(ValueError, match="roles must alternate"):
+            refusing.chat(messages)
+    finally:
+        refusing.shutdown()
+    broken = drift.LLM(MODEL, chat_template=breaks, **{**ENGINE_OPTIONS, "kv_mib": 16})
+    try:
+        with pytest.raises(drift.EngineError):
+            broken.chat(messages)
+    finally:
+        broken.shutdown()

@@ -42,7 +42,9 @@ TEST(PromptBound, BytesTheTokenizerDropsAreNotCounted) {
   // A tokenizer that drops 0x04 (as SmolLM2's byte-level vocabulary does) and makes one token of
   // every other byte.
   bound.find_dropped_ascii([](const std::string& text) { return text == "\x04" ? 0u : 1u; });
-  EXPECT_EQ(bound.counted_bytes("ab\x04\x04" "c"), 3u);
+  EXPECT_EQ(bound.counted_bytes("ab\x04\x04"
+                                "c"),
+            3u);
   EXPECT_EQ(bound.counted_bytes(std::string(100, '\x04')), 0u);
   EXPECT_EQ(bound.min_tokens(bound.counted_bytes(std::string(100, '\x04'))), 0);
   EXPECT_EQ(PromptBound(10).counted_bytes("ab\x04"), 3u) << "nothing dropped unless found";

@@ -19,6 +19,7 @@
 #include "kernels/fp16.h"
 #include "kernels/lowbit_quants.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_rows.h"
 
 namespace drift::kernels {
 namespace {
@@ -140,24 +141,14 @@ float lowbit_dot_iq4_xs(const void* w_row, const void* x_row, int64_t k) {
   return acc;
 }
 
-template <DotFn kDot>
-void lowbit_matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
-  const auto* w = static_cast<const uint8_t*>(args.w);
-  const auto* x = static_cast<const uint8_t*>(args.x);
-  for (int64_t r = row_begin; r < row_end; ++r)
-    for (int64_t t = 0; t < args.n_tokens; ++t)
-      args.y[t * args.y_row_stride + r] =
-          kDot(w + r * args.w_row_bytes, x + t * args.x_row_bytes, args.k);
-}
-
 template <class Products>
 void add_lowbit_kernels_with(MatmulKernels& t) {
   constexpr DotFn q2 = lowbit_dot_q2_k<Products>, q3 = lowbit_dot_q3_k<Products>;
   constexpr DotFn nl = lowbit_dot_iq4_nl<Products>, xs = lowbit_dot_iq4_xs<Products>;
-  t.q2_k = FormatKernels{q2, lowbit_matmul_rows<q2>};
-  t.q3_k = FormatKernels{q3, lowbit_matmul_rows<q3>};
-  t.iq4_nl = FormatKernels{nl, lowbit_matmul_rows<nl>};
-  t.iq4_xs = FormatKernels{xs, lowbit_matmul_rows<xs>};
+  t.q2_k = FormatKernels{q2, matmul_rows<q2>};
+  t.q3_k = FormatKernels{q3, matmul_rows<q3>};
+  t.iq4_nl = FormatKernels{nl, matmul_rows<nl>};
+  t.iq4_xs = FormatKernels{xs, matmul_rows<xs>};
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/fp16.h"
 #include "kernels/lowbit_dispatch.h"
+#include "kernels/matmul_rows.h"
 
 namespace drift::kernels {
 namespace {
@@ -187,17 +188,7 @@ float dot_float(const void* w_row, const void* x_row, int64_t k) {
   return reduce16(acc);
 }
 
-// ---- The matmul loop: every (row, token) pair through the dot product.
-
-template <DotFn kDot>
-void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
-  const auto* w = static_cast<const uint8_t*>(args.w);
-  const auto* x = static_cast<const uint8_t*>(args.x);
-  for (int64_t r = row_begin; r < row_end; ++r)
-    for (int64_t t = 0; t < args.n_tokens; ++t)
-      args.y[t * args.y_row_stride + r] =
-          kDot(w + r * args.w_row_bytes, x + t * args.x_row_bytes, args.k);
-}
+// ---- The matmul loop (matmul_rows.h) over each format's dot product.
 
 template <DotFn kDot>
 constexpr FormatKernels kernels() {

@@ -6,6 +6,7 @@
 #include "kernels/lowbit_dispatch.h"
 #include "kernels/lowbit_quants.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_rows.h"
 
 namespace drift::kernels {
 namespace {
@@ -68,16 +69,6 @@ float dot_iq4_xs(const void* w_row, const void* x_row, int64_t k) {
     acc = std::fma(fp16_to_f32(w[b].d) * a[b].d, static_cast<float>(l_sum), acc);
   }
   return acc;
-}
-
-template <DotFn kDot>
-void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
-  const auto* w = static_cast<const uint8_t*>(args.w);
-  const auto* x = static_cast<const uint8_t*>(args.x);
-  for (int64_t r = row_begin; r < row_end; ++r)
-    for (int64_t t = 0; t < args.n_tokens; ++t)
-      args.y[t * args.y_row_stride + r] =
-          kDot(w + r * args.w_row_bytes, x + t * args.x_row_bytes, args.k);
 }
 
 // ---- Dequantization: ggml's dequantize_row_* arithmetic (one rounding per operation, in the

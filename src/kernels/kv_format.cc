@@ -176,27 +176,6 @@ void kv_rotate(float* x, int64_t n) {
   }
 }
 
-int64_t kv_format_bits(KvFormat format) {
-  switch (format) {
-    case KvFormat::kF16:
-    case KvFormat::kBF16:
-      return 16;
-    case KvFormat::kF32:
-      return 32;
-    case KvFormat::kInt8:
-      return 8;
-    case KvFormat::kInt4:
-      return 4;
-  }
-  return 16;
-}
-
-int64_t kv_group_size(KvFormat format, int64_t dim) {
-  if (format == KvFormat::kInt8) return dim % kKvGroup == 0 ? kKvGroup : dim;
-  if (format == KvFormat::kInt4) return kKvInt4Group;
-  return 0;
-}
-
 Status kv_format_check(KvFormat format, int64_t dim, int64_t page_size) {
   if (format == KvFormat::kInt4 && (dim % kKvGroup != 0 || page_size % 2 != 0))
     return make_error(
@@ -204,10 +183,6 @@ Status kv_format_check(KvFormat format, int64_t dim, int64_t page_size) {
         "got head dim {}, page size {}",
         kKvGroup, dim, page_size);
   return Status::Ok();
-}
-
-int64_t kv_data_bytes(KvFormat format, int64_t dim, int64_t page_size) {
-  return dim * page_size * kv_format_bits(format) / 8;
 }
 
 int64_t kv_block_bytes(KvFormat format, int64_t dim, int64_t page_size) {

@@ -46,17 +46,36 @@ inline bool kv_format_rotated(KvFormat format, int64_t dim) {
 // ISA's attention calls, so rotated queries and outputs are the same bits everywhere.
 void kv_rotate(float* x, int64_t n);
 
-// Bits of one stored element (scales excluded).
-int64_t kv_format_bits(KvFormat format);
+// Bits of one stored element (scales excluded). Inline with the two below: the SIMD loaders ask
+// for them per row, and a call (plus the division by an unknown group) there made int8 decode
+// attention slower than f16.
+constexpr int64_t kv_format_bits(KvFormat format) {
+  switch (format) {
+    case KvFormat::kF32:
+      return 32;
+    case KvFormat::kInt8:
+      return 8;
+    case KvFormat::kInt4:
+      return 4;
+    default:
+      return 16;
+  }
+}
 // Elements sharing one scale: kKvGroup for int8 (dim if dim is not a multiple of it),
 // kKvInt4Group for int4, 0 for the float types.
-int64_t kv_group_size(KvFormat format, int64_t dim);
+constexpr int64_t kv_group_size(KvFormat format, int64_t dim) {
+  if (format == KvFormat::kInt8) return dim % kKvGroup == 0 ? kKvGroup : dim;
+  if (format == KvFormat::kInt4) return kKvInt4Group;
+  return 0;
+}
 // An error unless blocks of `dim` elements x `page_size` slots can be stored in `format` (int4
 // needs dim % kKvGroup == 0 and an even page size).
 Status kv_format_check(KvFormat format, int64_t dim, int64_t page_size);
 
 // Bytes of a block's data part; scales start there.
-int64_t kv_data_bytes(KvFormat format, int64_t dim, int64_t page_size);
+constexpr int64_t kv_data_bytes(KvFormat format, int64_t dim, int64_t page_size) {
+  return dim * page_size * kv_format_bits(format) / 8;
+}
 // Bytes of one block: data plus fp16 scales, rounded up to 4 bytes.
 int64_t kv_block_bytes(KvFormat format, int64_t dim, int64_t page_size);
 

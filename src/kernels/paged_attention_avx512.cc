@@ -110,8 +110,8 @@ inline __m512 value_lanes16(const uint8_t* block, int64_t ps, int64_t DV, int64_
       for (int64_t u = 0; u < width; ++u) tmp[u] = kv_load_value(F, block, DV, ps, slot, d + u);
       return _mm512_load_ps(tmp);
     }
-    const int64_t group = kv_group_size(F, DV);
-    const int64_t scale_index = slot * (DV / group) + d / group;
+    const int64_t scale_index =
+        slot * paged_kv::value_scales_per_row<F>(DV) + paged_kv::value_scale_column<F>(DV, d);
     uint16_t h;
     __builtin_memcpy(&h, block + kv_data_bytes(F, DV, ps) + 2 * scale_index, 2);
     const __m512 scale = _mm512_set1_ps(_cvtsh_ss(h));
@@ -333,7 +333,10 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm512_setzero_ps();
   paged_kv::ValueRowCursor row(kv, first);
+  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_block_bytes(F, DV, kv.page_size),
+                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   for (int64_t p = first; p <= last; ++p, row.next()) {
+    if (row.slot() == 0 || p == first) ahead.at(row.page());
     __m512 v[C];
     for (int c = 0; c < C; ++c)
       v[c] =
@@ -388,9 +391,13 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
 
   __m512 m[N];
   for (int i = 0; i < N; ++i) m[i] = _mm512_set1_ps(-INFINITY);
+  paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_block_bytes(F, D, kv.page_size),
+                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   int64_t pb = base;
-  for (; pb + 16 * (B - 1) <= last; pb += 16 * B)
+  for (; pb + 16 * (B - 1) <= last; pb += 16 * B) {
+    ahead.at(pb / kv.page_size);
     score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+  }
   for (; pb <= last; pb += 16)
     score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
 

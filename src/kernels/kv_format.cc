@@ -33,6 +33,13 @@ const uint16_t* scales_of(KvFormat f, const uint8_t* block, int64_t dim, int64_t
   return reinterpret_cast<const uint16_t*>(block + kv_data_bytes(f, dim, page_size));
 }
 
+// The int4 code whose level is nearest to y (y in units of the scale; ties to the lower level).
+uint8_t int4_code(float y) {
+  uint8_t code = 0;
+  while (code < 15 && y - kKvInt4Levels[code] > kKvInt4Levels[code + 1] - y) ++code;
+  return code;
+}
+
 void put(KvFormat f, uint8_t* data, int64_t index, float x, float inv_scale) {
   switch (f) {
     case KvFormat::kF16: {
@@ -54,8 +61,7 @@ void put(KvFormat f, uint8_t* data, int64_t index, float x, float inv_scale) {
       return;
     }
     case KvFormat::kInt4: {
-      const float c = std::clamp(std::nearbyint(x * inv_scale), -8.0f, 7.0f);
-      const uint8_t code = static_cast<uint8_t>(static_cast<int>(c) + 8);
+      const uint8_t code = int4_code(x * inv_scale);
       uint8_t& byte = data[index / 2];
       byte = (index & 1) ? static_cast<uint8_t>((byte & 0x0f) | (code << 4))
                          : static_cast<uint8_t>((byte & 0xf0) | code);
@@ -85,7 +91,7 @@ float get(KvFormat f, const uint8_t* data, int64_t index, float scale) {
       return static_cast<float>(static_cast<int8_t>(data[index])) * scale;
     case KvFormat::kInt4: {
       const int code = (data[index / 2] >> ((index & 1) * 4)) & 0x0f;
-      return static_cast<float>(code - 8) * scale;
+      return static_cast<float>(kKvInt4Levels[code]) * scale;
     }
   }
   return 0.0f;
@@ -99,12 +105,12 @@ uint16_t int8_scale(const float* x, int64_t n) {
   return f32_to_fp16(std::min(amax / 127.0f, 65504.0f));
 }
 
-// The fp16 scale of an int4 group (codes -8 .. 7). Seven levels a side are coarse, so two things
-// the int8 scale does not need: the element of largest magnitude m gets code -8 (scale -m / 8,
-// negative when m is positive), which uses all 16 codes; and the scale is shrunk by the factor of
-// kInt4Shrink that minimises the group's squared error, clipping a lone extreme element a little
-// to round all the others more finely (measured in docs/design-notes.md).
-constexpr float kInt4Shrink[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f};
+// The fp16 scale of an int4 group. Sixteen levels are coarse, so two things the int8 scale does
+// not need: the element of largest magnitude m gets the level -127 (scale -m / 127, negative when
+// m is positive), the far end of the codebook's longer side; and the scale is shrunk by the factor
+// of kInt4Shrink that minimises the group's squared error, clipping a lone extreme element a
+// little to round all the others more finely (measured in docs/design-notes.md).
+constexpr float kInt4Shrink[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f, 0.7f};
 
 uint16_t int4_scale(const float* x, int64_t n) {
   float m = 0.0f;
@@ -113,12 +119,12 @@ uint16_t int4_scale(const float* x, int64_t n) {
   uint16_t best = 0;
   float best_error = INFINITY;
   for (float shrink : kInt4Shrink) {
-    const uint16_t s16 = f32_to_fp16(std::clamp(-m / 8.0f * shrink, -65504.0f, 65504.0f));
+    const uint16_t s16 = f32_to_fp16(std::clamp(-m / 127.0f * shrink, -65504.0f, 65504.0f));
     const float s = fp16_to_f32(s16);
     const float inv = s != 0.0f ? 1.0f / s : 0.0f;
     float error = 0.0f;
     for (int64_t u = 0; u < n; ++u) {
-      const float d = x[u] - std::clamp(std::nearbyint(x[u] * inv), -8.0f, 7.0f) * s;
+      const float d = x[u] - static_cast<float>(kKvInt4Levels[int4_code(x[u] * inv)]) * s;
       error += d * d;
     }
     if (error < best_error) best_error = error, best = s16;

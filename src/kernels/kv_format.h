@@ -8,12 +8,12 @@
 //   values data [page_size][dim]   scales [page_size][groups]
 // Element types: f16, bf16, f32 (no scales); int8: a fp16 scale per kKvGroup elements of a row
 // (per row when dim is not a multiple of kKvGroup); int4: a fp16 scale per kKvInt4Group elements,
-// two codes a byte, the even slot (keys) or even element (values) in the low nibble. x ~= code *
-// scale with code in
-// [-127, 127] (int8) or [-8, 7] stored as code + 8 (int4, whose scale may be negative).
+// two codes a byte, the even slot (keys) or even element (values) in the low nibble. x ~= level *
+// scale with level the code itself in [-127, 127] (int8) or kKvInt4Levels[code] for the 4-bit
+// code (int4, whose scale may be negative).
 //
 // DEQUANTIZED ELEMENT (what attention multiplies, the same on every ISA): fp32(x) for the float
-// types, float(code) * fp32(scale) for int8/int4 — one rounding, exact in SIMD too.
+// types, float(level) * fp32(scale) for int8/int4 — one rounding, exact in SIMD too.
 //
 // ROTATED ROWS (int8/int4 with dim % kKvGroup == 0): each group of kKvGroup elements of a key or
 // value row is stored as H x, H the normalised 32x32 Hadamard matrix (orthogonal and symmetric: H H
@@ -36,6 +36,11 @@ enum class KvFormat : uint8_t { kF16, kBF16, kF32, kInt8, kInt4 };
 
 inline constexpr int64_t kKvGroup = 32;      // elements per rotation and per int8 scale
 inline constexpr int64_t kKvInt4Group = 16;  // elements per int4 scale (docs/design-notes.md)
+// The value of each int4 code, in units of the scale: a codebook denser near zero (llama.cpp's
+// IQ4_NL levels), because rotated K/V elements are close to normally distributed and evenly
+// spaced levels spend most codes on rare large values. Ascending, so the nearest is found in order.
+inline constexpr int8_t kKvInt4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                             1,    13,   25,  38,  53,  69,  89,  113};
 
 // Whether rows of `dim` elements are stored rotated.
 inline bool kv_format_rotated(KvFormat format, int64_t dim) {

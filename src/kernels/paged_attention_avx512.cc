@@ -80,13 +80,9 @@ inline __m512 keys16(const uint8_t* block, int64_t ps, int64_t slot, int64_t e, 
                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + i)))),
                          scale);
   } else {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i / 2));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m128i codes =
-        _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
-    return _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(codes), _mm512_set1_epi32(8))),
-        scale);
+    const __m128i levels = paged_kv::int4_level_bytes(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i / 2)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(levels)), scale);
   }
 }
 
@@ -119,12 +115,8 @@ inline __m512 value_lanes16(const uint8_t* block, int64_t ps, int64_t DV, int64_
     if constexpr (F == KvFormat::kInt8) {
       codes = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, block + i));
     } else {
-      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i / 2));
-      const __m128i mask = _mm_set1_epi8(0x0f);
-      codes =
-          _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(
-                               _mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask))),
-                           _mm512_set1_epi32(8));
+      codes = _mm512_cvtepi8_epi32(paged_kv::int4_level_bytes(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i / 2))));
     }
     return _mm512_maskz_mul_ps(m, _mm512_cvtepi32_ps(codes), scale);
   }

@@ -114,16 +114,24 @@ inline __m256 fp16x8(const void* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));
 }
 
-// 8 int4 codes from 4 bytes (low nibble first) as code - 8, in fp32.
+// The int4 codebook (kKvInt4Levels) as 16 bytes, for a byte shuffle to look codes up.
+inline __m128i int4_levels() {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(kKvInt4Levels));
+}
+
+// The levels of the 2n codes of n bytes (low nibble first) as int8, bytes [0, 2n) of the result.
+inline __m128i int4_level_bytes(__m128i b) {
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  const __m128i codes =
+      _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
+  return _mm_shuffle_epi8(int4_levels(), codes);
+}
+
+// 8 int4 codes from 4 bytes (low nibble first) as their levels, in fp32.
 inline __m256 int4x8(const uint8_t* p) {
   int32_t word;
   __builtin_memcpy(&word, p, 4);
-  const __m128i b = _mm_cvtsi32_si128(word);
-  const __m128i mask = _mm_set1_epi8(0x0f);
-  const __m128i lo = _mm_and_si128(b, mask);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
-  const __m256i codes = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
-  return _mm256_cvtepi32_ps(_mm256_sub_epi32(codes, _mm256_set1_epi32(8)));
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(int4_level_bytes(_mm_cvtsi32_si128(word))));
 }
 
 inline __m256 int8x8(const uint8_t* p) {

@@ -112,7 +112,7 @@ TEST(KvFormat, Int4CodebookAndScaleSearchBeatEvenCodes) {
     for (float& v : x) v = normal(rng);
     std::vector<uint8_t> block(kv_block_bytes(KvFormat::kInt4, 32, 2));
     // Stored rotated: compare in the rotated space.
-    kv_store_value(KvFormat::kInt4, block.data(), 32, 2, 0, x);
+    kv_store_key(KvFormat::kInt4, block.data(), 32, 2, 0, x);
     float hx[32];
     std::copy(x, x + 32, hx);
     kv_rotate(hx, 32);
@@ -124,7 +124,7 @@ TEST(KvFormat, Int4CodebookAndScaleSearchBeatEvenCodes) {
       const float plain = fp16_to_f32(f32_to_fp16(-m / 127));
       const float even = fp16_to_f32(f32_to_fp16(-m / 8));
       for (int e = g0; e < g0 + kKvInt4Group; ++e) {
-        const double got = kv_load_value(KvFormat::kInt4, block.data(), 32, 2, 0, e);
+        const double got = kv_load_key(KvFormat::kInt4, block.data(), 32, 2, 0, e);
         searched_error += (got - hx[e]) * (got - hx[e]);
         const double p = nearest_level(hx[e] / plain) * plain;
         plain_error += (p - hx[e]) * (p - hx[e]);

@@ -31,6 +31,23 @@ void max_row_bytes(const ModelWeights& w, int64_t& xq_bytes, int64_t& sums_bytes
   sums_bytes = round_up_64(sums_bytes);
 }
 
+// y[t][r] = m row r . activation row t for the rows r of units (panels, or 16-row groups of a
+// row-layout matrix) [unit_begin, unit_end) and the n_rows activation rows of xq (with their panel
+// sums).
+void multiply(const WeightMatrix& m, const uint8_t* xq, int64_t xq_row_bytes, const uint8_t* sums,
+              int64_t sums_row_bytes, int64_t n_rows, float* y, int64_t y_stride,
+              int64_t unit_begin, int64_t unit_end) {
+  if (m.has_panels()) {
+    m.panel_matmul(kernels::PanelArgs{m.panels, m.rows, m.cols, xq, xq_row_bytes, sums,
+                                      sums_row_bytes, y, y_stride, n_rows},
+                   unit_begin, unit_end);
+  } else {
+    m.matmul(
+        kernels::MatmulArgs{m.data, m.row_bytes, xq, xq_row_bytes, y, y_stride, m.cols, n_rows},
+        std::min(m.rows, unit_begin * 16), std::min(m.rows, unit_end * 16));
+  }
+}
+
 }  // namespace
 
 ExpertFeedForward::ExpertFeedForward(const ModelConfig& config, const ModelWeights& weights,
@@ -96,31 +113,13 @@ void ExpertFeedForward::route(const LayerWeights& l, const float* xn, int64_t xn
                               int64_t n_tokens, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const WeightMatrix& r = l.ffn_gate_inp;
-  for_rows(n_tokens, pool, [&](int64_t begin, int64_t end) {
-    kernels::quantize_activations(isa_, r.format, xn + begin * xn_stride, xn_stride, end - begin,
-                                  r.cols, xq_tokens_.data() + begin * xq_row_bytes_, xq_row_bytes_);
-    if (r.has_panels())
-      kernels::prepare_panel_sums(r.format, xq_tokens_.data() + begin * xq_row_bytes_,
-                                  xq_row_bytes_, end - begin, r.cols,
-                                  sums_tokens_.data() + begin * sums_row_bytes_, sums_row_bytes_);
-  });
-  const int64_t units = (r.rows + 15) / 16;  // panels, or 16-row groups
+  quantize_rows(r, xn, xn_stride, n_tokens, xq_tokens_.data(), sums_tokens_.data(), pool);
+  const int64_t units = (r.rows + 15) / 16;
   pool.run([&](int index, int count) {
     const Range work = split_range(units, index, count);
-    if (work.begin >= work.end) return;
-    if (r.has_panels()) {
-      const kernels::PanelArgs args{r.panels,        r.rows,
-                                    r.cols,          xq_tokens_.data(),
-                                    xq_row_bytes_,   sums_tokens_.data(),
-                                    sums_row_bytes_, router_logits_.data(),
-                                    c.n_expert,      n_tokens};
-      r.panel_matmul(args, work.begin, work.end);
-    } else {
-      const kernels::MatmulArgs args{
-          r.data,     r.row_bytes, xq_tokens_.data(), xq_row_bytes_, router_logits_.data(),
-          c.n_expert, r.cols,      n_tokens};
-      r.matmul(args, std::min(r.rows, work.begin * 16), std::min(r.rows, work.end * 16));
-    }
+    if (work.begin < work.end)
+      multiply(r, xq_tokens_.data(), xq_row_bytes_, sums_tokens_.data(), sums_row_bytes_, n_tokens,
+               router_logits_.data(), c.n_expert, work.begin, work.end);
   });
   for (int64_t t = 0; t < n_tokens; ++t)
     route_token(&router_logits_[t * c.n_expert], c.n_expert, k_, c.expert_gating,
@@ -134,16 +133,8 @@ void ExpertFeedForward::route(const LayerWeights& l, const float* xn, int64_t xn
 // order (k copies of a row cost far less than quantizing it k times).
 void ExpertFeedForward::quantize_for(const WeightMatrix& m, const float* x, int64_t x_stride,
                                      bool x_by_expert, int64_t n_rows, ThreadPool& pool) {
-  uint8_t* xq = x_by_expert ? xq_.data() : xq_tokens_.data();
-  uint8_t* sums = x_by_expert ? sums_.data() : sums_tokens_.data();
-  for_rows(n_rows, pool, [&](int64_t begin, int64_t end) {
-    kernels::quantize_activations(isa_, m.format, x + begin * x_stride, x_stride, end - begin,
-                                  m.cols, xq + begin * xq_row_bytes_, xq_row_bytes_);
-    if (m.has_panels())
-      kernels::prepare_panel_sums(m.format, xq + begin * xq_row_bytes_, xq_row_bytes_, end - begin,
-                                  m.cols, sums + begin * sums_row_bytes_, sums_row_bytes_);
-  });
-  if (x_by_expert) return;
+  if (x_by_expert) return quantize_rows(m, x, x_stride, n_rows, xq_.data(), sums_.data(), pool);
+  quantize_rows(m, x, x_stride, n_rows, xq_tokens_.data(), sums_tokens_.data(), pool);
   const int64_t xq_bytes = kernels::activation_row_bytes(m.format, m.cols);
   const int64_t sums_bytes = m.has_panels() ? kernels::panel_sums_row_bytes(m.format, m.cols) : 0;
   for_rows(n_assignments_, pool, [&](int64_t begin, int64_t end) {
@@ -152,6 +143,18 @@ void ExpertFeedForward::quantize_for(const WeightMatrix& m, const float* x, int6
       std::memcpy(&xq_[row * xq_row_bytes_], &xq_tokens_[t * xq_row_bytes_], xq_bytes);
       std::memcpy(&sums_[row * sums_row_bytes_], &sums_tokens_[t * sums_row_bytes_], sums_bytes);
     }
+  });
+}
+
+void ExpertFeedForward::quantize_rows(const WeightMatrix& m, const float* x, int64_t x_stride,
+                                      int64_t n_rows, uint8_t* xq, uint8_t* sums,
+                                      ThreadPool& pool) {
+  for_rows(n_rows, pool, [&](int64_t begin, int64_t end) {
+    kernels::quantize_activations(isa_, m.format, x + begin * x_stride, x_stride, end - begin,
+                                  m.cols, xq + begin * xq_row_bytes_, xq_row_bytes_);
+    if (m.has_panels())
+      kernels::prepare_panel_sums(m.format, xq + begin * xq_row_bytes_, xq_row_bytes_, end - begin,
+                                  m.cols, sums + begin * sums_row_bytes_, sums_row_bytes_);
   });
 }
 
@@ -179,26 +182,10 @@ void ExpertFeedForward::expert_matmuls(std::span<const ExpertOutput> outputs, Th
           const int64_t begin = std::max<int64_t>(0, (share.begin - base + rows - 1) / rows);
           const int64_t end = std::min(units, (share.end - base + rows - 1) / rows);
           const int64_t first = offsets_[e];
-          if (begin < end) {
-            if (m.has_panels()) {
-              const kernels::PanelArgs args{m.panels,        m.rows,
-                                            m.cols,          xq_.data() + first * xq_row_bytes_,
-                                            xq_row_bytes_,   sums_.data() + first * sums_row_bytes_,
-                                            sums_row_bytes_, o.y + first * o.y_stride,
-                                            o.y_stride,      rows};
-              m.panel_matmul(args, begin, end);
-            } else {
-              const kernels::MatmulArgs args{m.data,
-                                             m.row_bytes,
-                                             xq_.data() + first * xq_row_bytes_,
-                                             xq_row_bytes_,
-                                             o.y + first * o.y_stride,
-                                             o.y_stride,
-                                             m.cols,
-                                             rows};
-              m.matmul(args, std::min(m.rows, begin * 16), std::min(m.rows, end * 16));
-            }
-          }
+          if (begin < end)
+            multiply(m, xq_.data() + first * xq_row_bytes_, xq_row_bytes_,
+                     sums_.data() + first * sums_row_bytes_, sums_row_bytes_, rows,
+                     o.y + first * o.y_stride, o.y_stride, begin, end);
         }
         base += span;
       }

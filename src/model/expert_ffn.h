@@ -41,6 +41,9 @@ class ExpertFeedForward {
 
   void route(const LayerWeights& l, const float* xn, int64_t xn_stride, int64_t n_tokens,
              ThreadPool& pool);
+  // Quantizes n_rows rows of x for `m` into xq / sums (rows xq_row_bytes_ / sums_row_bytes_).
+  void quantize_rows(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_rows,
+                     uint8_t* xq, uint8_t* sums, ThreadPool& pool);
   // Quantizes token rows (or, with x_by_expert, rows already in expert order) for `m` into the
   // expert-ordered activation buffer xq_ / sums_.
   void quantize_for(const WeightMatrix& m, const float* x, int64_t x_stride, bool x_by_expert,

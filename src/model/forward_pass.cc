@@ -315,6 +315,10 @@ void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cach
   rope.freq_base = c.layers[il].rope_base;
   rope.freq_scale = c.rope_freq_scale;
   rope.freq_factors = model_.weights().rope_freqs.data;  // nullptr unless the file has them
+  rope.attn_factor = c.rope_attn_factor;
+  rope.ext_factor = c.rope_ext_factor;
+  rope.corr_dims[0] = c.layers[il].rope_corr_dims[0];
+  rope.corr_dims[1] = c.layers[il].rope_corr_dims[1];
   kernels::rope_cache(rope, pos, rope_cache);
   const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
                                                              : kernels::RopeLayout::kRopeNeox;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/rope.h"
+
 namespace drift {
 namespace {
 
@@ -94,6 +96,23 @@ Status apply_gemma3(const Reader& r, ModelConfig& c) {
   return Status::Ok();
 }
 
+// YaRN as llama.cpp's context setup computes it (llama-context.cpp, in float): freq_scale =
+// 1 / factor, ext_factor 1, attn_factor = mscale(factor) / (1 + 0.1 ln factor) times
+// rope.scaling.attn_factor (the kernel multiplies the 1 + 0.1 ln factor back), correction ranges
+// for beta_fast 32 and beta_slow 1 over rope.scaling.original_context_length.
+Status read_yarn(const Reader& r, ModelConfig& c) {
+  DRIFT_ASSIGN_OR_RETURN(float scaling_factor, r.positive_float_or("rope.scaling.factor", 1.0f));
+  DRIFT_ASSIGN_OR_RETURN(c.rope_n_ctx_orig, r.uint_or("rope.scaling.original_context_length", 1,
+                                                      kMaxContext, c.n_ctx_train));
+  DRIFT_ASSIGN_OR_RETURN(float attn, r.positive_float_or("rope.scaling.attn_factor", 1.0f));
+  c.rope_freq_scale = 1.0f / scaling_factor;
+  c.rope_ext_factor = 1.0f;
+  const float factor = 1.0f / c.rope_freq_scale;
+  const float mscale = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
+  c.rope_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(factor))) * attn;
+  return Status::Ok();
+}
+
 // The expert counts and width of a mixture-of-experts architecture; an expert count without the
 // other keys, or k above the expert count, is an error naming the key.
 Status read_experts(const Reader& r, ModelConfig& c) {
@@ -174,6 +193,8 @@ Expected<ModelConfig> load_model_config(const GgufFile& file) {
     if (scaling == "linear") {
       DRIFT_ASSIGN_OR_RETURN(float factor, r.positive_float_or("rope.scaling.factor", 1.0f));
       c.rope_freq_scale = 1.0f / factor;
+    } else if (scaling == "yarn") {
+      DRIFT_RETURN_IF_ERROR(read_yarn(r, c));
     } else if (scaling != "none") {
       return make_error("RoPE scaling '{}' is not supported yet", scaling);
     }
@@ -208,6 +229,10 @@ Expected<ModelConfig> load_model_config(const GgufFile& file) {
       c.expert_weights_norm = true;
       break;
   }
+  if (c.rope_ext_factor != 0.0f)
+    for (LayerConfig& layer : c.layers)
+      kernels::rope_yarn_corr_dims(c.rope_dims, c.rope_n_ctx_orig, layer.rope_base, 32.0f, 1.0f,
+                                   layer.rope_corr_dims);
   return c;
 }
 

@@ -37,6 +37,7 @@ enum class ExpertGating {
 struct LayerConfig {
   bool sliding_window = false;  // attends only to the last `sliding_window` positions
   float rope_base = 10000.0f;
+  float rope_corr_dims[2] = {0, 0};  // YaRN's correction range for this layer's base
 };
 
 struct ModelConfig {
@@ -57,6 +58,11 @@ struct ModelConfig {
 
   float rms_eps = 1e-5f;
   float rope_freq_scale = 1.0f;  // positions are multiplied by this (linear RoPE scaling)
+  // YaRN RoPE scaling (rope.scaling.type "yarn"), as llama.cpp applies it: ext_factor 1, the
+  // cos/sin magnitude attn_factor (kernels/rope.h), correction ranges from the original context.
+  float rope_ext_factor = 0.0f;
+  float rope_attn_factor = 1.0f;
+  int64_t rope_n_ctx_orig = 0;
   RopeLayout rope_layout = RopeLayout::kAdjacent;
   int64_t sliding_window = 0;  // 0: every layer attends to the whole context
   std::vector<LayerConfig> layers;

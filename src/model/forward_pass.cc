@@ -22,7 +22,7 @@ namespace {
 int64_t max_activation_row_bytes(const ModelWeights& w) {
   int64_t bytes = kernels::activation_row_bytes(w.output.format, w.output.cols);
   for (const LayerWeights& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+    for (const WeightMatrix* m : layer_matrices(l))
       bytes = std::max(bytes, kernels::activation_row_bytes(m->format, m->cols));
   return (bytes + 63) / 64 * 64;
 }
@@ -35,8 +35,7 @@ int64_t max_panel_sums_row_bytes(const ModelWeights& w) {
   };
   consider(w.output);
   for (const LayerWeights& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      consider(*m);
+    for (const WeightMatrix* m : layer_matrices(l)) consider(*m);
   return (bytes + 63) / 64 * 64;
 }
 
@@ -60,7 +59,7 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
 
   std::unique_ptr<ForwardPass> f(new ForwardPass(model, limits));
   const int64_t T = limits.max_tokens;
-  f->xn_stride_ = std::max(c.n_embd, c.n_ff);
+  f->xn_stride_ = std::max(c.n_embd, c.dense_ff());
   f->x_.resize(T * c.n_embd);
   f->xn_.resize(T * f->xn_stride_);
   f->q_.resize(T * c.q_dim());
@@ -68,8 +67,10 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
   f->v_.resize(T * c.v_dim());
   f->attn_out_.resize(T * c.n_heads * c.head_dim_v);
   f->proj_.resize(T * c.n_embd);
-  f->gate_.resize(T * c.n_ff);
-  f->up_.resize(T * c.n_ff);
+  f->gate_.resize(T * c.dense_ff());
+  f->up_.resize(T * c.dense_ff());
+  if (c.moe())
+    f->experts_ = std::make_unique<ExpertFeedForward>(c, model.weights(), T, model.isa());
   f->xq_row_bytes_ = max_activation_row_bytes(model.weights());
   f->xq_.resize(T * f->xq_row_bytes_ + 64);
   f->sums_row_bytes_ = max_panel_sums_row_bytes(model.weights());
@@ -314,6 +315,10 @@ void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cach
   rope.freq_base = c.layers[il].rope_base;
   rope.freq_scale = c.rope_freq_scale;
   rope.freq_factors = model_.weights().rope_freqs.data;  // nullptr unless the file has them
+  rope.attn_factor = c.rope_attn_factor;
+  rope.ext_factor = c.rope_ext_factor;
+  rope.corr_dims[0] = c.layers[il].rope_corr_dims[0];
+  rope.corr_dims[1] = c.layers[il].rope_corr_dims[1];
   kernels::rope_cache(rope, pos, rope_cache);
   const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
                                                              : kernels::RopeLayout::kRopeNeox;
@@ -429,6 +434,10 @@ void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {
       kernels::rms_norm(isa_, &x_[t * c.n_embd], l.ffn_norm.data, &xn_[t * xn_stride_], c.n_embd,
                         c.rms_eps);
   });
+  if (experts_) {
+    experts_->run(l, xn_.data(), xn_stride_, n, proj_.data(), c.n_embd, pool);
+    return add_to_residual(l.ffn_post_norm, n, pool);
+  }
   const MatmulOutput gate_up[] = {{&l.ffn_gate, gate_.data(), c.n_ff},
                                   {&l.ffn_up, up_.data(), c.n_ff}};
   matmuls(gate_up, xn_.data(), xn_stride_, n, pool);

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "model/expert_ffn.h"
 #include "model/forward_batch.h"
 #include "model/kv_pages.h"
 #include "model/model.h"
@@ -91,16 +92,17 @@ class ForwardPass {
 
   // Activations; T = limits_.max_tokens.
   std::vector<float> x_;         // [T][n_embd] residual stream
-  std::vector<float> xn_;        // [T][max(n_embd, n_ff)] normalised input of the next matmul
+  std::vector<float> xn_;        // [T][max(n_embd, dense_ff)] normalised input of the next matmul
   std::vector<float> q_;         // [T][q_dim]
   std::vector<float> k_;         // [T][kv_dim]
   std::vector<float> v_;         // [T][v_dim]
   std::vector<float> attn_out_;  // [T][n_heads * head_dim_v]
   std::vector<float> proj_;      // [T][n_embd] output of wo / ffn_down
-  std::vector<float> gate_;      // [T][n_ff]
-  std::vector<float> up_;        // [T][n_ff]
-  std::vector<uint8_t> xq_;      // [T][largest activation row] quantized matmul input
-  std::vector<uint8_t> sums_;    // [T][sums_row_bytes_] per-block sums of xq_ for panel matmuls
+  std::vector<float> gate_;      // [T][dense_ff] (empty for a mixture of experts)
+  std::vector<float> up_;        // [T][dense_ff]
+  std::unique_ptr<ExpertFeedForward> experts_;  // the feed-forward of a mixture of experts
+  std::vector<uint8_t> xq_;    // [T][largest activation row] quantized matmul input
+  std::vector<uint8_t> sums_;  // [T][sums_row_bytes_] per-block sums of xq_ for panel matmuls
   // [threads][scores_per_thread_] attention scratch (scores of every position for a block of
   // queries, converted K/V rows); attend() hands the kernel a 32-byte aligned start within it.
   std::vector<float> scores_;

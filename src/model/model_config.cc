@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/rope.h"
+
 namespace drift {
 namespace {
 
@@ -12,6 +14,7 @@ constexpr uint64_t kMaxWidth = 1 << 17;  // n_embd, n_ff, q/kv dims
 constexpr uint64_t kMaxHeads = 1024;
 constexpr uint64_t kMaxVocab = 1 << 22;
 constexpr uint64_t kMaxContext = 1 << 24;
+constexpr uint64_t kMaxExperts = 1024;  // llama.cpp's LLAMA_MAX_EXPERTS
 
 class Reader {
  public:
@@ -50,8 +53,9 @@ Expected<Architecture> parse_architecture(std::string_view name) {
   if (name == "qwen2") return Architecture::kQwen2;
   if (name == "gemma3") return Architecture::kGemma3;
   if (name == "qwen3") return Architecture::kQwen3;
-  return make_error("unsupported architecture '{}' (drift runs llama, qwen2, qwen3 and gemma3)",
-                    name);
+  if (name == "qwen3moe") return Architecture::kQwen3Moe;
+  return make_error(
+      "unsupported architecture '{}' (drift runs llama, qwen2, qwen3, qwen3moe and gemma3)", name);
 }
 
 // The vocabulary size: the arch's vocab_size key if present, else the token list's length.
@@ -92,6 +96,41 @@ Status apply_gemma3(const Reader& r, ModelConfig& c) {
   return Status::Ok();
 }
 
+// YaRN as llama.cpp's context setup computes it (llama-context.cpp, in float): freq_scale =
+// 1 / factor, ext_factor 1, attn_factor = mscale(factor) / (1 + 0.1 ln factor) times
+// rope.scaling.attn_factor (the kernel multiplies the 1 + 0.1 ln factor back), correction ranges
+// for beta_fast 32 and beta_slow 1 over rope.scaling.original_context_length.
+Status read_yarn(const Reader& r, ModelConfig& c) {
+  DRIFT_ASSIGN_OR_RETURN(float scaling_factor, r.positive_float_or("rope.scaling.factor", 1.0f));
+  DRIFT_ASSIGN_OR_RETURN(c.rope_n_ctx_orig, r.uint_or("rope.scaling.original_context_length", 1,
+                                                      kMaxContext, c.n_ctx_train));
+  DRIFT_ASSIGN_OR_RETURN(float attn, r.positive_float_or("rope.scaling.attn_factor", 1.0f));
+  c.rope_freq_scale = 1.0f / scaling_factor;
+  c.rope_ext_factor = 1.0f;
+  const float factor = 1.0f / c.rope_freq_scale;
+  const float mscale = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
+  c.rope_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(factor))) * attn;
+  return Status::Ok();
+}
+
+// The expert counts and width of a mixture-of-experts architecture; an expert count without the
+// other keys, or k above the expert count, is an error naming the key.
+Status read_experts(const Reader& r, ModelConfig& c) {
+  DRIFT_ASSIGN_OR_RETURN(c.n_expert, r.uint_in("expert_count", 1, kMaxExperts));
+  DRIFT_ASSIGN_OR_RETURN(c.n_expert_used, r.uint_in("expert_used_count", 1, kMaxExperts));
+  if (c.n_expert_used > c.n_expert)
+    return make_error("metadata '{}' is {}, more than the {} experts of '{}'",
+                      r.key("expert_used_count"), c.n_expert_used, c.n_expert,
+                      r.key("expert_count"));
+  // As llama.cpp: without the key, an expert is n_ff / n_expert_used wide.
+  DRIFT_ASSIGN_OR_RETURN(
+      c.n_ff_exp, r.uint_or("expert_feed_forward_length", 1, kMaxWidth, c.n_ff / c.n_expert_used));
+  if (c.n_ff_exp < 1)
+    return make_error("metadata '{}' is missing and {} / {} leaves no expert width",
+                      r.key("expert_feed_forward_length"), c.n_ff, c.n_expert_used);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view architecture_name(Architecture arch) {
@@ -104,6 +143,8 @@ std::string_view architecture_name(Architecture arch) {
       return "gemma3";
     case Architecture::kQwen3:
       return "qwen3";
+    case Architecture::kQwen3Moe:
+      return "qwen3moe";
   }
   return "unknown";
 }
@@ -152,6 +193,8 @@ Expected<ModelConfig> load_model_config(const GgufFile& file) {
     if (scaling == "linear") {
       DRIFT_ASSIGN_OR_RETURN(float factor, r.positive_float_or("rope.scaling.factor", 1.0f));
       c.rope_freq_scale = 1.0f / factor;
+    } else if (scaling == "yarn") {
+      DRIFT_RETURN_IF_ERROR(read_yarn(r, c));
     } else if (scaling != "none") {
       return make_error("RoPE scaling '{}' is not supported yet", scaling);
     }
@@ -176,7 +219,20 @@ Expected<ModelConfig> load_model_config(const GgufFile& file) {
       c.rope_layout = RopeLayout::kHalves;
       c.qk_norm = true;
       break;
+    case Architecture::kQwen3Moe:
+      // qwen3's attention; the feed-forward is llama.cpp's build_moe_ffn with softmax gating
+      // and the top k weights renormalised to sum to 1.
+      c.rope_layout = RopeLayout::kHalves;
+      c.qk_norm = true;
+      DRIFT_RETURN_IF_ERROR(read_experts(r, c));
+      c.expert_gating = ExpertGating::kSoftmaxThenTopK;
+      c.expert_weights_norm = true;
+      break;
   }
+  if (c.rope_ext_factor != 0.0f)
+    for (LayerConfig& layer : c.layers)
+      kernels::rope_yarn_corr_dims(c.rope_dims, c.rope_n_ctx_orig, layer.rope_base, 32.0f, 1.0f,
+                                   layer.rope_corr_dims);
   return c;
 }
 

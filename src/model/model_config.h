@@ -12,10 +12,11 @@
 namespace drift {
 
 enum class Architecture {
-  kLlama,   // SmolLM2, Llama 2/3, Mistral
-  kQwen2,   // llama with biases on the q, k and v projections
-  kGemma3,  // sliding-window layers, QK-norm, extra pre/post norms, GELU, scaled embeddings
-  kQwen3,   // qwen2 without the q/k/v biases, with an RMSNorm over each q and k head
+  kLlama,     // SmolLM2, Llama 2/3, Mistral
+  kQwen2,     // llama with biases on the q, k and v projections
+  kGemma3,    // sliding-window layers, QK-norm, extra pre/post norms, GELU, scaled embeddings
+  kQwen3,     // qwen2 without the q/k/v biases, with an RMSNorm over each q and k head
+  kQwen3Moe,  // qwen3 with a mixture-of-experts feed-forward in every layer
 };
 
 // Which dimensions RoPE rotates together.
@@ -26,9 +27,17 @@ enum class RopeLayout {
 
 enum class Activation { kSilu, kGeluTanh };
 
+// How a mixture-of-experts layer turns its router's logits into expert weights (llama.cpp's
+// build_moe_ffn gating functions).
+enum class ExpertGating {
+  kSoftmaxThenTopK,  // softmax over every expert, keep the top k probabilities (qwen3moe)
+  kTopKThenSoftmax,  // keep the top k logits, softmax over those k (gpt-oss)
+};
+
 struct LayerConfig {
   bool sliding_window = false;  // attends only to the last `sliding_window` positions
   float rope_base = 10000.0f;
+  float rope_corr_dims[2] = {0, 0};  // YaRN's correction range for this layer's base
 };
 
 struct ModelConfig {
@@ -49,6 +58,11 @@ struct ModelConfig {
 
   float rms_eps = 1e-5f;
   float rope_freq_scale = 1.0f;  // positions are multiplied by this (linear RoPE scaling)
+  // YaRN RoPE scaling (rope.scaling.type "yarn"), as llama.cpp applies it: ext_factor 1, the
+  // cos/sin magnitude attn_factor (kernels/rope.h), correction ranges from the original context.
+  float rope_ext_factor = 0.0f;
+  float rope_attn_factor = 1.0f;
+  int64_t rope_n_ctx_orig = 0;
   RopeLayout rope_layout = RopeLayout::kAdjacent;
   int64_t sliding_window = 0;  // 0: every layer attends to the whole context
   std::vector<LayerConfig> layers;
@@ -61,9 +75,19 @@ struct ModelConfig {
   bool post_norms = false;  // RMSNorm after attention and after the FFN (gemma3)
   bool qkv_bias = false;    // qwen2
 
+  // Mixture of experts (0 experts: a dense feed-forward of width n_ff).
+  int64_t n_expert = 0;       // experts per layer
+  int64_t n_expert_used = 0;  // experts each token is routed to (top k)
+  int64_t n_ff_exp = 0;       // hidden width of one expert
+  ExpertGating expert_gating = ExpertGating::kSoftmaxThenTopK;
+  bool expert_weights_norm = false;  // the k weights are divided by their sum (qwen3moe)
+
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
   int64_t v_dim() const { return n_kv_heads * head_dim_v; }
+  bool moe() const { return n_expert > 0; }
+  // Hidden width of the dense feed-forward (0 when the layers are experts).
+  int64_t dense_ff() const { return moe() ? 0 : n_ff; }
 };
 
 // Reads and validates the configuration; an unsupported architecture or an inconsistent or

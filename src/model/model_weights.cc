@@ -6,6 +6,7 @@
 #include <cmath>
 #include <new>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/dequantize.h"
@@ -69,6 +70,31 @@ class Binder {
     return m;
   }
 
+  // A 3-D tensor of GGUF shape [cols, rows, n_expert]: one matrix per expert, each a view of its
+  // contiguous slice.
+  Expected<std::vector<WeightMatrix>> expert_matrices(const std::string& name, int64_t n_expert,
+                                                      int64_t rows, int64_t cols) {
+    DRIFT_ASSIGN_OR_RETURN(const GgufTensor* t, find(name));
+    if (t->n_dims != 3 || static_cast<int64_t>(t->ne[0]) != cols ||
+        static_cast<int64_t>(t->ne[1]) != rows || static_cast<int64_t>(t->ne[2]) != n_expert)
+      return make_error("tensor '{}' has shape [{}, {}, {}], expected [{}, {}, {}]", name, t->ne[0],
+                        t->ne[1], t->ne[2], cols, rows, n_expert);
+    auto format = kernels::weight_format_for(static_cast<uint32_t>(t->type), cols);
+    if (!format.ok()) return make_error("tensor '{}': {}", name, format.error().message);
+    std::vector<WeightMatrix> experts(n_expert);
+    const int64_t row_bytes = kernels::row_bytes(*format, cols);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      WeightMatrix& m = experts[e];
+      m.format = *format;
+      m.data = t->data + e * rows * row_bytes;  // within the tensor: the reader checked its size
+      m.rows = rows;
+      m.cols = cols;
+      m.row_bytes = row_bytes;
+      m.matmul = kernels_.matmul(*format);
+    }
+    return experts;
+  }
+
   Expected<WeightVector> vector(const std::string& name, int64_t size) {
     DRIFT_ASSIGN_OR_RETURN(const GgufTensor* t, find(name));
     if (t->n_dims != 1 || static_cast<int64_t>(t->ne[0]) != size)
@@ -122,6 +148,17 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights& l) 
     DRIFT_ASSIGN_OR_RETURN(l.ffn_post_norm, b.vector(name("post_ffw_norm.weight"), c.n_embd));
   }
   DRIFT_ASSIGN_OR_RETURN(l.ffn_norm, b.vector(name("ffn_norm.weight"), c.n_embd));
+  if (c.moe()) {
+    DRIFT_ASSIGN_OR_RETURN(l.ffn_gate_inp,
+                           b.matrix(name("ffn_gate_inp.weight"), c.n_expert, c.n_embd));
+    DRIFT_ASSIGN_OR_RETURN(l.ffn_gate_exps, b.expert_matrices(name("ffn_gate_exps.weight"),
+                                                              c.n_expert, c.n_ff_exp, c.n_embd));
+    DRIFT_ASSIGN_OR_RETURN(l.ffn_up_exps, b.expert_matrices(name("ffn_up_exps.weight"), c.n_expert,
+                                                            c.n_ff_exp, c.n_embd));
+    DRIFT_ASSIGN_OR_RETURN(l.ffn_down_exps, b.expert_matrices(name("ffn_down_exps.weight"),
+                                                              c.n_expert, c.n_embd, c.n_ff_exp));
+    return Status::Ok();
+  }
   DRIFT_ASSIGN_OR_RETURN(l.ffn_gate, b.matrix(name("ffn_gate.weight"), c.n_ff, c.n_embd));
   DRIFT_ASSIGN_OR_RETURN(l.ffn_up, b.matrix(name("ffn_up.weight"), c.n_ff, c.n_embd));
   DRIFT_ASSIGN_OR_RETURN(l.ffn_down, b.matrix(name("ffn_down.weight"), c.n_embd, c.n_ff));
@@ -131,6 +168,27 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights& l) 
 uint64_t bytes_of(const WeightMatrix& m) { return static_cast<uint64_t>(m.rows) * m.row_bytes; }
 
 }  // namespace
+
+namespace {
+
+// The matrices of a layer, const or not (Layer: LayerWeights or const LayerWeights).
+template <typename Layer, typename Matrix = std::conditional_t<std::is_const_v<Layer>,
+                                                               const WeightMatrix, WeightMatrix>>
+std::vector<Matrix*> matrices_of(Layer& l) {
+  std::vector<Matrix*> out = {&l.wq, &l.wk, &l.wv, &l.wo};
+  if (l.ffn_gate_inp.data != nullptr) {
+    out.push_back(&l.ffn_gate_inp);
+    for (auto* experts : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps})
+      for (Matrix& m : *experts) out.push_back(&m);
+  } else {
+    out.insert(out.end(), {&l.ffn_gate, &l.ffn_up, &l.ffn_down});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<const WeightMatrix*> layer_matrices(const LayerWeights& l) { return matrices_of(l); }
 
 Expected<ModelWeights> bind_model_weights(const GgufFile& file, const ModelConfig& c, Isa isa) {
   ModelWeights w;
@@ -157,13 +215,17 @@ Expected<ModelWeights> bind_model_weights(const GgufFile& file, const ModelConfi
 
   b.add_panels(w.output);
   for (LayerWeights& l : w.layers)
-    for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      b.add_panels(*m);
+    for (WeightMatrix* m : matrices_of(l)) b.add_panels(*m);
 
   w.matrix_bytes = bytes_of(w.output);
-  for (const LayerWeights& l : w.layers)
+  for (const LayerWeights& l : w.layers) {
     for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      w.matrix_bytes += bytes_of(*m);
+      w.matrix_bytes += bytes_of(*m);  // zero for the dense matrices of an expert layer
+    if (!c.moe()) continue;
+    w.matrix_bytes += bytes_of(l.ffn_gate_inp);
+    for (const auto* experts : {&l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps})
+      w.matrix_bytes += bytes_of((*experts)[0]) * c.n_expert_used;
+  }
   return w;
 }
 

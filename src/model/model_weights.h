@@ -54,7 +54,16 @@ struct LayerWeights {
   WeightMatrix ffn_up;          // [n_ff][n_embd]
   WeightMatrix ffn_down;        // [n_embd][n_ff]
   WeightVector ffn_post_norm;   // gemma3: [n_embd]
+  // Mixture of experts (config.moe()), instead of ffn_gate/up/down: the router and, per expert,
+  // a view of its slice of the file's [n_expert][rows][cols] tensor.
+  WeightMatrix ffn_gate_inp;                // [n_expert][n_embd] router
+  std::vector<WeightMatrix> ffn_gate_exps;  // [n_expert] of [n_ff_exp][n_embd]
+  std::vector<WeightMatrix> ffn_up_exps;    // [n_expert] of [n_ff_exp][n_embd]
+  std::vector<WeightMatrix> ffn_down_exps;  // [n_expert] of [n_embd][n_ff_exp]
 };
+
+// Every matrix of a layer that a forward pass multiplies (the dense or the expert feed-forward).
+std::vector<const WeightMatrix*> layer_matrices(const LayerWeights& l);
 
 struct ModelWeights {
   WeightMatrix token_embd;   // [n_vocab][n_embd]; rows are looked up, not multiplied
@@ -66,7 +75,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<float[]>> owned_vectors;  // storage behind the WeightVectors
   HugePageArena panel_memory;                           // storage behind WeightMatrix::panels
-  uint64_t matrix_bytes = 0;  // bytes of every matrix read per token (output counted once)
+  // Bytes of the matrices one token reads (output counted once; of a mixture of experts, the
+  // router and n_expert_used experts per layer).
+  uint64_t matrix_bytes = 0;
 };
 
 // Binds every tensor the architecture needs; a missing tensor, a shape that disagrees with the

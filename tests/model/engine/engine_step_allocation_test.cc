@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <new>
 
 #include "counting_allocator.h"
@@ -32,9 +33,10 @@ TEST(EngineStepAllocation, CountingAllocatorSeesAllocations) {
 }
 
 // With the KV cache in `format` (int8/int4 quantize each K/V row and rotate queries in the
-// attention scratch: neither may allocate).
-void expect_decode_steps_allocate_nothing(kernels::KvFormat format) {
-  const auto path = test::model_path(test::kSmolLm2File);
+// attention scratch: neither may allocate), on the model at `path` (SmolLM2 by default).
+void expect_decode_steps_allocate_nothing(
+    kernels::KvFormat format,
+    const std::filesystem::path& path = test::model_path(test::kSmolLm2File)) {
   ASSERT_TRUE(test::model_available(path));
   auto isa = select_isa(detect_cpu_features());
   ASSERT_TRUE(isa.ok());
@@ -218,6 +220,14 @@ TEST(EngineStepAllocation, EmbeddingStepsAllocateNothing) {
 
 TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
   expect_decode_steps_allocate_nothing(kernels::KvFormat::kF16);
+}
+
+// A mixture of experts (the synthetic qwen3moe of tests/data/model): routing, grouping by expert
+// and the expert matmuls use scratch sized when the executor is created.
+TEST(EngineStepAllocation, DecodeStepsOfAMixtureOfExpertsAllocateNothing) {
+  expect_decode_steps_allocate_nothing(
+      kernels::KvFormat::kF16,
+      std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model" / "qwen3moe-synthetic.gguf");
 }
 
 TEST(EngineStepAllocation, DecodeStepsWithAQuantizedKvCacheAllocateNothing) {

@@ -5,11 +5,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "engine/session_store.h"
 #include "engine/step_cost_model.h"
+#include "kv/kv_event_sink.h"
 #include "kv/prefix_cache.h"
 #include "scheduler/sequence_state.h"
 
@@ -73,6 +75,8 @@ struct EngineMetrics {
   // zero when prefix caching is off.
   bool prefix_cache_enabled = false;
   PrefixCacheStats prefix_cache;
+  // KV events sent to routers (kv/kv_event_sink.h), read at the call; nullopt when none are.
+  std::optional<KVEventCounts> kv_events;
   // Conversation sessions: open now, tokens held, expired and refused turns (read at the call).
   SessionStats sessions;
   uint64_t prompt_tokens_total = 0;      // of requests that finished (rejected ones excluded)

@@ -124,10 +124,23 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
             double(m.prefix_cache.queries));
   w.counter("drift:prefix_cache_lookup_hits_total", "Lookups that matched at least one page.",
             double(m.prefix_cache.hits));
+  w.counter("drift:prefix_cache_pages_inserted_total", "Full pages registered for reuse.",
+            double(m.prefix_cache.pages_inserted));
   w.counter("drift:prefix_cache_evictions_total", "Cached pages evicted for reuse.",
             double(m.prefix_cache.evictions));
   w.counter("drift:prefix_cache_evicted_bytes_total", "Bytes of KV evicted from the cache.",
             double(m.prefix_cache.evicted_bytes));
+  if (m.kv_events) {
+    // --kv-events-endpoint: what reached the publisher, what it had to drop (its queue was full:
+    // a subscriber too slow, or no CPU for the publisher) and the messages sent.
+    w.counter("drift:kv_events_total", "KV cache events (stored, removed, cleared) emitted.",
+              double(m.kv_events->events));
+    w.counter("drift:kv_events_dropped_total",
+              "KV cache events dropped because the publisher's queue was full.",
+              double(m.kv_events->dropped));
+    w.counter("drift:kv_event_batches_total", "KV event messages published.",
+              double(m.kv_events->batches));
+  }
   // The step cost model, per model (model_name) and thread count: what the latency targets are
   // computed from.
   w.gauge("drift:step_cost_calibrated",

@@ -51,6 +51,7 @@ struct EngineMetrics {
   int32_t num_waiting = 0;  // submitted, not admitted yet (intake + scheduler queue)
   int32_t num_running = 0;  // admitted: prefilling or decoding
   int32_t kv_pages_total = 0;
+  int32_t kv_page_size = 0;  // tokens per page
   int32_t kv_pages_used = 0;
   int32_t kv_pages_free = 0;
   int32_t kv_pages_cached = 0;

@@ -77,13 +77,32 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   // ---- vLLM's names ----
   w.gauge("vllm:num_requests_running", "Requests admitted: prefilling or decoding.", m.num_running);
   w.gauge("vllm:num_requests_waiting", "Requests submitted and not yet admitted.", m.num_waiting);
-  w.gauge("vllm:kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).",
-          m.kv_pages_total > 0 ? double(m.kv_pages_used) / m.kv_pages_total : 0.0);
+  const double kv_usage = m.kv_pages_total > 0 ? double(m.kv_pages_used) / m.kv_pages_total : 0.0;
+  w.gauge("vllm:kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).", kv_usage);
   // In tokens, as vLLM counts them (0 when the prefix cache is off).
   w.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
             double(m.prefix_cache.queried_tokens));
   w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
             double(m.prefix_cache.hit_tokens));
+  w.counter("vllm:num_preemptions_total", "Sequences preempted (recomputed later).",
+            double(m.preemptions));
+  // The same values under the names of vLLM releases before 0.27 (gpu_ prefixed), which routers
+  // and dashboards written for them still read (llm-d's and the production stack's scrapers
+  // accept both spellings, older ones only these).
+  w.gauge("vllm:gpu_cache_usage_perc", "Fraction of KV cache pages in use (older name).", kv_usage);
+  w.counter("vllm:gpu_prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache (older name).",
+            double(m.prefix_cache.queried_tokens));
+  w.counter("vllm:gpu_prefix_cache_hits_total",
+            "Prompt tokens found in the prefix cache (older name).",
+            double(m.prefix_cache.hit_tokens));
+  // vLLM's cache configuration, as labels of a constant 1: the page size a KV-aware router needs
+  // to cut prompts into the blocks of the KV events, and the number of pages.
+  w.labelled_gauge_header("vllm:cache_config_info", "KV cache configuration (labels).");
+  w.sample("vllm:cache_config_info",
+           fmt::format(",block_size=\"{}\",num_gpu_blocks=\"{}\",enable_prefix_caching=\"{}\"",
+                       m.kv_page_size, m.kv_pages_total, m.prefix_cache_enabled ? "True" : "False"),
+           1);
   w.counter("vllm:prompt_tokens_total", "Prompt tokens of finished requests.",
             double(m.prompt_tokens_total));
   w.counter("vllm:generation_tokens_total", "Generated tokens delivered.",

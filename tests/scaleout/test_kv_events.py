@@ -56,14 +56,15 @@ class Subscriber:
         sock.close(linger=0)
         ctx.term()
 
-    def collect(self, quiet=0.5, timeout=30):
-        """The messages so far, once nothing has arrived for `quiet` seconds."""
+    def collect(self, at_least=0, quiet=0.5, timeout=30):
+        """The messages so far, once there are `at_least` and nothing has arrived for `quiet`
+        seconds."""
         deadline = time.time() + timeout
         while time.time() < deadline:
-            if time.time() - self._last >= quiet:
+            if len(self.messages) >= at_least and time.time() - self._last >= quiet:
                 return list(self.messages)
             time.sleep(0.05)
-        raise AssertionError("the event stream did not go quiet")
+        raise AssertionError(f"no quiet stream of {at_least} messages in {timeout} s")
 
     def close(self):
         self._stop.set()
@@ -132,8 +133,9 @@ def test_events_describe_the_prefix_cache(endpoint):
         prompts = [f"Topic {i}. {SHARED}Question: what is {i} times {i + 3}?" for i in range(12)]
         for p in prompts + prompts[-3:]:  # the repeats hit the cache
             complete(client, p)
-        m = wait_idle(server)
-        messages = sub.collect()
+        wait_idle(server)
+        sent = server.metrics()["drift:kv_event_batches_total"]
+        messages = sub.collect(at_least=sent)
         m = server.metrics()
         assert m["drift:kv_events_dropped_total"] == 0
         assert [seq for _, seq, _ in messages] == list(range(len(messages))), "no gap, from 0"
@@ -164,7 +166,7 @@ def test_events_describe_the_prefix_cache(endpoint):
 
         # vLLM's /reset_prefix_cache: nothing is held, so one AllBlocksCleared.
         assert server.post("/reset_prefix_cache", {}).status_code == 200
-        after = sub.collect()[len(messages):]
+        after = sub.collect(at_least=len(messages) + 1)[len(messages):]
         _, _, _, cleared = replay(after, set(live))
         assert cleared == 1 and len(after) == 1 and len(after[0][2].events) == 1
         assert wait_idle(server)["drift:kv_pages_cached"] == 0
@@ -184,7 +186,7 @@ def test_a_restarted_server_numbers_its_messages_from_zero_again():
                 start = len(sub.messages)
                 complete(server.client(), SHARED + "Hello")
                 wait_idle(server)
-                seqs = [seq for _, seq, _ in sub.collect()[start:]]
+                seqs = [seq for _, seq, _ in sub.collect(at_least=start + 1)[start:]]
                 assert seqs and seqs[0] == 0, seqs
             finally:
                 assert server.stop() == 0

@@ -8,6 +8,10 @@ from the first send to the last token.
 
   bench/load_gen.py --llama-bin $LLAMA_CPP_BIN [-m MODEL] [--rate 2] [--requests 48]
                     [--parallel 16] [--ctx 1024] [--gen 64] [--rounds 3] [--json out.json]
+  bench/load_gen.py --kv-events ...   # drift with --kv-events-endpoint vs drift without
+
+With --kv-events the two systems are drift publishing its KV events (to a subscriber of this
+script that receives and counts every message, as a router would) and drift without them.
 
 Each server gets `--parallel` slots of `--ctx` tokens (llama-server: -np P -c P*ctx; drift:
 --parallel P --ctx-size ctx and a KV cache of the same P*ctx tokens). Prints a table with medians
@@ -73,12 +77,43 @@ def run_load(url, workload):
             "itl_p50_ms": 1e3 * percentile(gaps, 50), "itl_p99_ms": 1e3 * percentile(gaps, 99)}
 
 
-def servers(args):
+class EventSubscriber:
+    """A router's end of the KV event stream: binds a SUB socket and receives on a thread."""
+
+    def __init__(self):
+        import zmq  # the venv's pyzmq (scripts/setup_venv.sh); only this mode needs it
+        self.messages = 0
+        self._stop = threading.Event()
+        ctx = zmq.Context.instance()
+        self._sock = ctx.socket(zmq.SUB)
+        self._sock.setsockopt(zmq.SUBSCRIBE, b"")
+        self.port = self._sock.bind_to_random_port("tcp://127.0.0.1")
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            if self._sock.poll(50):
+                self._sock.recv_multipart()
+                self.messages += 1
+
+    def close(self):
+        self._stop.set()
+        self._thread.join()
+        self._sock.close(linger=0)
+
+
+def servers(args, subscriber=None):
     kv_mib = args.parallel * args.ctx * KV_BYTES_PER_TOKEN / (1 << 20)
-    drift = lambda: ServerProcess.drift(  # noqa: E731
-        args.model, ["--parallel", str(args.parallel), "--ctx-size", str(args.ctx), "--kv-mib",
-                     f"{kv_mib:.1f}", "--threads", str(args.threads), "--max-queued", "4096",
-                     "--log-level", "warn"], drift=args.drift)
+    drift_args = ["--parallel", str(args.parallel), "--ctx-size", str(args.ctx), "--kv-mib",
+                  f"{kv_mib:.1f}", "--threads", str(args.threads), "--max-queued", "4096",
+                  "--log-level", "warn"]
+    drift = lambda: ServerProcess.drift(args.model, drift_args, drift=args.drift)  # noqa: E731
+    if subscriber is not None:
+        events = ["--kv-events-endpoint", f"tcp://127.0.0.1:{subscriber.port}"]
+        with_events = lambda: ServerProcess.drift(  # noqa: E731
+            args.model, drift_args + events, drift=args.drift)
+        return {"drift+kv-events": with_events, "drift": drift}
     llama = lambda: ServerProcess.llama(  # noqa: E731
         args.llama_bin, args.model, ["-np", str(args.parallel), "-c", str(args.parallel * args.ctx),
                                      "-t", str(args.threads), "--log-disable"])
@@ -107,12 +142,15 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--kv-events", action="store_true",
+                   help="compare drift with --kv-events-endpoint against drift without")
     args = p.parse_args()
-    if not args.llama_bin:
+    if not args.llama_bin and not args.kv_events:
         p.error("--llama-bin or LLAMA_CPP_BIN is required (the directory holding llama-server)")
 
     workload = make_workload(args)
-    factories = servers(args)
+    subscriber = EventSubscriber() if args.kv_events else None
+    factories = servers(args, subscriber)
     runs = {name: [] for name in factories}
     for rnd in range(args.rounds):
         order = list(factories) if rnd % 2 == 0 else list(reversed(factories))
@@ -124,22 +162,30 @@ def main():
             print(f"round {rnd + 1} {name:9s} " + "  ".join(f"{k}={v:.1f}" for k, v in r.items()),
                   file=sys.stderr)
 
+    first, second = list(factories)
+    ratio_key = ("ratios_drift_over_llama" if second == "llama.cpp"
+                 else "ratios_kv_events_over_none")
     result = {"workload": {k: getattr(args, k) for k in ("rate", "requests", "min_prompt",
                                                          "max_prompt", "gen", "parallel", "ctx",
                                                          "threads", "rounds", "seed")},
               "model": os.path.basename(args.model), "drift_commit": drift_commit(),
-              "cpu": cpu_model(), "systems": {}, "ratios_drift_over_llama": {}}
+              "cpu": cpu_model(), "systems": {}, ratio_key: {}}
     for name, rs in runs.items():
         result["systems"][name] = {k: summary([r[k] for r in rs]) for k, _, _ in METRICS}
+    if subscriber is not None:
+        subscriber.close()
+        result["kv_event_messages_received"] = subscriber.messages
     print(f"\nonline workload: {args.requests} requests, Poisson {args.rate}/s, prompts "
           f"{args.min_prompt}-{args.max_prompt} words, {args.gen} generated, {args.parallel} slots, "
           f"{args.threads} threads, {args.rounds} rounds; median (min-max)")
-    print(f"{'':24s}{'drift':>28s}{'llama.cpp':>28s}{'drift/llama':>14s}")
+    print(f"{'':24s}{first:>28s}{second:>28s}{first + '/' + second:>24s}")
     for key, label, _ in METRICS:
-        d, l = result["systems"]["drift"][key], result["systems"]["llama.cpp"][key]
+        d, l = result["systems"][first][key], result["systems"][second][key]
         ratio = d["median"] / l["median"] if l["median"] else float("nan")
-        result["ratios_drift_over_llama"][key] = ratio
-        print(f"{label:24s}{fmt_summary(d):>28s}{fmt_summary(l):>28s}{ratio:>14.2f}")
+        result[ratio_key][key] = ratio
+        print(f"{label:24s}{fmt_summary(d):>28s}{fmt_summary(l):>28s}{ratio:>24.2f}")
+    if subscriber is not None:
+        print(f"KV event messages received: {subscriber.messages}")
     print(json.dumps(result))
     if args.json:
         with open(args.json, "w") as f:

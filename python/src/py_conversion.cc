@@ -113,6 +113,10 @@ EngineOptions engine_options_from(const nb::dict& options) {
       o.sessions.max_total_tokens = int_of<int64_t>(n, value);
     else if (name == "session_ttl")
       o.sessions.idle_ttl_seconds = float_of(n, value);
+    else if (name == "kv_events_endpoint")
+      o.kv_events.endpoint = str_of(n, value);
+    else if (name == "kv_events_topic")
+      o.kv_events.topic = str_of(n, value);
     else
       throw nb::value_error(("unknown engine option '" + name +
                              "' (the options are the CLI's flags with '_' for '-': threads, "
@@ -120,7 +124,8 @@ EngineOptions engine_options_from(const nb::dict& options) {
                              "page_size, kv_cache_dtype, admission, policy, max_queued, "
                              "default_max_tokens, no_chunked_prefill, no_prefix_cache, "
                              "target_itl_ms, target_ttft_ms, max_ttft_s, max_sessions, "
-                             "session_max_tokens, session_ttl)")
+                             "session_max_tokens, session_ttl, kv_events_endpoint, "
+                             "kv_events_topic)")
                                 .c_str());
   }
   return o;

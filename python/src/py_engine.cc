@@ -65,7 +65,8 @@ void raise_if_failed(const Finish& finish) {
 
 PyEngine::PyEngine(const std::string& model_path, const nb::dict& options,
                    std::optional<std::string> chat_template) {
-  Expected<EngineConfig> config = to_engine_config(engine_options_from(options));
+  const EngineOptions engine_options = engine_options_from(options);
+  Expected<EngineConfig> config = to_engine_config(engine_options);
   if (!config.ok()) throw nb::value_error(config.error().message.c_str());
   ModelLoadOptions load;
   load.chat_template = std::move(chat_template);
@@ -77,7 +78,7 @@ PyEngine::PyEngine(const std::string& model_path, const nb::dict& options,
   // The file is a model drift runs: what fails now is the configuration asked for.
   Expected<std::unique_ptr<Engine>> started = [&] {
     nb::gil_scoped_release release;
-    return start_engine(*model, *config);
+    return start_engine(*model, *config, {}, engine_options.kv_events);
   }();
   if (!started.ok()) throw nb::value_error(started.error().message.c_str());
   engine_ = std::move(*started);
@@ -196,6 +197,11 @@ nb::dict PyEngine::stats() const {
   d["prefix_cache_queried_tokens"] = m.prefix_cache.queried_tokens;
   d["prefix_cache_hit_tokens"] = m.prefix_cache.hit_tokens;
   d["prefix_cache_evictions"] = m.prefix_cache.evictions;
+  if (m.kv_events) {
+    d["kv_events_total"] = m.kv_events->events;
+    d["kv_events_dropped"] = m.kv_events->dropped;
+    d["kv_event_batches"] = m.kv_events->batches;
+  }
   nb::dict by_reason;
   for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled,
                          FinishReason::kError, FinishReason::kRejected})

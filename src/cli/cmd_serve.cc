@@ -104,7 +104,8 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
   }
   ExecutorOptions executor;
   executor.debug_fail_at_step = o.debug_fail_at_step;
-  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(path, config, load, executor));
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                         load_engine(path, config, load, executor, o.engine.kv_events));
   return std::make_shared<server::LoadedModel>(server::LoadedModel{std::move(engine)});
 }
 
@@ -449,6 +450,13 @@ void register_serve(CLI::App& app) {
                   "would (to test clients and supervisors)")
       ->group("Debugging")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));
+  cmd->add_option("--kv-events-endpoint", o->engine.kv_events.endpoint,
+                  "publish vLLM's KV cache events (ZeroMQ PUB, msgpack) for KV-aware routers: "
+                  "tcp://*:5557 binds, tcp://HOST:PORT connects to a router that binds")
+      ->group("Scale-out");
+  cmd->add_option("--kv-events-topic", o->engine.kv_events.topic,
+                  "topic frame of every KV event message (default: empty)")
+      ->group("Scale-out");
   cmd->add_option("--pooling", o->pooling,
                   "how /v1/embeddings pools the final hidden states: mean, last or cls "
                   "(then L2-normalised)")

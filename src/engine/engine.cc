@@ -11,7 +11,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
                                                  const ModelFacts& model,
                                                  std::shared_ptr<const TextCodec> codec,
                                                  ExecutorFactory make_executor,
-                                                 std::shared_ptr<const void> executor_resources) {
+                                                 std::shared_ptr<const void> executor_resources,
+                                                 std::shared_ptr<KVEventSink> kv_events) {
   if (!codec) return make_error("codec: the engine needs a tokenizer (text codec), got none");
   std::optional<uint64_t> ram = physical_ram_bytes();
   if (!ram && config.kv.budget.ram_fraction)
@@ -25,8 +26,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   std::unique_ptr<Engine> engine(new Engine(setup, model.vocab_size, std::move(codec),
                                             std::move(executor_resources), std::move(executor),
                                             std::move(kv)));
+  engine->kv_events_ = std::move(kv_events);
   if (setup.enable_prefix_caching)
-    engine->prefix_cache_ = std::make_unique<PrefixCache>(engine->kv_);
+    engine->prefix_cache_ =
+        std::make_unique<PrefixCache>(engine->kv_, default_prefix_hash, engine->kv_events_.get());
   DRIFT_ASSIGN_OR_RETURN(engine->scheduler_,
                          EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_,
                                                  engine->log_, engine->prefix_cache_.get()));
@@ -75,6 +78,7 @@ EngineMetrics Engine::metrics() const {
   m.num_waiting += gateway_->num_queued();
   m.sessions = sessions_.stats(EngineClock::now());
   m.threads = setup_.threads;
+  if (kv_events_) m.kv_events = kv_events_->counts();
   return m;
 }
 

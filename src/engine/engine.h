@@ -61,11 +61,14 @@ class Engine {
   // Validates `config` against `model` (errors name the field), sizes the KV cache, builds the
   // executor with `make_executor`, installs the progress-log crash handler and starts the
   // worker. `executor_resources` (e.g. the loaded weights) is kept alive until the executor is
-  // destroyed; the engine never looks inside it. Programs get an engine for a GGUF file from the
+  // destroyed; the engine never looks inside it. `kv_events`, when given, hears every change to
+  // the prefix cache's set of page hashes (kv/kv_event_sink.h; with prefix caching off it hears
+  // nothing) and its counts go into metrics(). Programs get an engine for a GGUF file from the
   // composition root (runtime/load_engine.h); tests pass fakes.
   static Expected<std::unique_ptr<Engine>> create(
       const EngineConfig& config, const ModelFacts& model, std::shared_ptr<const TextCodec> codec,
-      ExecutorFactory make_executor, std::shared_ptr<const void> executor_resources = {});
+      ExecutorFactory make_executor, std::shared_ptr<const void> executor_resources = {},
+      std::shared_ptr<KVEventSink> kv_events = {});
 
   // shutdown(kAbort), then removes the crash handler.
   ~Engine();
@@ -154,6 +157,7 @@ class Engine {
   const std::unique_ptr<Executor> executor_;
   ProgressLog log_;
   KVCacheManager kv_;
+  std::shared_ptr<KVEventSink> kv_events_;     // outlives the prefix cache that calls it
   std::unique_ptr<PrefixCache> prefix_cache_;  // over kv_; null when prefix caching is off
   std::unique_ptr<EngineScheduler> scheduler_;
   const std::shared_ptr<Gateway> gateway_;  // shared with handles, which may outlive the engine

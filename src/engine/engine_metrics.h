@@ -5,11 +5,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "engine/session_store.h"
 #include "engine/step_cost_model.h"
+#include "kv/kv_event_sink.h"
 #include "kv/prefix_cache.h"
 #include "scheduler/sequence_state.h"
 
@@ -49,6 +51,7 @@ struct EngineMetrics {
   int32_t num_waiting = 0;  // submitted, not admitted yet (intake + scheduler queue)
   int32_t num_running = 0;  // admitted: prefilling or decoding
   int32_t kv_pages_total = 0;
+  int32_t kv_page_size = 0;  // tokens per page
   int32_t kv_pages_used = 0;
   int32_t kv_pages_free = 0;
   int32_t kv_pages_cached = 0;
@@ -73,6 +76,8 @@ struct EngineMetrics {
   // zero when prefix caching is off.
   bool prefix_cache_enabled = false;
   PrefixCacheStats prefix_cache;
+  // KV events sent to routers (kv/kv_event_sink.h), read at the call; nullopt when none are.
+  std::optional<KVEventCounts> kv_events;
   // Conversation sessions: open now, tokens held, expired and refused turns (read at the call).
   SessionStats sessions;
   uint64_t prompt_tokens_total = 0;      // of requests that finished (rejected ones excluded)

@@ -35,6 +35,7 @@ EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Execu
   undecodable_.reserve(seqs);
   result_.items.reserve(seqs);
   metrics_.kv_pages_total = kv.num_pages();
+  metrics_.kv_page_size = kv.page_size();
   metrics_.kv_pages_free = kv.num_free_pages();
   // Gauges that hold from the start are published before the first step, so that /metrics on a
   // fresh server says what is configured (the prefix cache read 0 until the first request).

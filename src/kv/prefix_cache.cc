@@ -18,9 +18,10 @@ uint64_t default_prefix_hash(uint64_t parent_hash, std::span<const TokenId> toke
   return mix(h ^ uint64_t(tokens.size()));
 }
 
-PrefixCache::PrefixCache(KVCacheManager& kv, PrefixHashFn hash)
+PrefixCache::PrefixCache(KVCacheManager& kv, PrefixHashFn hash, KVEventSink* events)
     : kv_(kv),
       hash_fn_(hash),
+      events_(events),
       page_size_(kv.page_size()),
       registered_(size_t(kv.num_pages()), 0),
       hash_(size_t(kv.num_pages()), 0),
@@ -102,6 +103,11 @@ PrefixCursor PrefixCache::insert(const PrefixCursor& cursor, std::span<const Tok
     next.broken = true;
     return next;
   }
+  // A second page under one hash (a collision, or a page whose parent was evicted and whose
+  // content was computed again under a new parent page) is news to nobody outside.
+  if (events_ && !hash_registered(h))
+    events_->block_stored(
+        h, cursor.num_pages > 0 ? std::optional<uint64_t>(cursor.hash) : std::nullopt, tokens);
   registered_[u] = 1;
   hash_[u] = h;
   namespace_[u] = cursor.cache_namespace;
@@ -128,7 +134,16 @@ void PrefixCache::record_query(int64_t queried, int64_t hit) {
   }
 }
 
-int32_t PrefixCache::flush() { return kv_.evict_all_cached(); }
+int32_t PrefixCache::flush() {
+  // Every registered page is cached (none in use): the flush leaves nothing, and vLLM's
+  // reset_prefix_cache says so with one AllBlocksCleared.
+  const bool clears_all = kv_.num_cached_pages() == num_registered_;
+  quiet_removals_ = clears_all;
+  const int32_t evicted = kv_.evict_all_cached();
+  quiet_removals_ = false;
+  if (events_ && clears_all) events_->all_blocks_cleared();
+  return evicted;
+}
 
 void PrefixCache::on_page_evicted(PageId page) {
   if (page < 0 || page >= kv_.num_pages() || !registered_[size_t(page)]) return;
@@ -137,6 +152,17 @@ void PrefixCache::on_page_evicted(PageId page) {
   --num_registered_;
   ++stats_.evictions;
   stats_.evicted_bytes += kv_.layout().bytes_per_page();
+  const uint64_t h = hash_[size_t(page)];
+  if (events_ && !quiet_removals_ && !hash_registered(h)) events_->block_removed(h);
+}
+
+bool PrefixCache::hash_registered(uint64_t hash) const {
+  // Linear probing keeps every page of a hash between its home slot and the next empty one.
+  for (size_t i = home(hash);; i = (i + 1) & mask_) {
+    const PageId p = table_[i];
+    if (p == kNoPage) return false;
+    if (hash_[size_t(p)] == hash) return true;
+  }
 }
 
 void PrefixCache::table_insert(PageId page) {

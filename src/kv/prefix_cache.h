@@ -14,6 +14,12 @@
 // tells this cache (KVEvictionListener), which forgets the page. A page some sequence holds is
 // never on the cached list, so it is never evicted.
 //
+// Changes to the set of cached page hashes go to an optional KVEventSink (kv_event_sink.h), as
+// vLLM reports its block pool's: a page registered under a hash no other registered page has is
+// "stored", the last registered page of a hash evicted is "removed", and a flush that leaves
+// nothing registered is "all cleared" (instead of one removal per page). The sink sees the chain
+// hashes below: stable across processes and replicas (no seed), each chaining its parent's.
+//
 // No allocation after construction: the hash table (open addressing, linear probing, at most
 // num_pages entries in at least 2 * num_pages slots) and the per-page records are sized once,
 // so registering a page in a decode step allocates nothing.
@@ -24,12 +30,11 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_event_sink.h"
 #include "kv/kv_types.h"
 #include "util/error.h"
 
 namespace drift {
-
-using TokenId = int32_t;
 
 // Hash of one page in the chain: of its parent's hash (or the namespace's root hash) and its
 // tokens. Injectable so that tests can force collisions.
@@ -65,8 +70,10 @@ struct PrefixCacheStats {
 
 class PrefixCache final : public KVEvictionListener {
  public:
-  // Becomes `kv`'s eviction listener; `kv` must outlive the cache and stay at its address.
-  explicit PrefixCache(KVCacheManager& kv, PrefixHashFn hash = default_prefix_hash);
+  // Becomes `kv`'s eviction listener; `kv` must outlive the cache and stay at its address, and
+  // so must `events` (null: no events).
+  explicit PrefixCache(KVCacheManager& kv, PrefixHashFn hash = default_prefix_hash,
+                       KVEventSink* events = nullptr);
   ~PrefixCache() override;
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -91,6 +98,7 @@ class PrefixCache final : public KVEvictionListener {
   void record_query(int64_t queried, int64_t hit);
 
   // Evicts every cached page to the free list (pages in use stay registered). Returns how many.
+  // Tells the event sink "all cleared" when no page stays registered, else each removed hash.
   int32_t flush();
 
   // KVEvictionListener: the manager reclaims `page`; forget its content.
@@ -109,6 +117,8 @@ class PrefixCache final : public KVEvictionListener {
   // The table slot holding a registered page whose hash, namespace, parent and tokens are these;
   // -1 if none.
   int64_t find(uint64_t hash, const PrefixCursor& parent, std::span<const TokenId> tokens) const;
+  // Whether a registered page in the table has this hash.
+  bool hash_registered(uint64_t hash) const;
   void table_insert(PageId page);
   void table_remove(PageId page);
   size_t home(uint64_t hash) const { return size_t(hash) & mask_; }
@@ -118,6 +128,8 @@ class PrefixCache final : public KVEvictionListener {
 
   KVCacheManager& kv_;
   PrefixHashFn hash_fn_;
+  KVEventSink* events_;          // null: nobody listens
+  bool quiet_removals_ = false;  // during a flush that clears everything: one event for all
   int32_t page_size_;
 
   // Per page, [num_pages]; meaningful while registered_.

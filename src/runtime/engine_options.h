@@ -13,6 +13,13 @@
 
 namespace drift {
 
+// vLLM's KV event stream (kv_events/zmq_kv_event_publisher.h): `drift serve
+// --kv-events-endpoint tcp://*:5557`, `drift.LLM(kv_events_endpoint=...)`.
+struct KVEventsOptions {
+  std::optional<std::string> endpoint;  // absent: no events
+  std::string topic;                    // first frame of each message (llm-d: "kv@<pod>@<model>")
+};
+
 struct EngineOptions {
   int32_t threads = 2;
   int32_t parallel = 16;  // scheduler.max_num_seqs
@@ -32,6 +39,7 @@ struct EngineOptions {
   std::optional<double> target_ttft_ms;
   std::optional<double> max_ttft_s;
   SessionConfig sessions;
+  KVEventsOptions kv_events;  // not part of EngineConfig: runtime/ wires the publisher in
 };
 
 // The configuration these options describe; an error names the option whose text is not one of

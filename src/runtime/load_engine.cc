@@ -7,6 +7,7 @@
 #include "engine/sampling_defaults.h"
 #include "engine/tokenizer_codec.h"
 #include "executor/cpu_executor.h"
+#include "kv_events/zmq_kv_event_publisher.h"
 #include "model/model.h"
 #include "runtime/failing_executor.h"
 #include "tokenizer/chat_prompt.h"
@@ -58,8 +59,21 @@ Expected<LoadedModel> load_model(const std::string& model_path, const ModelLoadO
 }
 
 Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const EngineConfig& config,
-                                               const ExecutorOptions& executor_options) {
+                                               const ExecutorOptions& executor_options,
+                                               const KVEventsOptions& kv_events) {
   const Model& loaded = *model.model;
+  std::shared_ptr<KVEventSink> publisher;
+  if (kv_events.endpoint) {
+    // The events describe the prefix cache; without it there would be none to send.
+    if (!config.kv.enable_prefix_caching)
+      return make_error(
+          "kv_events_endpoint: KV events need the prefix cache (no_prefix_cache "
+          "is set)");
+    DRIFT_ASSIGN_OR_RETURN(publisher,
+                           ZmqKVEventPublisher::create({.endpoint = *kv_events.endpoint,
+                                                        .topic = kv_events.topic,
+                                                        .page_size = config.kv.page_size}));
+  }
   auto make_executor = [&](const EngineSetup& setup) -> Expected<std::unique_ptr<Executor>> {
     CpuExecutorConfig c;
     c.threads = setup.threads;
@@ -75,15 +89,17 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
           std::move(executor), *executor_options.debug_fail_at_step));
     return std::unique_ptr<Executor>(std::move(executor));
   };
-  return Engine::create(config, model.facts, model.codec, make_executor, model.model);
+  return Engine::create(config, model.facts, model.codec, make_executor, model.model,
+                        std::move(publisher));
 }
 
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
                                               const EngineConfig& config,
                                               const ModelLoadOptions& options,
-                                              const ExecutorOptions& executor) {
+                                              const ExecutorOptions& executor,
+                                              const KVEventsOptions& kv_events) {
   DRIFT_ASSIGN_OR_RETURN(LoadedModel model, load_model(model_path, options));
-  return start_engine(model, config, executor);
+  return start_engine(model, config, executor, kv_events);
 }
 
 kernels::KvFormat kv_format_of(KVDtype dtype) {

@@ -11,6 +11,7 @@
 #include "engine/engine_config.h"
 #include "engine/text_codec.h"
 #include "kernels/kv_format.h"
+#include "runtime/engine_options.h"
 #include "util/error.h"
 
 namespace drift {
@@ -42,17 +43,20 @@ struct LoadedModel {
 Expected<LoadedModel> load_model(const std::string& model_path,
                                  const ModelLoadOptions& options = {});
 
-// Runs `model` on the CPU executor with config.threads compute threads. Errors are about the
-// configuration (the field named) or the memory it asks for.
+// Runs `model` on the CPU executor with config.threads compute threads, publishing KV events when
+// `kv_events` has an endpoint. Errors are about the configuration (the field named), the memory
+// it asks for, or the event endpoint.
 Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const EngineConfig& config,
-                                               const ExecutorOptions& executor = {});
+                                               const ExecutorOptions& executor = {},
+                                               const KVEventsOptions& kv_events = {});
 
 // load_model, then start_engine. The engine then owns every prompt decision: programs submit
 // text, conversations or ids, and ask it to tokenize.
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,
                                               const EngineConfig& config,
                                               const ModelLoadOptions& options = {},
-                                              const ExecutorOptions& executor = {});
+                                              const ExecutorOptions& executor = {},
+                                              const KVEventsOptions& kv_events = {});
 
 // The executor's storage format of an engine KV dtype (the two enums are kept apart because kv/
 // may not know the kernels; both count a page's bytes alike, tests/unit/runtime checks it).

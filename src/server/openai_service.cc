@@ -211,6 +211,7 @@ void OpenAIService::route(const HttpRequest& request,
       {"/v1/chat/completions", "POST", Route::kChatCompletions},
       {"/v1/embeddings", "POST", Route::kEmbeddings},
       {"/v1/engine/events", "GET", Route::kEngineEvents},
+      {"/reset_prefix_cache", "POST", Route::kResetPrefixCache},
   };
   // The web page's files need no key: the page asks for it and sends it with its API calls.
   if (serve_web_page(request, exchange)) return;
@@ -259,6 +260,8 @@ void OpenAIService::route(const HttpRequest& request,
       return embeddings(request, exchange);
     case Route::kEngineEvents:
       return engine_events(request, exchange);
+    case Route::kResetPrefixCache:
+      return reset_prefix_cache(request, exchange);
     case Route::kHealth:
     case Route::kMetrics:
     case Route::kModels:
@@ -308,6 +311,14 @@ void OpenAIService::delete_session(const HttpRequest& request,
   reply_json(
       request, exchange, 200,
       json{{"id", id}, {"object", "session.deleted"}, {"deleted", true}, {"killed", kill}}.dump());
+}
+
+void OpenAIService::reset_prefix_cache(const HttpRequest& request,
+                                       const std::shared_ptr<HttpExchange>& exchange) {
+  // Done at the engine's next step boundary; with KV events on, routers hear AllBlocksCleared
+  // (or each removed page while requests still hold some), as from vLLM's endpoint.
+  model_->engine->reset_prefix_cache();
+  reply_json(request, exchange, 200, json{{"status", "ok"}}.dump());
 }
 
 void OpenAIService::health(const HttpRequest& request,

@@ -60,6 +60,7 @@ enum class Route : uint8_t {
   kChatCompletions,
   kEmbeddings,
   kEngineEvents,
+  kResetPrefixCache,
 };
 
 // A generating request once its body is parsed: the model it names, its options, and each distinct
@@ -109,6 +110,9 @@ class OpenAIService {
   // DELETE /v1/sessions/{id}[?kill=true]: ends a conversation session (and with kill, cancels
   // its running turn).
   void delete_session(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // POST /reset_prefix_cache (vLLM's): evicts every cached page no request holds.
+  void reset_prefix_cache(const HttpRequest& request,
+                          const std::shared_ptr<HttpExchange>& exchange);
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   // GET /v1/engine/events: the live view's stream of engine snapshots (engine_events.h).
   void engine_events(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);

@@ -77,13 +77,32 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   // ---- vLLM's names ----
   w.gauge("vllm:num_requests_running", "Requests admitted: prefilling or decoding.", m.num_running);
   w.gauge("vllm:num_requests_waiting", "Requests submitted and not yet admitted.", m.num_waiting);
-  w.gauge("vllm:kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).",
-          m.kv_pages_total > 0 ? double(m.kv_pages_used) / m.kv_pages_total : 0.0);
+  const double kv_usage = m.kv_pages_total > 0 ? double(m.kv_pages_used) / m.kv_pages_total : 0.0;
+  w.gauge("vllm:kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).", kv_usage);
   // In tokens, as vLLM counts them (0 when the prefix cache is off).
   w.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
             double(m.prefix_cache.queried_tokens));
   w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
             double(m.prefix_cache.hit_tokens));
+  w.counter("vllm:num_preemptions_total", "Sequences preempted (recomputed later).",
+            double(m.preemptions));
+  // The same values under the names of vLLM releases before 0.27 (gpu_ prefixed), which routers
+  // and dashboards written for them still read (llm-d's and the production stack's scrapers
+  // accept both spellings, older ones only these).
+  w.gauge("vllm:gpu_cache_usage_perc", "Fraction of KV cache pages in use (older name).", kv_usage);
+  w.counter("vllm:gpu_prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache (older name).",
+            double(m.prefix_cache.queried_tokens));
+  w.counter("vllm:gpu_prefix_cache_hits_total",
+            "Prompt tokens found in the prefix cache (older name).",
+            double(m.prefix_cache.hit_tokens));
+  // vLLM's cache configuration, as labels of a constant 1: the page size a KV-aware router needs
+  // to cut prompts into the blocks of the KV events, and the number of pages.
+  w.labelled_gauge_header("vllm:cache_config_info", "KV cache configuration (labels).");
+  w.sample("vllm:cache_config_info",
+           fmt::format(",block_size=\"{}\",num_gpu_blocks=\"{}\",enable_prefix_caching=\"{}\"",
+                       m.kv_page_size, m.kv_pages_total, m.prefix_cache_enabled ? "True" : "False"),
+           1);
   w.counter("vllm:prompt_tokens_total", "Prompt tokens of finished requests.",
             double(m.prompt_tokens_total));
   w.counter("vllm:generation_tokens_total", "Generated tokens delivered.",
@@ -124,10 +143,23 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
             double(m.prefix_cache.queries));
   w.counter("drift:prefix_cache_lookup_hits_total", "Lookups that matched at least one page.",
             double(m.prefix_cache.hits));
+  w.counter("drift:prefix_cache_pages_inserted_total", "Full pages registered for reuse.",
+            double(m.prefix_cache.pages_inserted));
   w.counter("drift:prefix_cache_evictions_total", "Cached pages evicted for reuse.",
             double(m.prefix_cache.evictions));
   w.counter("drift:prefix_cache_evicted_bytes_total", "Bytes of KV evicted from the cache.",
             double(m.prefix_cache.evicted_bytes));
+  if (m.kv_events) {
+    // --kv-events-endpoint: what reached the publisher, what it had to drop (its queue was full:
+    // a subscriber too slow, or no CPU for the publisher) and the messages sent.
+    w.counter("drift:kv_events_total", "KV cache events (stored, removed, cleared) emitted.",
+              double(m.kv_events->events));
+    w.counter("drift:kv_events_dropped_total",
+              "KV cache events dropped because the publisher's queue was full.",
+              double(m.kv_events->dropped));
+    w.counter("drift:kv_event_batches_total", "KV event messages published.",
+              double(m.kv_events->batches));
+  }
   // The step cost model, per model (model_name) and thread count: what the latency targets are
   // computed from.
   w.gauge("drift:step_cost_calibrated",

@@ -16,6 +16,7 @@
 #include "engine/step_cost_model.h"
 #include "executor/cpu_executor.h"
 #include "kv/prefix_cache.h"
+#include "kv_events/kv_event_queue.h"
 #include "model/model.h"
 #include "test_models.h"
 #include "util/cpu_features.h"
@@ -32,10 +33,33 @@ TEST(EngineStepAllocation, CountingAllocatorSeesAllocations) {
   EXPECT_EQ(g_allocations.load() - before, 2u);
 }
 
+// The engine side of `--kv-events-endpoint` (ZmqKVEventPublisher): the prefix cache's events go
+// into the publisher's queue; its sending thread, which may allocate, is not part of a step.
+class QueueSink final : public KVEventSink {
+ public:
+  explicit QueueSink(int32_t page_size) : queue_(4096, page_size) {}
+  void block_stored(uint64_t hash, std::optional<uint64_t> parent,
+                    std::span<const TokenId> tokens) override {
+    queue_.push(KVEventKind::kBlockStored, hash, parent, tokens);
+  }
+  void block_removed(uint64_t hash) override {
+    queue_.push(KVEventKind::kBlockRemoved, hash, std::nullopt, {});
+  }
+  void all_blocks_cleared() override {
+    queue_.push(KVEventKind::kAllBlocksCleared, 0, std::nullopt, {});
+  }
+  KVEventCounts counts() const override { return {.events = queue_.pushed()}; }
+
+ private:
+  KVEventQueue queue_;
+};
+
 // With the KV cache in `format` (int8/int4 quantize each K/V row and rotate queries in the
-// attention scratch: neither may allocate), on the model at `path` (SmolLM2 by default).
+// attention scratch: neither may allocate), on the model at `path` (SmolLM2 by default), and
+// optionally a prefix cache that registers the pages the decodes fill and reports them as KV
+// events.
 void expect_decode_steps_allocate_nothing(
-    kernels::KvFormat format,
+    kernels::KvFormat format, bool kv_events = false,
     const std::filesystem::path& path = test::model_path(test::kSmolLm2File)) {
   ASSERT_TRUE(test::model_available(path));
   auto isa = select_isa(detect_cpu_features());
@@ -52,7 +76,11 @@ void expect_decode_steps_allocate_nothing(
   auto kv = KVCacheManager::create(layout, 64);
   ASSERT_TRUE(kv.ok());
   ProgressLog log;
-  auto scheduler = EngineScheduler::create(sc, {}, *kv, log);  // no EOS: fixed lengths
+  QueueSink sink(layout.page_size);
+  std::unique_ptr<PrefixCache> prefix_cache;
+  if (kv_events) prefix_cache = std::make_unique<PrefixCache>(*kv, default_prefix_hash, &sink);
+  // No EOS: fixed lengths.
+  auto scheduler = EngineScheduler::create(sc, {}, *kv, log, prefix_cache.get());
   ASSERT_TRUE(scheduler.ok());
   CpuExecutorConfig ec;
   ec.threads = 2;
@@ -118,6 +146,7 @@ void expect_decode_steps_allocate_nothing(
     ASSERT_EQ((*scheduler)->find(id)->phase, SequencePhase::kDecode) << id;
 
   const int32_t first_len = (*scheduler)->find(1)->total_len();
+  const uint64_t events_before = sink.counts().events;
   uint64_t before = g_allocations.load();
   g_counting.store(true);
   int decode_steps = 0;
@@ -132,6 +161,7 @@ void expect_decode_steps_allocate_nothing(
   EXPECT_TRUE(costs.calibrated()) << "the cost model saw prefill and decode steps";
   // Page boundaries were crossed (16 tokens per page).
   EXPECT_GT((*scheduler)->find(1)->total_len() / 16, first_len / 16);
+  if (kv_events) EXPECT_GT(sink.counts().events, events_before) << "pages filled and reported";
 }
 
 // Embedding requests prefilled in chunks beside decoding sequences, to their pooled vectors:
@@ -226,8 +256,12 @@ TEST(EngineStepAllocation, DecodeStepsOnSmolLm2AllocateNothingAfterWarmUp) {
 // and the expert matmuls use scratch sized when the executor is created.
 TEST(EngineStepAllocation, DecodeStepsOfAMixtureOfExpertsAllocateNothing) {
   expect_decode_steps_allocate_nothing(
-      kernels::KvFormat::kF16,
+      kernels::KvFormat::kF16, /*kv_events=*/false,
       std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model" / "qwen3moe-synthetic.gguf");
+}
+
+TEST(EngineStepAllocation, DecodeStepsThatReportKvEventsAllocateNothing) {
+  expect_decode_steps_allocate_nothing(kernels::KvFormat::kF16, /*kv_events=*/true);
 }
 
 TEST(EngineStepAllocation, DecodeStepsWithAQuantizedKvCacheAllocateNothing) {

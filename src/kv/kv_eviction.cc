@@ -32,7 +32,14 @@ int64_t kv_keep_target(const KvCompressConfig& config, int64_t seq_len) {
   return std::min(seq_len, std::max(target, config.sink_tokens + config.recent_tokens));
 }
 
-void select_kept_entries(const KvCompressConfig& config, int64_t seq_len,
+int64_t kv_keep_target(const KvCompressConfig& config, int64_t seq_len, int64_t keep_from) {
+  const int64_t target = kv_keep_target(config, seq_len);
+  if (target == seq_len) return seq_len;
+  return std::min(seq_len,
+                  std::max(target, std::max(keep_from, config.sink_tokens) + config.recent_tokens));
+}
+
+void select_kept_entries(const KvCompressConfig& config, int64_t seq_len, int64_t keep_from,
                          std::span<const int32_t> positions, std::span<const float> metric,
                          int64_t target, std::vector<int32_t>& kept) {
   const auto n = static_cast<int64_t>(positions.size());
@@ -42,7 +49,8 @@ void select_kept_entries(const KvCompressConfig& config, int64_t seq_len,
     return;
   }
   auto is_protected = [&](int64_t i) {
-    return positions[i] < config.sink_tokens || positions[i] >= seq_len - config.recent_tokens;
+    return positions[i] < std::max(config.sink_tokens, keep_from) ||
+           positions[i] >= seq_len - config.recent_tokens;
   };
   // Candidates: the unprotected slots, best first under the policy.
   std::vector<int32_t> candidates;

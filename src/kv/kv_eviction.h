@@ -45,10 +45,16 @@ struct KvCompressConfig {
 // the recent window.
 int64_t kv_keep_target(const KvCompressConfig& config, int64_t seq_len);
 
+// Entries a head of a sequence with `seq_len` positions keeps when its first `keep_from` positions
+// must stay as they are (pages it shares with the prefix cache): the policy's target, raised to
+// cover those and the recent window, never more than seq_len. The scheduler plans pages with it.
+int64_t kv_keep_target(const KvCompressConfig& config, int64_t seq_len, int64_t keep_from);
+
 // The slots one head keeps, increasing, out of its entries at `positions` (increasing) with
-// `metric` (one per entry; read by the attention policy only), so that it holds at most `target`
-// entries beyond the protected ones. `kept` is overwritten.
-void select_kept_entries(const KvCompressConfig& config, int64_t seq_len,
+// `metric` (one per entry; read by the attention policy only): the protected ones (the sinks,
+// positions below `keep_from`, the recent window) and the policy's best others, `target` in all
+// when the head holds more (never fewer than the protected ones). `kept` is overwritten.
+void select_kept_entries(const KvCompressConfig& config, int64_t seq_len, int64_t keep_from,
                          std::span<const int32_t> positions, std::span<const float> metric,
                          int64_t target, std::vector<int32_t>& kept);
 

@@ -39,7 +39,7 @@ TEST(KvEviction, WindowKeepsTheSinksAndTheMostRecent) {
   const KvCompressConfig c = config(0.5, KvEvictPolicy::kWindow);
   std::vector<int32_t> kept;
   const std::vector<int32_t> positions = iota(20);
-  select_kept_entries(c, 20, positions, std::vector<float>(20, 0.0f), 10, kept);
+  select_kept_entries(c, 20, 0, positions, std::vector<float>(20, 0.0f), 10, kept);
   EXPECT_EQ(kept, (std::vector<int32_t>{0, 1, 12, 13, 14, 15, 16, 17, 18, 19}));
 }
 
@@ -58,16 +58,28 @@ TEST(KvEviction, AttentionKeepsTheSinksTheRecentAndTheMostAttended) {
   metric[15] = 0.01f;  // position 17: recent, kept anyway
   std::vector<int32_t> kept;
   // Target 8: 2 sinks + 4 recent (positions 16-19) + the 2 best others: positions 3 and 12.
-  select_kept_entries(c, 20, positions, metric, 8, kept);
+  select_kept_entries(c, 20, 0, positions, metric, 8, kept);
   EXPECT_EQ(kept, (std::vector<int32_t>{0, 1, 3, 10, 14, 15, 16, 17}));
   // Target 9: position 8 (slot 7) next, before position 7.
-  select_kept_entries(c, 20, positions, metric, 9, kept);
+  select_kept_entries(c, 20, 0, positions, metric, 9, kept);
   EXPECT_EQ(kept, (std::vector<int32_t>{0, 1, 3, 7, 10, 14, 15, 16, 17}));
+}
+
+TEST(KvEviction, PositionsBelowKeepFromStayAsTheyAre) {
+  // The first 8 positions are a shared prefix: kept whatever the policy; the target covers them
+  // and the recent window.
+  const KvCompressConfig c = config(0.25, KvEvictPolicy::kWindow);
+  EXPECT_EQ(kv_keep_target(c, 40, 8), 12);  // 8 + 4 recent > floor(0.25 * 40)
+  EXPECT_EQ(kv_keep_target(c, 100, 8), 25);
+  EXPECT_EQ(kv_keep_target(c, 12, 8), 12);  // not longer than min_tokens
+  std::vector<int32_t> kept;
+  select_kept_entries(c, 40, 8, iota(40), std::vector<float>(40, 0.0f), 14, kept);
+  EXPECT_EQ(kept, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 34, 35, 36, 37, 38, 39}));
 }
 
 TEST(KvEviction, AHeadWithinItsTargetKeepsEverything) {
   std::vector<int32_t> kept;
-  select_kept_entries(config(0.5, KvEvictPolicy::kAttention), 40, iota(10, 30),
+  select_kept_entries(config(0.5, KvEvictPolicy::kAttention), 40, 0, iota(10, 30),
                       std::vector<float>(10, 0.0f), 10, kept);
   EXPECT_EQ(kept, iota(10));
 }

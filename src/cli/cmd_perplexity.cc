@@ -39,6 +39,7 @@ struct PerplexityOptions {
   std::string kv_evict = "attention";
   int64_t kv_compress_min_tokens = KvCompressConfig{}.min_tokens;
   int64_t kv_compress_every = 64;
+  KvCompressConfig kv;  // sinks, recent window, metric window and intervals
 };
 
 // What the scored tokens saw: the entries a head held against the positions before them.
@@ -109,6 +110,10 @@ int run_perplexity(const PerplexityOptions& o) {
     compress.keep = *o.kv_keep;
     compress.policy = *policy;
     compress.min_tokens = o.kv_compress_min_tokens;
+    compress.sink_tokens = o.kv.sink_tokens;
+    compress.recent_tokens = o.kv.recent_tokens;
+    compress.metric_window = o.kv.metric_window;
+    compress.metric_intervals = o.kv.metric_intervals;
     if (Status valid = compress.validate(); !valid.ok()) return fail(valid.error());
     if (o.kv_compress_every < compress.metric_window || o.kv_compress_every > ctx)
       return fail(make_error("--kv-compress-every must be {} to -c {}, got {}",
@@ -117,7 +122,7 @@ int run_perplexity(const PerplexityOptions& o) {
                o.kv_evict, o.kv_compress_every, compress.min_tokens);
   }
   KvCompressor compressor(compress);
-  KvHeadTable heads(config.n_layers, config.n_kv_heads, ctx);
+  KvHeadTable heads(config.n_layers, config.n_kv_heads, ctx, compress.metric_intervals);
   KeptShare kept;
 
   double nll = 0.0;
@@ -137,7 +142,7 @@ int run_perplexity(const PerplexityOptions& o) {
     } else {
       // Steps of kv_compress_every tokens, the last metric_window of each adding to the metric,
       // the cache compressed after each.
-      heads = KvHeadTable(config.n_layers, config.n_kv_heads, ctx);
+      heads = KvHeadTable(config.n_layers, config.n_kv_heads, ctx, compress.metric_intervals);
       for (int64_t begin = 0; begin < ctx; begin += o.kv_compress_every) {
         ForwardSequence sequence;
         sequence.start_pos = begin;
@@ -205,6 +210,16 @@ void register_perplexity(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--kv-compress-every", options->kv_compress_every,
                   "tokens run between two compressions")
+      ->capture_default_str();
+  cmd->add_option("--kv-sink-tokens", options->kv.sink_tokens, "first positions always kept")
+      ->capture_default_str();
+  cmd->add_option("--kv-recent-tokens", options->kv.recent_tokens, "last positions always kept")
+      ->capture_default_str();
+  cmd->add_option("--kv-metric-window", options->kv.metric_window,
+                  "last tokens of each step whose squared attention the metric adds")
+      ->capture_default_str();
+  cmd->add_option("--kv-metric-intervals", options->kv.metric_intervals,
+                  "steps between compressions whose attention the metric sums")
       ->capture_default_str();
   cmd->callback([options] {
     int code = run_perplexity(*options);

@@ -14,8 +14,8 @@ int64_t KvCompressor::compress_to(int64_t seq_len, int64_t target, int64_t keep_
   for (int64_t il = 0; il < heads.n_layers(); ++il) {
     for (int64_t h = 0; h < heads.n_kv_heads(); ++h) {
       if (heads.length(il, h) <= target) continue;
-      select_kept_entries(config_, seq_len, keep_from, heads.positions(il, h), heads.metric(il, h),
-                          target, kept_);
+      select_kept_entries(config_, seq_len, keep_from, heads.positions(il, h),
+                          heads.metric(il, h, metric_), target, kept_);
       // kept_ increases and kept_[j] >= j: moving in increasing j never overwrites an entry
       // still to move.
       for (size_t j = 0; j < kept_.size(); ++j) {
@@ -26,7 +26,7 @@ int64_t KvCompressor::compress_to(int64_t seq_len, int64_t target, int64_t keep_
       heads.keep(il, h, kept_);
     }
   }
-  heads.clear_metric();
+  heads.next_metric_interval();
   return heads.max_length();
 }
 

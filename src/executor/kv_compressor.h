@@ -21,7 +21,7 @@ class KvCompressor {
   const KvCompressConfig& config() const { return config_; }
 
   // Compresses a sequence holding `seq_len` positions to kv_keep_target(seq_len) entries a head,
-  // then clears the metric (the next window of queries starts). The page table must cover the
+  // then starts the metric's next interval. The page table must cover the
   // table's slots. Returns the slots its longest head now uses.
   int64_t compress(int64_t seq_len, KvHeadTable& heads, KvPages& kv,
                    std::span<const int32_t> page_table);
@@ -33,6 +33,7 @@ class KvCompressor {
  private:
   KvCompressConfig config_;
   std::vector<int32_t> kept_;  // one head's kept slots
+  std::vector<float> metric_;  // one head's metric, summed over intervals
 };
 
 }  // namespace drift

@@ -23,6 +23,8 @@ Status KvCompressConfig::validate() const {
   if (metric_window < 1 || metric_window > recent_tokens)
     return make_error("kv metric window must be 1 to the recent tokens ({}), got {}", recent_tokens,
                       metric_window);
+  if (metric_intervals < 1 || metric_intervals > 64)
+    return make_error("kv metric intervals must be 1 to 64, got {}", metric_intervals);
   return Status::Ok();
 }
 

@@ -7,8 +7,9 @@
 // metric has not seen enough queries yet), and fills the rest of a head's budget with:
 //   window     the most recent other positions (StreamingLLM's cache, the baseline)
 //   attention  the other positions with the largest metric: the squared attention they received
-//              from the last `metric_window` queries (the KV-Compress / H2O choice), ties to the
-//              later position.
+//              from the recent queries — the last `metric_window` tokens of each step between
+//              compressions, over the last `metric_intervals` such steps (KV-Compress's metric)
+//              — ties to the later position.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,10 @@ struct KvCompressConfig {
   int64_t min_tokens = 256;    // sequences up to this long are not compressed
   int64_t sink_tokens = 4;     // first positions, always kept
   int64_t recent_tokens = 64;  // last positions, always kept
-  int64_t metric_window = 32;  // queries whose squared attention the metric sums
+  int64_t metric_window = 64;  // tokens of a prefill chunk (or step) that add to the metric
+  // The metric sums the squared attention of the queries of the last metric_intervals intervals
+  // between compressions (1: since the last compression; docs/design-notes.md "KV-Compress").
+  int64_t metric_intervals = 8;
 
   // Whether compression can evict anything (keep < 1).
   bool enabled() const { return keep < 1.0; }

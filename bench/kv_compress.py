@@ -2,8 +2,8 @@
 """KV-Compress: quality against memory kept (`drift perplexity`), and serving against a fixed KV
 budget (`drift serve`).
 
-  bench/kv_compress.py serve [--requests 64] [--prompt-tokens 1500] [--max-tokens 64]
-      [--kv-mib 48] [--keeps 1,0.5] [--batch-tokens 256] [--json out.json]
+  bench/kv_compress.py serve [--requests 64] [--prompt-tokens 1500] [--max-tokens 128]
+      [--kv-mib 128] [--keeps 1,0.5] [--batch-tokens 128] [--json out.json]
 
 Serve: for each kv_keep, a fresh `drift serve --kv-mib M --kv-keep R` (guaranteed admission, so
 every admitted request completes), and all requests sent at once (distinct prompts of about
@@ -113,8 +113,8 @@ def serve_once(args, keep):
              str(args.batch_tokens), "--max-queued", str(args.requests * 2), "--threads",
              str(args.threads), "--no-prefix-cache", "--kv-keep", str(keep), "--kv-evict",
              args.policy]
-    # About 1.3 tokens a word with SmolLM2's tokenizer.
-    words = max(1, int(args.prompt_tokens / 1.3))
+    # About one token a word of bench/offline.py's list with SmolLM2's tokenizer (measured).
+    words = max(1, args.prompt_tokens)
     prompts = [f"Request {i}. " + " ".join(WORDS[(i * 7919 + j * 31) % len(WORDS)]
                                            for j in range(words)) for i in range(args.requests)]
     with ServerProcess.drift(args.model, extra, drift=args.drift) as server:
@@ -188,9 +188,9 @@ def main():
     srv.add_argument("--model", default=default_model())
     srv.add_argument("--requests", type=int, default=64)
     srv.add_argument("--prompt-tokens", type=int, default=1500)
-    srv.add_argument("--max-tokens", type=int, default=64)
-    srv.add_argument("--kv-mib", type=float, default=48)
-    srv.add_argument("--batch-tokens", type=int, default=256,
+    srv.add_argument("--max-tokens", type=int, default=128)
+    srv.add_argument("--kv-mib", type=float, default=128)
+    srv.add_argument("--batch-tokens", type=int, default=128,
                      help="chunk size: a compressed prompt is held whole only one chunk at a time")
     srv.add_argument("--keeps", default="1,0.5")
     srv.add_argument("--policy", default="attention")

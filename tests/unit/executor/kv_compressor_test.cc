@@ -139,8 +139,8 @@ TEST_P(KvCompressorTest, KeepsTheSinksTheRecentAndWhatEachHeadAttended) {
     }
   EXPECT_EQ(stored(0, 0, 4, 0), bystander);
   // The metric starts over for the next window.
-  std::vector<float> scratch;
-  for (float m : heads.metric(0, 0, scratch)) EXPECT_EQ(m, 0.0f);
+  std::vector<float> sums;
+  for (float m : heads.metric(0, 0, sums)) EXPECT_EQ(m, 0.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, KvCompressorTest,

@@ -2,6 +2,10 @@
 // llama-perplexity does: the whole text is tokenized (with BOS if the model adds one), cut into
 // chunks of CTX tokens, the first token of each chunk replaced by BOS when the model adds one,
 // and only the second half of each chunk scored (each position predicting the next token).
+//
+// With --kv-keep R, each chunk runs in steps of --kv-compress-every tokens, and after each step the
+// cache is compressed as KV-Compress does (executor/kv_compressor.h, policy --kv-evict), so that
+// the scored tokens see only the entries a serving engine with that kv_keep would have kept.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -13,6 +17,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "executor/kv_compressor.h"
+#include "kv/kv_eviction.h"
 #include "kv/kv_layout.h"
 #include "model/forward_pass.h"
 #include "model_locator.h"
@@ -29,6 +35,17 @@ struct PerplexityOptions {
   int threads = 2;
   std::optional<int64_t> max_chunks;
   std::string kv_cache_dtype = "f16";
+  std::optional<double> kv_keep;  // set: compress as it goes
+  std::string kv_evict = "attention";
+  int64_t kv_compress_min_tokens = KvCompressConfig{}.min_tokens;
+  int64_t kv_compress_every = 64;
+  KvCompressConfig kv;  // sinks, recent window, metric window and intervals
+};
+
+// What the scored tokens saw: the entries a head held against the positions before them.
+struct KeptShare {
+  double entries = 0.0;
+  double positions = 0.0;
 };
 
 // -log softmax(logits)[target], with the log-sum-exp taken in double.
@@ -86,19 +103,68 @@ int run_perplexity(const PerplexityOptions& o) {
   std::vector<float> logits(static_cast<size_t>(ctx) * config.n_vocab);
   const bool add_bos = tokenizer->add_bos() && tokenizer->bos().has_value();
 
+  KvCompressConfig compress;
+  if (o.kv_keep) {
+    std::optional<KvEvictPolicy> policy = parse_kv_evict_policy(o.kv_evict);
+    if (!policy) return fail(make_error("--kv-evict: expected attention or window"));
+    compress.keep = *o.kv_keep;
+    compress.policy = *policy;
+    compress.min_tokens = o.kv_compress_min_tokens;
+    compress.sink_tokens = o.kv.sink_tokens;
+    compress.recent_tokens = o.kv.recent_tokens;
+    compress.metric_window = o.kv.metric_window;
+    compress.metric_intervals = o.kv.metric_intervals;
+    if (Status valid = compress.validate(); !valid.ok()) return fail(valid.error());
+    if (o.kv_compress_every < compress.metric_window || o.kv_compress_every > ctx)
+      return fail(make_error("--kv-compress-every must be {} to -c {}, got {}",
+                             compress.metric_window, ctx, o.kv_compress_every));
+    fmt::print(stderr, "KV-Compress: keep {}, policy {}, every {} tokens after {}\n", compress.keep,
+               o.kv_evict, o.kv_compress_every, compress.min_tokens);
+  }
+  KvCompressor compressor(compress);
+  KvHeadTable heads(config.n_layers, config.n_kv_heads, ctx, compress.metric_intervals);
+  KeptShare kept;
+
   double nll = 0.0;
   int64_t scored = 0;
   auto start = std::chrono::steady_clock::now();
   for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
     std::vector<int32_t> window(tokens.begin() + chunk * ctx, tokens.begin() + (chunk + 1) * ctx);
     if (add_bos) window[0] = *tokenizer->bos();
-    ForwardSequence sequence;
-    sequence.n_tokens = ctx;
-    sequence.page_table = pages;
-    sequence.all_logits = true;
-    ForwardBatch batch{window, std::span<const ForwardSequence>(&sequence, 1)};
-    Status status = (*forward)->run(batch, *kv, pool, logits);
-    if (!status.ok()) return fail(status.error());
+    if (!o.kv_keep) {
+      ForwardSequence sequence;
+      sequence.n_tokens = ctx;
+      sequence.page_table = pages;
+      sequence.all_logits = true;
+      ForwardBatch batch{window, std::span<const ForwardSequence>(&sequence, 1)};
+      Status status = (*forward)->run(batch, *kv, pool, logits);
+      if (!status.ok()) return fail(status.error());
+    } else {
+      // Steps of kv_compress_every tokens, the last metric_window of each adding to the metric,
+      // the cache compressed after each.
+      heads = KvHeadTable(config.n_layers, config.n_kv_heads, ctx, compress.metric_intervals);
+      for (int64_t begin = 0; begin < ctx; begin += o.kv_compress_every) {
+        ForwardSequence sequence;
+        sequence.start_pos = begin;
+        sequence.n_tokens = std::min(o.kv_compress_every, ctx - begin);
+        sequence.page_table = pages;
+        sequence.all_logits = true;
+        sequence.heads = &heads;
+        sequence.metric_tokens = std::min(compress.metric_window, sequence.n_tokens);
+        ForwardBatch batch{std::span<const int32_t>(window).subspan(begin, sequence.n_tokens),
+                           std::span<const ForwardSequence>(&sequence, 1)};
+        Status status = (*forward)->run(batch, *kv, pool,
+                                        std::span<float>(logits).subspan(begin * config.n_vocab));
+        if (!status.ok()) return fail(status.error());
+        if (begin + sequence.n_tokens > ctx / 2) {
+          // Entries in use (the longest head's) against positions, per scored token of the step.
+          const int64_t n = std::min(sequence.n_tokens, begin + sequence.n_tokens - ctx / 2);
+          kept.entries += static_cast<double>(n) * heads.max_length();
+          kept.positions += static_cast<double>(n) * (begin + sequence.n_tokens);
+        }
+        compressor.compress(begin + sequence.n_tokens, heads, *kv, pages);
+      }
+    }
     for (int64_t j = ctx / 2; j < ctx - 1; ++j) {
       nll += negative_log_likelihood(&logits[j * config.n_vocab], config.n_vocab, window[j + 1]);
       ++scored;
@@ -110,6 +176,9 @@ int run_perplexity(const PerplexityOptions& o) {
   fmt::print("\n");
   fmt::print(stderr, "{:.1f} s, {:.1f} tokens/s\n", seconds, n_chunks * ctx / seconds);
   fmt::print("perplexity: {:.4f}\n", std::exp(nll / scored));
+  if (o.kv_keep)
+    fmt::print("kv kept: {:.4f} of the positions (longest head, scored steps)\n",
+               kept.entries / kept.positions);
   return 0;
 }
 
@@ -128,6 +197,29 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("--chunks", options->max_chunks, "score at most this many chunks");
   cmd->add_option("--kv-cache-dtype", options->kv_cache_dtype,
                   "element type of the KV cache: f16, bf16, f32, int8 or int4")
+      ->capture_default_str();
+  cmd->add_option("--kv-keep", options->kv_keep,
+                  "compress the KV cache as it goes, each head keeping this fraction (0, 1] of "
+                  "the positions (KV-Compress)");
+  cmd->add_option("--kv-evict", options->kv_evict,
+                  "which entries a head keeps: attention (most attended) or window (first and "
+                  "most recent)")
+      ->capture_default_str();
+  cmd->add_option("--kv-compress-min-tokens", options->kv_compress_min_tokens,
+                  "compress only once a sequence is longer than this")
+      ->capture_default_str();
+  cmd->add_option("--kv-compress-every", options->kv_compress_every,
+                  "tokens run between two compressions")
+      ->capture_default_str();
+  cmd->add_option("--kv-sink-tokens", options->kv.sink_tokens, "first positions always kept")
+      ->capture_default_str();
+  cmd->add_option("--kv-recent-tokens", options->kv.recent_tokens, "last positions always kept")
+      ->capture_default_str();
+  cmd->add_option("--kv-metric-window", options->kv.metric_window,
+                  "last tokens of each step whose squared attention the metric adds")
+      ->capture_default_str();
+  cmd->add_option("--kv-metric-intervals", options->kv.metric_intervals,
+                  "steps between compressions whose attention the metric sums")
       ->capture_default_str();
   cmd->callback([options] {
     int code = run_perplexity(*options);

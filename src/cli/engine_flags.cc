@@ -27,6 +27,14 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "element type of the KV cache: f16, bf16, f32, int8 (~1.9x the tokens of f16 in "
                  "the same memory) or int4 (~3.6x)")
       ->capture_default_str();
+  cmd.add_option("--kv-keep", o.kv_keep,
+                 "KV-Compress: each KV head keeps at most this fraction (0, 1] of a long "
+                 "sequence's positions, for requests that give no kv_keep (1: off)")
+      ->capture_default_str();
+  cmd.add_option("--kv-evict", o.kv_evict,
+                 "which entries a compressed head keeps: attention (most attended) or window "
+                 "(first and most recent)")
+      ->capture_default_str();
   cmd.add_option("--admission", o.admission,
                  "guaranteed (reserve prompt + max tokens) or optimistic (preempt by recompute)")
       ->capture_default_str();

@@ -150,6 +150,9 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
         "request {}: priority {} needs the priority scheduling policy (--policy priority); this "
         "engine runs {}",
         id, request.priority, scheduler_policy_name(setup_.scheduler.policy));
+  if (request.kv_keep && !(*request.kv_keep > 0.0 && *request.kv_keep <= 1.0))
+    return make_rejection(RejectReason::kInvalidRequest,
+                          "request {}: kv_keep must be in (0, 1], got {}", id, *request.kv_keep);
   if (std::optional<Rejection> refused = check_embedding_request(request, id)) return refused;
   SequenceRequest& seq = accepted.sequence;
   seq.id = id;
@@ -206,6 +209,7 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
     return sizing;
   }
   seq.priority = request.priority;
+  seq.kv_keep = request.kv_keep;
   if (request.pooling != PoolingMode::kNone) {
     seq.pooling = request.pooling;
     seq.embedding.resize(size_t(setup_.embedding_size));  // here, so that no step allocates it

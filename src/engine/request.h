@@ -103,6 +103,10 @@ struct Request {
   // L2-normalised final hidden state (TokenEvent::embedding) with finish reason kStop.
   // max_tokens and session_id must be unset; sampling is not read.
   PoolingMode pooling = PoolingMode::kNone;
+  // KV-Compress: each KV head keeps at most this fraction (0, 1] of the positions once the
+  // sequence is long (design-notes "KV-Compress"). Absent: the engine's default (--kv-keep).
+  // Over HTTP, the body field "kv_keep".
+  std::optional<double> kv_keep;
 };
 
 struct TokenUsage {

@@ -32,7 +32,8 @@ CpuExecutor::CpuExecutor(const Model& model, const CpuExecutorConfig& config, Kv
       sequences_(config.max_batch_sequences),
       logits_(static_cast<size_t>(config.max_batch_sequences) * model.config().n_vocab),
       logit_row_item_(config.max_batch_sequences),
-      hidden_(static_cast<size_t>(config.max_batch_tokens) * model.config().n_embd) {
+      hidden_(static_cast<size_t>(config.max_batch_tokens) * model.config().n_embd),
+      compressor_(config.kv_compress) {
   for (int t = 0; t < pool_.size(); ++t) {
     sampler_scratch_.emplace_back(model.config().n_vocab, model.isa());
     logprob_rows_.emplace_back(model.config().n_vocab);
@@ -64,10 +65,24 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
     kv_.copy_page(copy.src, copy.dst);
   }
 
+  for (SeqId id : plan.kv_tables_released) kv_tables_.erase(id);
+
   const size_t n_items = plan.items.size();
   for (size_t i = 0; i < n_items; ++i) {
     const StepItem& item = plan.items[i];
     ForwardSequence& s = sequences_[i];
+    s.heads = nullptr;
+    s.metric_tokens = 0;
+    if (item.kv_compressed) {
+      DRIFT_ASSIGN_OR_RETURN(s.heads, kv_table_for(item));
+      // A decode token adds to the metric at every step (a compression clears it, so the sums
+      // cover the queries since the last one); a prefill chunk's last metric_window tokens do.
+      s.metric_tokens = std::min<int64_t>(config_.kv_compress.metric_window, item.num_tokens);
+    } else if (item.kv_slots != item.start_position) {
+      return make_error(
+          "item of sequence {} is not compressed but starts at slot {} of position {}", item.seq_id,
+          item.kv_slots, item.start_position);
+    }
     s.token_begin = item.token_offset;
     s.n_tokens = item.num_tokens;
     s.start_pos = item.start_position;
@@ -80,6 +95,7 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
   }
   ForwardBatch batch{plan.token_ids, std::span<const ForwardSequence>(sequences_.data(), n_items)};
   DRIFT_RETURN_IF_ERROR(forward_->run(batch, kv_, pool_, logits_, hidden_));
+  DRIFT_RETURN_IF_ERROR(compress_kv(plan));
 
   result.reset(n_items);
   pool_embeddings(plan, result);
@@ -95,6 +111,48 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
     const Range rows = split_range(n_sampled, index, count);
     for (int64_t row = rows.begin; row < rows.end; ++row) sample_row(plan, row, index, result);
   });
+  return Status::Ok();
+}
+
+Expected<KvHeadTable*> CpuExecutor::kv_table_for(const StepItem& item) {
+  auto it = kv_tables_.find(item.seq_id);
+  if (it == kv_tables_.end()) {
+    // The sequence's first item: its slots so far (a prefix-cache hit) hold their positions.
+    if (item.kv_slots != item.start_position)
+      return make_error("no KV head table for sequence {}, which holds {} slots of {} positions",
+                        item.seq_id, item.kv_slots, item.start_position);
+    const ModelConfig& c = model_.config();
+    auto table = std::make_unique<KvHeadTable>(c.n_layers, c.n_kv_heads, config_.max_context,
+                                               config_.kv_compress.metric_intervals);
+    if (!table->append(0, item.kv_slots))
+      return make_error("sequence {} starts past the context of {}", item.seq_id,
+                        config_.max_context);
+    it = kv_tables_.emplace(item.seq_id, std::move(table)).first;
+  }
+  if (it->second->max_length() != item.kv_slots)
+    return make_error("KV head table of sequence {} holds {} entries, the plan says {}",
+                      item.seq_id, it->second->max_length(), item.kv_slots);
+  return it->second.get();
+}
+
+// Rule: each planned compression leaves every head of its sequence with exactly num_slots
+// entries (those below keep_from untouched), so that the scheduler may free the pages past them.
+Status CpuExecutor::compress_kv(const StepPlan& plan) {
+  for (const KvCompression& c : plan.kv_compressions) {
+    if (c.item < 0 || c.item >= static_cast<int32_t>(plan.items.size()))
+      return make_error("KV compression of item {} of a plan of {}", c.item, plan.items.size());
+    KvHeadTable* heads = sequences_[size_t(c.item)].heads;
+    if (heads == nullptr)
+      return make_error("KV compression of item {}, which is not compressed", c.item);
+    if (c.num_slots < c.keep_from || c.num_slots > heads->max_length())
+      return make_error("KV compression of item {} to {} of its {} slots (from {})", c.item,
+                        c.num_slots, heads->max_length(), c.keep_from);
+    const int64_t slots = compressor_.compress_to(c.positions, c.num_slots, c.keep_from, *heads,
+                                                  kv_, plan.pages(plan.items[size_t(c.item)]));
+    if (slots != c.num_slots)
+      return make_error("KV compression of item {} kept {} slots, {} planned", c.item, slots,
+                        c.num_slots);
+  }
   return Status::Ok();
 }
 

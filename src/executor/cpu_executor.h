@@ -7,9 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
+#include "executor/kv_compressor.h"
 #include "model/forward_pass.h"
+#include "model/kv_head_table.h"
 #include "model/kv_pages.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -26,6 +29,8 @@ struct CpuExecutorConfig {
   int64_t max_batch_tokens = 512;
   int64_t max_batch_sequences = 64;
   int64_t max_context = 4096;
+  // KV-Compress's policy and windows; how much each sequence keeps comes with each plan.
+  KvCompressConfig kv_compress;
 };
 
 class CpuExecutor final : public Executor {
@@ -48,6 +53,11 @@ class CpuExecutor final : public Executor {
   void sample_row(const StepPlan& plan, int64_t row, int thread, ExecutionResult& result);
   // Folds the hidden-state rows of embedding items into their vectors (executor/pooling.h).
   void pool_embeddings(const StepPlan& plan, ExecutionResult& result);
+  // KV-Compress: the per-head table of a compressed item's sequence, made at its first item (its
+  // slots [0, kv_slots) then hold positions [0, kv_slots)); an error if the table disagrees with
+  // the plan. And the plan's compressions, after the forward pass.
+  Expected<KvHeadTable*> kv_table_for(const StepItem& item);
+  Status compress_kv(const StepPlan& plan);
 
   const Model& model_;
   CpuExecutorConfig config_;
@@ -64,6 +74,10 @@ class CpuExecutor final : public Executor {
   // Per compute thread: the allowed-token mask of a constrained row, [token_mask_words(n_vocab)].
   std::vector<std::vector<uint32_t>> mask_rows_;
   bool healthy_ = true;
+  // KV-Compress: each compressed sequence's table ([layers][kv heads][max_context] positions and
+  // metric sums, 8 bytes an entry), kept across steps until the plan releases it.
+  std::unordered_map<SeqId, std::unique_ptr<KvHeadTable>> kv_tables_;
+  KvCompressor compressor_;
 };
 
 }  // namespace drift

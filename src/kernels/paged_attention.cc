@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/attention_metric.h"
 #include "kernels/exp_approx.h"
 #include "kernels/kv_format.h"
 
@@ -28,8 +29,9 @@ const uint8_t* value_block(const PagedKv& kv, int64_t p) {
   return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride;
 }
 
+// One query; `metric` non-null: its squared probabilities are added there too.
 void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, int64_t first,
-                int64_t last, float* out, float* s) {
+                int64_t last, float* out, float* s, float* metric) {
   float m = -INFINITY;
   for (int64_t p = first; p <= last; ++p) {
     const uint8_t* k = key_block(kv, p);
@@ -56,6 +58,7 @@ void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, 
                    kv_load_value(kv.format, v, shape.head_dim_v, kv.page_size, slot, d), out[d]);
   }
   for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = out[d] * inv;
+  if (metric != nullptr) add_squared_weights(s, 1, first, first, last, inv, metric);
 }
 
 // Floats of scratch the attention paths themselves use (after the rotated queries).
@@ -77,7 +80,8 @@ void attend_block(Isa isa, const AttentionShape& shape, const PagedKv& kv,
   if (isa == Isa::kAvx2 && kv.page_size % 8 == 0)
     return avx2::paged_attention(shape, kv, queries, scratch);
   for (int64_t i = 0; i < queries.n; ++i)
-    attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i], scratch);
+    attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i], scratch,
+               asks_metric(queries.metric, queries.metric_lanes, i) ? queries.metric : nullptr);
 }
 
 // Rotated queries, kAttentionLanes x head_dim floats, come first in the scratch (a multiple of 16

@@ -53,6 +53,10 @@ struct AttentionQueries {
   int64_t first[kAttentionLanes];   // visible positions [first, last], first <= last
   int64_t last[kAttentionLanes];
   float* out[kAttentionLanes];  // [head_dim_v] each
+  // KV-Compress's metric (kernels/attention_metric.h): query i with bit i of metric_lanes set adds
+  // its squared attention probabilities to metric[p], p over the positions it sees. Null: none.
+  float* metric = nullptr;
+  uint32_t metric_lanes = 0;
 };
 
 struct AttentionShape {

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/attention_metric.h"
 #include "kernels/paged_attention.h"
 #include "kernels/paged_kv_avx2.h"
 #include "kernels/simd_avx2.h"
@@ -210,6 +211,10 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   if constexpr (N > Q1)
     value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
                             sum + Q1);
+  for (int i = 0; i < N; ++i)
+    if (asks_metric(queries.metric, queries.metric_lanes, i))
+      add_squared_weights(scores + i * span, 1, base, first, last, static_cast<float>(1.0 / sum[i]),
+                          queries.metric);
 }
 
 // The instance for the block's group size (1 to 8).
@@ -340,6 +345,10 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
     _mm256_store_ps(lane, _mm256_mul_ps(_mm256_load_ps(oT + d * kLanes), inv));
     for (int64_t i = 0; i < n; ++i) queries.out[i][d] = lane[i];
   }
+  _mm256_store_ps(lane, inv);
+  for (int64_t i = 0; i < n; ++i)
+    if (asks_metric(queries.metric, queries.metric_lanes, i))
+      add_squared_weights(scores + i, kLanes, base, first_a[i], last_a[i], lane[i], queries.metric);
 }
 
 template <KvFormat F>
@@ -356,8 +365,10 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   if (queries.n > kLanes) {
     // Two blocks of at most 8: a query's result does not depend on its block.
     AttentionQueries half{};
+    half.metric = queries.metric;
     for (int64_t from = 0; from < queries.n; from += kLanes) {
       half.n = std::min<int64_t>(kLanes, queries.n - from);
+      half.metric_lanes = queries.metric_lanes >> from;
       for (int64_t i = 0; i < half.n; ++i) {
         half.q[i] = queries.q[from + i];
         half.first[i] = queries.first[from + i];

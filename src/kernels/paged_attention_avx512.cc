@@ -9,6 +9,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/attention_metric.h"
 #include "kernels/exp_approx.h"
 #include "kernels/paged_attention.h"
 #include "kernels/paged_kv_avx2.h"
@@ -249,6 +250,10 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
     _mm512_store_ps(lane, _mm512_mul_ps(_mm512_load_ps(oT + d * kLanes), inv));
     for (int64_t i = 0; i < n; ++i) queries.out[i][d] = lane[i];
   }
+  _mm512_store_ps(lane, inv);
+  for (int64_t i = 0; i < n; ++i)
+    if (asks_metric(queries.metric, queries.metric_lanes, i))
+      add_squared_weights(scores + i, kLanes, base, first_a[i], last_a[i], lane[i], queries.metric);
 }
 
 // Queries of one token (decode): the heads of one group, all with the same range. Scores of 16
@@ -414,6 +419,10 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   if constexpr (N > Q1)
     value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
                             sum + Q1);
+  for (int i = 0; i < N; ++i)
+    if (asks_metric(queries.metric, queries.metric_lanes, i))
+      add_squared_weights(scores + i * span, 1, base, first, last, static_cast<float>(1.0 / sum[i]),
+                          queries.metric);
 }
 
 // The instance for the block's group size (1 to 8).

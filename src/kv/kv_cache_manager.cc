@@ -160,6 +160,42 @@ std::optional<KVRelease> KVCacheManager::release(SeqId seq) {
   return counts;
 }
 
+bool KVCacheManager::writes_shared_page(SeqId seq, int64_t keep_from) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return false;
+  const Sequence& s = it->second;
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(0, keep_from) / page_size());
+       i < s.pages.size(); ++i)
+    if (refcount_[s.pages[i]] > 1 || cacheable_[s.pages[i]]) return true;
+  return false;
+}
+
+Expected<KVRelease> KVCacheManager::compress(SeqId seq, int64_t keep_from, int64_t num_tokens,
+                                             bool keep_promise) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return make_error("kv cache: compress of unknown sequence {}", seq);
+  Sequence& s = it->second;
+  if (keep_from < 0 || num_tokens < keep_from || num_tokens > s.num_tokens)
+    return make_error("kv cache: sequence {} of {} tokens cannot keep {} from slot {}", seq,
+                      s.num_tokens, num_tokens, keep_from);
+  if (writes_shared_page(seq, keep_from))
+    return make_error("kv cache: compressing sequence {} from slot {} would write a shared page",
+                      seq, keep_from);
+  KVRelease counts;
+  const auto keep_pages = static_cast<size_t>(layout_.pages_for_tokens(num_tokens));
+  counts.references_dropped = static_cast<int32_t>(s.pages.size() - keep_pages);
+  while (s.pages.size() > keep_pages) {
+    drop_reference(s.pages.back(), counts);
+    s.pages.pop_back();
+  }
+  s.num_tokens = num_tokens;
+  if (keep_promise) {
+    s.reserved += counts.references_dropped;
+    num_reserved_ += counts.references_dropped;
+  }
+  return counts;
+}
+
 std::span<const PageId> KVCacheManager::pages(SeqId seq) const {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return {};

@@ -103,6 +103,18 @@ class KVCacheManager {
   // Pages an append of `num_tokens` to `seq` would take from the available pool (beyond its own
   // reservation; a copy-on-write page included). 0 for an unknown sequence.
   int64_t pool_pages_to_append(SeqId seq, int32_t num_tokens) const;
+  // KV-Compress: the executor has moved the entries `seq` keeps into its first `num_tokens` slots
+  // (every head the same count), rewriting slots [keep_from, num_tokens) in place. Drops the
+  // pages past those slots (to the free list once no one else holds them) and, with
+  // `keep_promise`, adds them to the sequence's reservation, so that a guaranteed sequence can
+  // still grow to the estimate it was admitted with. Error, nothing changed: unknown sequence,
+  // num_tokens beyond its tokens or below keep_from, or a page covering [keep_from, num_tokens)
+  // that is shared or cacheable — compaction never writes a page another sequence or the prefix
+  // cache reads (the scheduler keeps such pages below keep_from).
+  Expected<KVRelease> compress(SeqId seq, int64_t keep_from, int64_t num_tokens, bool keep_promise);
+  // Whether compressing `seq` from slot `keep_from` on would write a page that is shared or
+  // cacheable (false for an unknown sequence).
+  bool writes_shared_page(SeqId seq, int64_t keep_from) const;
   // Opens `child` sharing every page of `parent` (refcounts up), with the same token count and no
   // reservation. The first append into a shared partial last page makes a private copy.
   Status fork(SeqId parent, SeqId child);

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <span>
 
+#include "model/kv_head_table.h"
+
 namespace drift {
 
 struct ForwardSequence {
@@ -19,6 +21,12 @@ struct ForwardSequence {
   // batch) whose final normalised hidden state — the LM head's input — is wanted (embeddings).
   int64_t hidden_begin = 0;
   int64_t n_hidden = 0;
+  // A compressed sequence (KV-Compress): each (layer, KV head) holds the entries the table lists,
+  // at slots [0, length) of page_table, and the batch's tokens go to the next slots of every head
+  // (run() appends them to the table). Null: position p is at slot p in every head.
+  KvHeadTable* heads = nullptr;
+  // The last metric_tokens of its tokens add their squared attention to heads' metric (0: none).
+  int64_t metric_tokens = 0;
 };
 
 struct ForwardBatch {

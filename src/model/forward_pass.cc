@@ -105,10 +105,13 @@ Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv, std::
     if (s.start_pos < 0 || s.start_pos + s.n_tokens > limits_.max_context)
       return make_error("positions [{}, {}) exceed the context limit {}", s.start_pos,
                         s.start_pos + s.n_tokens, limits_.max_context);
-    const int64_t needed_pages = (s.start_pos + s.n_tokens + kv.page_size() - 1) / kv.page_size();
+    DRIFT_RETURN_IF_ERROR(validate_heads(s));
+    // Slots the sequence fills: one per position, or per entry of its longest head.
+    const int64_t slots = (s.heads ? s.heads->max_length() : s.start_pos) + s.n_tokens;
+    const int64_t needed_pages = (slots + kv.page_size() - 1) / kv.page_size();
     if (static_cast<int64_t>(s.page_table.size()) < needed_pages)
-      return make_error("page table has {} pages, {} needed for position {}", s.page_table.size(),
-                        needed_pages, s.start_pos + s.n_tokens - 1);
+      return make_error("page table has {} pages, {} needed for slot {}", s.page_table.size(),
+                        needed_pages, slots - 1);
     for (int64_t i = 0; i < needed_pages; ++i)
       if (s.page_table[i] < 0 || s.page_table[i] >= kv.num_pages())
         return make_error("page id {} is outside the KV cache's {} pages", s.page_table[i],
@@ -133,6 +136,26 @@ Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv, std::
   return Status::Ok();
 }
 
+// A compressed sequence's table matches the model and has room for the batch's tokens.
+Status ForwardPass::validate_heads(const ForwardSequence& s) const {
+  if (s.metric_tokens < 0 || s.metric_tokens > s.n_tokens)
+    return make_error("metric tokens {} outside the sequence's {} tokens", s.metric_tokens,
+                      s.n_tokens);
+  if (s.heads == nullptr) {
+    if (s.metric_tokens > 0) return make_error("metric tokens need a KV head table");
+    return Status::Ok();
+  }
+  if (s.heads->n_layers() != config_.n_layers || s.heads->n_kv_heads() != config_.n_kv_heads)
+    return make_error("KV head table of {} layers x {} heads, the model has {} x {}",
+                      s.heads->n_layers(), s.heads->n_kv_heads(), config_.n_layers,
+                      config_.n_kv_heads);
+  if (s.heads->max_length() + s.n_tokens > std::min(s.heads->capacity(), limits_.max_context))
+    return make_error("KV head table holds {} entries, {} more exceed its capacity {}",
+                      s.heads->max_length(), s.n_tokens,
+                      std::min(s.heads->capacity(), limits_.max_context));
+  return Status::Ok();
+}
+
 Status ForwardPass::run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool,
                         std::span<float> logits, std::span<float> hidden) {
   DRIFT_RETURN_IF_ERROR(validate(batch, kv, logits, hidden));
@@ -144,6 +167,9 @@ Status ForwardPass::run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool
     for (int64_t i = 0; i < batch.sequences[s].n_tokens; ++i)
       token_sequence_[batch.sequences[s].token_begin + i] = static_cast<int64_t>(s);
 
+  // A compressed sequence's tokens take the next slot of every head (validated to fit).
+  for (const ForwardSequence& s : batch.sequences)
+    if (s.heads) s.heads->append(s.start_pos, s.n_tokens);
   embed(batch);
   for (int64_t il = 0; il < config_.n_layers; ++il) {
     attention_block(il, batch, kv, pool);
@@ -335,9 +361,10 @@ void ForwardPass::store_kv(int64_t il, int64_t t, const ForwardSequence& s, int6
   const ModelConfig& c = config_;
   const float* k = &k_[t * c.kv_dim()];
   const float* v = &v_[t * c.v_dim()];
-  const int64_t page = s.page_table[pos / kv.page_size()];
-  const int64_t slot = pos % kv.page_size();
   for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+    const int64_t at = slot_of(s, il, h, pos);
+    const int64_t page = s.page_table[at / kv.page_size()];
+    const int64_t slot = at % kv.page_size();
     kernels::kv_store_key(kv.format(), kv.keys(page, il, h), c.head_dim, kv.page_size(), slot,
                           k + h * c.head_dim);
     if (kv.format() == kernels::KvFormat::kF16) {
@@ -350,6 +377,24 @@ void ForwardPass::store_kv(int64_t il, int64_t t, const ForwardSequence& s, int6
                               slot, v + h * c.head_dim_v);
     }
   }
+}
+
+// The slot of head h of layer il that holds position `pos` of the batch's tokens: its position,
+// or, in a compressed sequence, the slot after the entries the head held before the batch (the
+// table already lists the batch's tokens).
+int64_t ForwardPass::slot_of(const ForwardSequence& s, int64_t il, int64_t h, int64_t pos) const {
+  if (s.heads == nullptr) return pos;
+  return s.heads->length(il, h) - s.n_tokens + (pos - s.start_pos);
+}
+
+// The first slot of head h that a query at `pos` sees in a sliding-window layer: the first entry
+// at a position >= pos - window + 1 (entries are in increasing position).
+int64_t ForwardPass::first_visible_slot(const ForwardSequence& s, int64_t il, int64_t h,
+                                        int64_t pos) const {
+  const int64_t from = pos - config_.sliding_window + 1;
+  if (s.heads == nullptr) return std::max<int64_t>(0, from);
+  const std::span<const int32_t> positions = s.heads->positions(il, h);
+  return std::lower_bound(positions.begin(), positions.end(), from) - positions.begin();
 }
 
 // x += Wo (attention output) (gemma3: normed first).
@@ -394,15 +439,20 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
     // Blocks are dealt out in turn (block b to thread b mod count), not in contiguous ranges:
     // a block's cost grows with its tokens' positions, so in a prefill the last range would
     // hold the most expensive blocks (with 2 threads, 3/4 of the work) and the others would
-    // wait for it at the barrier.
+    // wait for it at the barrier. The blocks that add to a head's metric all go to one thread
+    // (that of the head's first block), in order, so that no two threads add to one sum and the
+    // sums do not depend on the thread count.
     int64_t base = 0;
     for (const ForwardSequence& s : batch.sequences) {
       const int64_t n_blocks = blocks_of(s);
-      const int64_t first = ((index - base) % count + count) % count;
-      base += n_blocks;
       const int64_t per_head = n_blocks / c.n_kv_heads;
-      for (int64_t item = first; item < n_blocks; item += count) {
+      // Queries from this one on (in the order below) add to the metric.
+      const int64_t metric_from = (s.n_tokens - s.metric_tokens) * group;
+      for (int64_t item = 0; item < n_blocks; ++item) {
         const int64_t kvh = item / per_head, block = item % per_head;
+        const bool adds_metric = s.metric_tokens > 0 && (block + 1) * kLanes > metric_from;
+        const int64_t owner = adds_metric ? base + kvh * per_head : base + item;
+        if (owner % count != index) continue;
         const kernels::PagedKv view{kv.keys(0, il, kvh), kv.values(0, il, kvh), kv.page_stride(),
                                     kv.page_size(),      s.page_table.data(),   kv.format()};
         kernels::AttentionQueries queries{};
@@ -416,12 +466,15 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
           const int64_t pos = s.start_pos + i;
           const int64_t lane = qi - q_begin;
           queries.q[lane] = &q_[t * c.q_dim() + h * c.head_dim];
-          queries.first[lane] = sliding ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
-          queries.last[lane] = pos;
+          queries.first[lane] = sliding ? first_visible_slot(s, il, kvh, pos) : 0;
+          queries.last[lane] = slot_of(s, il, kvh, pos);
           queries.out[lane] = &attn_out_[t * c.n_heads * c.head_dim_v + h * c.head_dim_v];
+          if (qi >= metric_from) queries.metric_lanes |= 1u << lane;
         }
+        if (adds_metric) queries.metric = s.heads->metric_sums(il, kvh);
         kernels::paged_attention(isa_, shape, view, queries, scratch);
       }
+      base += n_blocks;
     }
   });
 }

@@ -50,6 +50,9 @@ class ForwardPass {
 
   Status validate(const ForwardBatch& batch, const KvPages& kv, std::span<float> logits,
                   std::span<float> hidden) const;
+  Status validate_heads(const ForwardSequence& s) const;
+  int64_t slot_of(const ForwardSequence& s, int64_t il, int64_t h, int64_t pos) const;
+  int64_t first_visible_slot(const ForwardSequence& s, int64_t il, int64_t h, int64_t pos) const;
   void embed(const ForwardBatch& batch);
   void attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
   // The steps of attention_block, in order (t: a token of the batch; pos: its position).

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/kv_slot_copy.h"
 #include "util/checked_math.h"
 #include "util/huge_pages.h"
 
@@ -11,6 +12,14 @@ namespace drift {
 void KvPages::copy_page(int64_t src, int64_t dst) {
   std::memcpy(memory_.get() + dst * page_bytes_, memory_.get() + src * page_bytes_,
               static_cast<size_t>(page_bytes_));
+}
+
+void KvPages::move_entry(int64_t layer, int64_t kv_head, int64_t src_page, int64_t src_slot,
+                         int64_t dst_page, int64_t dst_slot) {
+  kernels::kv_copy_key_slot(format_, keys(src_page, layer, kv_head), src_slot,
+                            keys(dst_page, layer, kv_head), dst_slot, head_dim_, page_size_);
+  kernels::kv_copy_value_slot(format_, values(src_page, layer, kv_head), src_slot,
+                              values(dst_page, layer, kv_head), dst_slot, head_dim_v_, page_size_);
 }
 
 void KvPages::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
@@ -43,6 +52,8 @@ Expected<KvPages> KvPages::create(const ModelConfig& c, int64_t num_pages, int64
   pages.page_size_ = page_size;
   pages.format_ = format;
   pages.n_kv_heads_ = c.n_kv_heads;
+  pages.head_dim_ = c.head_dim;
+  pages.head_dim_v_ = c.head_dim_v;
   pages.key_block_bytes_ = kernels::kv_block_bytes(format, c.head_dim, page_size);
   pages.value_block_bytes_ = kernels::kv_block_bytes(format, c.head_dim_v, page_size);
   pages.layer_bytes_ = c.n_kv_heads * (pages.key_block_bytes_ + pages.value_block_bytes_);

@@ -37,6 +37,10 @@ class KvPages {
   // Copies every K/V byte (and scale) of page `src` into page `dst` (copy-on-write of a shared
   // page).
   void copy_page(int64_t src, int64_t dst);
+  // Moves one token's K and V of head `kv_head` of layer `layer` from (src_page, src_slot) to
+  // (dst_page, dst_slot), bit for bit with their scales (KV-Compress's compaction).
+  void move_entry(int64_t layer, int64_t kv_head, int64_t src_page, int64_t src_slot,
+                  int64_t dst_page, int64_t dst_slot);
 
   // Key block of one head of one layer in one page ([head_dim][page_size], then scales).
   uint8_t* keys(int64_t page, int64_t layer, int64_t kv_head) {
@@ -61,6 +65,8 @@ class KvPages {
   int64_t page_size_ = 0;
   kernels::KvFormat format_ = kernels::KvFormat::kF16;
   int64_t n_kv_heads_ = 0;
+  int64_t head_dim_ = 0;
+  int64_t head_dim_v_ = 0;
   int64_t key_block_bytes_ = 0;    // one head's keys (and scales) in one page of one layer
   int64_t value_block_bytes_ = 0;  // one head's values (and scales)
   int64_t layer_bytes_ = 0;        // one layer's K and V in a page

@@ -59,6 +59,10 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
   if (o.target_ttft_ms) config.latency.target_ttft_seconds = *o.target_ttft_ms / 1000;
   config.latency.max_ttft_seconds = o.max_ttft_s;
   config.sessions = o.sessions;
+  config.scheduler.kv_compress.keep = o.kv_keep;
+  auto evict = parse_kv_evict_policy(o.kv_evict);
+  if (!evict) return make_error("kv_evict: expected attention or window, got '{}'", o.kv_evict);
+  config.scheduler.kv_compress.policy = *evict;
   config.default_max_tokens = o.default_max_tokens;
   return config;
 }

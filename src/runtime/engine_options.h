@@ -40,6 +40,9 @@ struct EngineOptions {
   std::optional<double> max_ttft_s;
   SessionConfig sessions;
   KVEventsOptions kv_events;  // not part of EngineConfig: runtime/ wires the publisher in
+  // KV-Compress: the kv_keep of requests that give none (1: off), and the eviction policy.
+  double kv_keep = 1.0;
+  std::string kv_evict = "attention";
 };
 
 // The configuration these options describe; an error names the option whose text is not one of

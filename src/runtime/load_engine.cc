@@ -83,6 +83,7 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
     c.max_batch_tokens = setup.scheduler.max_num_batched_tokens;
     c.max_batch_sequences = setup.scheduler.max_num_seqs;
     c.max_context = setup.max_model_len;
+    c.kv_compress = setup.scheduler.kv_compress;
     DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor, CpuExecutor::create(loaded, c));
     if (executor_options.debug_fail_at_step)
       return std::unique_ptr<Executor>(std::make_unique<FailingExecutor>(

@@ -5,8 +5,27 @@
 
 namespace drift {
 
-Status CapacityScheduler::check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens) {
-  KVUsageEstimate e = kv_.estimate(prompt_len, max_new_tokens);
+KVUsageEstimate CapacityScheduler::estimate(int32_t prompt_len, int32_t max_new_tokens,
+                                            double kv_keep, int32_t keep_from) const {
+  const KVUsageEstimate whole = kv_.estimate(prompt_len, max_new_tokens);
+  if (!(kv_keep < 1.0)) return whole;
+  // Before a step a compressed sequence holds less than its target + a page (a larger excess
+  // was compressed after the step that made it); targets grow with the length, and a sequence no
+  // longer than min_tokens is not compressed. A step then adds at most max_step_tokens_.
+  KvCompressConfig config = compress_;
+  config.keep = kv_keep;
+  const int64_t length = int64_t(prompt_len) + max_new_tokens;
+  const int64_t held =
+      std::max<int64_t>(config.min_tokens,
+                        kv_keep_target(config, length, keep_from) + kv_.page_size() - 1) +
+      max_step_tokens_;
+  if (held >= length) return whole;
+  return kv_.estimate(held, 0);
+}
+
+Status CapacityScheduler::check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens,
+                                     double kv_keep) {
+  KVUsageEstimate e = estimate(prompt_len, max_new_tokens, kv_keep);
   if (e.num_pages <= kv_.num_pages()) return Status::Ok();
   ++stats_.rejected;
   return make_error(
@@ -20,7 +39,9 @@ int64_t CapacityScheduler::admissible_tokens(const SequenceState& seq, const Cac
   const int64_t shared = int64_t(prefix.pages.size());
   if (mode_ == AdmissionMode::kGuaranteed) {
     // Shared pages are part of the worst case; the ones that leave the cached list cost pool.
-    const int64_t worst = kv_.estimate(seq.prompt_len, seq.max_new_tokens).num_pages;
+    const int64_t worst = estimate(seq.prompt_len, seq.max_new_tokens, seq.kv_keep,
+                                   seq.kv_compressed() ? int32_t(shared) * kv_.page_size() : 0)
+                              .num_pages;
     const int64_t needed = std::max<int64_t>(0, worst - shared) + prefix.num_from_pool;
     return needed <= kv_.num_available_pages() ? int64_t(seq.total_len()) - shared * kv_.page_size()
                                                : 0;
@@ -40,7 +61,10 @@ int32_t CapacityScheduler::admit(const SequenceState& seq, const CachedPrefix& p
   }
   ++stats_.admitted;
   if (mode_ != AdmissionMode::kGuaranteed) return 0;
-  Status reserved = kv_.reserve(seq.id, kv_.estimate(seq.prompt_len, seq.max_new_tokens));
+  const int32_t keep_from =
+      seq.kv_compressed() ? int32_t(prefix.pages.size()) * kv_.page_size() : 0;
+  Status reserved =
+      kv_.reserve(seq.id, estimate(seq.prompt_len, seq.max_new_tokens, seq.kv_keep, keep_from));
   assert(reserved.ok());
   (void)reserved;
   return kv_.reserved_pages(seq.id);

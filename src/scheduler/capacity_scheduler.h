@@ -41,12 +41,24 @@ inline bool runs_before(const SequenceState& a, const SequenceState& b) {
 
 class CapacityScheduler {
  public:
-  CapacityScheduler(AdmissionMode mode, KVCacheManager& kv) : mode_(mode), kv_(kv) {}
+  // `compress` and `max_step_tokens` (the most tokens one step may add to a sequence) bound what a
+  // compressed sequence ever holds (estimate()).
+  CapacityScheduler(AdmissionMode mode, KVCacheManager& kv, const KvCompressConfig& compress = {},
+                    int32_t max_step_tokens = 0)
+      : mode_(mode), kv_(kv), compress_(compress), max_step_tokens_(max_step_tokens) {}
 
   AdmissionMode mode() const { return mode_; }
 
   // An error, giving the sizes, if a request could never complete even alone in the cache.
-  Status check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens);
+  Status check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens, double kv_keep = 1.0);
+  // The most KV a sequence ever holds: prompt + max_new_tokens, or, compressed with kv_keep < 1
+  // (each step's excess over its target compressed once it reaches a page), the largest target
+  // plus a page plus one step's tokens, if that is less.
+  KVUsageEstimate estimate(int32_t prompt_len, int32_t max_new_tokens, double kv_keep,
+                           int32_t keep_from = 0) const;
+  KVUsageEstimate estimate(const SequenceState& seq) const {
+    return estimate(seq.prompt_len, seq.max_new_tokens, seq.kv_keep, seq.kv_keep_from);
+  }
 
   // How many of the sequence's pending tokens (those after `prefix`) its KV could take now if it
   // were admitted sharing `prefix`: guaranteed mode, all of them if the pages of its worst case
@@ -80,6 +92,8 @@ class CapacityScheduler {
  private:
   AdmissionMode mode_;
   KVCacheManager& kv_;
+  KvCompressConfig compress_;
+  int32_t max_step_tokens_;
   CapacityStats stats_;
 };
 

@@ -31,7 +31,10 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
       kv_(kv),
       log_(log),
       prefix_(prefix_cache),
-      capacity_(config.admission, kv),
+      capacity_(config.admission, kv, config.kv_compress,
+                config.enable_chunked_prefill && config.long_prefill_token_threshold
+                    ? *config.long_prefill_token_threshold
+                    : config.max_num_batched_tokens),
       waiting_order_(make_waiting_order(config)),
       prefill_token_budget_(config.max_num_batched_tokens) {
   // Size everything a step touches once, so that steps do not allocate.
@@ -44,6 +47,7 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
   outcomes_.reserve(seqs);
   plan_.items.reserve(seqs);
   plan_.page_copies.reserve(seqs);
+  plan_.kv_compressions.reserve(seqs);
   plan_.token_ids.reserve(tokens);
   plan_.block_table.reserve(size_t(pages));
   plan_.page_size = kv.page_size();
@@ -80,7 +84,12 @@ Status EngineScheduler::add(SequenceRequest request) {
     if (t < 0) return reject(make_error("request {}: negative token id {}", request.id, t));
   if (Status s = request.sampling.validate(); !s.ok())
     return reject(make_error("request {}: {}", request.id, s.message()));
-  if (Status s = capacity_.check_fits(request.id, int32_t(prompt_len), request.max_new_tokens);
+  // An embedding keeps its whole prompt: its pooled vector reads every position's final state.
+  const double kv_keep = embeds ? 1.0 : request.kv_keep.value_or(config_.kv_compress.keep);
+  if (!(kv_keep > 0.0 && kv_keep <= 1.0))
+    return reject(make_error("request {}: kv_keep must be in (0, 1], got {}", request.id, kv_keep));
+  if (Status s =
+          capacity_.check_fits(request.id, int32_t(prompt_len), request.max_new_tokens, kv_keep);
       !s.ok())
     return reject(s.error());
 
@@ -96,6 +105,7 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.cache_namespace = request.cache_namespace;
   seq.pooling = request.pooling;
   seq.embedding = std::move(request.embedding);
+  seq.kv_keep = kv_keep;
   seq.arrival_step = step_;
   seq.arrival_order = next_arrival_order_++;
   seq.waiting_rank = waiting_order_->rank(seq);
@@ -168,8 +178,14 @@ void EngineScheduler::begin_step() {
   // Rule: a step starts with the whole budgets; every running prefill is still unfinished; a
   // short prompt at the head of the queue (at most half the prefill budget) gets room beside
   // running prefills, so it is not kept waiting behind a long one.
+  // Tables of sequences that ended since the last plan the executor ran (an empty plan runs
+  // nothing, so its list carries over), dropped before this step's items run.
+  if (plan_.empty())
+    kv_tables_to_release_.insert(kv_tables_to_release_.begin(), plan_.kv_tables_released.begin(),
+                                 plan_.kv_tables_released.end());
   plan_.clear();
   plan_.step = step_;
+  plan_.kv_tables_released.swap(kv_tables_to_release_);
   token_budget_ = config_.max_num_batched_tokens;
   prefill_budget_ = prefill_token_budget_;
   held_for_waiting_head_ = 0;
@@ -317,6 +333,9 @@ bool EngineScheduler::next_page_in_flight(const SequenceState& seq, int32_t cach
 void EngineScheduler::cache_full_pages(SequenceState& seq) {
   // Rule: a page is registered as soon as the executor reported all its tokens written.
   if (!prefix_) return;
+  // A compressed sequence's slots no longer hold the tokens of their page's positions: its pages
+  // are no plain prefix (its prefix-cache hit, below kv_keep_from, stays registered).
+  if (seq.kv_compressed()) return;
   std::span<const PageId> pages = kv_.pages(seq.id);
   const int32_t page_size = kv_.page_size();
   const int32_t full = seq.num_computed_tokens / page_size;
@@ -348,7 +367,9 @@ void EngineScheduler::preempt(size_t running_index) {
   log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped,
               released->reservation_returned);
   if (seq.phase == SequencePhase::kPrefill) --partial_prefills_;
+  if (seq.kv_compressed()) plan_.kv_tables_released.push_back(seq.id);
   seq.num_computed_tokens = 0;
+  seq.kv_evicted = 0;
   seq.prefix = PrefixCursor{};
   ++seq.num_preemptions;
   running_.erase(running_.begin() + std::ptrdiff_t(running_index));
@@ -356,8 +377,10 @@ void EngineScheduler::preempt(size_t running_index) {
 }
 
 void EngineScheduler::admit(SequenceState& seq, const CachedPrefix& prefix) {
-  int32_t reserved = capacity_.admit(seq, prefix);
   const int32_t hit_tokens = int32_t(prefix.pages.size()) * kv_.page_size();
+  seq.kv_evicted = 0;
+  seq.kv_keep_from = seq.kv_compressed() ? hit_tokens : 0;
+  int32_t reserved = capacity_.admit(seq, prefix);
   seq.num_computed_tokens = hit_tokens;
   seq.prefix = prefix.cursor;
   if (prefix_) prefix_->record_query(seq.total_len(), hit_tokens);
@@ -388,6 +411,7 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   if (grown->copy_on_write) plan_.page_copies.push_back(*grown->copy_on_write);
 
   const int32_t start = seq.num_computed_tokens;
+  const int32_t slots = seq.kv_slots();  // before this item
   std::span<const PageId> pages = kv_.pages(seq.id);
   StepItem item;
   item.seq_id = seq.id;
@@ -404,10 +428,13 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   item.constraint = seq.constraint.get();
   item.history = seq.tokens;
   item.prompt_len = seq.prompt_len;
+  item.kv_compressed = seq.kv_compressed();
+  item.kv_slots = slots;
   plan_.block_table.insert(plan_.block_table.end(), pages.begin(), pages.end());
   plan_.token_ids.insert(plan_.token_ids.end(), seq.tokens.begin() + start,
                          seq.tokens.begin() + start + num_tokens);
   plan_.items.push_back(item);
+  if (seq.kv_compressed()) plan_kv_compression(seq, int32_t(plan_.items.size()) - 1);
   token_budget_ -= num_tokens;
   seq.last_scheduled_step = step_;
   if (item.kind == StepItemKind::kDecode) {
@@ -418,6 +445,35 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
     prefill_budget_ -= num_tokens;
     log_.record(ProgressEvent::kPrefillChunk, seq.id, start, num_tokens);
   }
+}
+
+void EngineScheduler::plan_kv_compression(const SequenceState& seq, int32_t item_index) {
+  // Rule: once the step's slots exceed the sequence's target by a page, the executor compresses
+  // it to the target after the step, never writing a page others read (below kv_keep_from).
+  const StepItem& item = plan_.items[size_t(item_index)];
+  KvCompressConfig config = config_.kv_compress;
+  config.keep = seq.kv_keep;
+  const int32_t positions = item.context_len();
+  const int32_t slots = item.kv_slots + item.num_tokens;
+  const auto target = int32_t(kv_keep_target(config, positions, seq.kv_keep_from));
+  if (slots - target < kv_.page_size() || kv_.writes_shared_page(seq.id, seq.kv_keep_from)) return;
+  plan_.kv_compressions.push_back(KvCompression{item_index, positions, seq.kv_keep_from, target});
+}
+
+Status EngineScheduler::apply_kv_compression(SequenceState& seq, const KvCompression& c) {
+  // Rule: the executor has moved the kept entries down; the pages past them go back to the pool
+  // (a guaranteed sequence keeps them promised, up to the estimate it was admitted with).
+  const int32_t slots = int32_t(kv_.num_tokens(seq.id));
+  Expected<KVRelease> released = kv_.compress(seq.id, c.keep_from, c.num_slots,
+                                              capacity_.mode() == AdmissionMode::kGuaranteed);
+  if (!released.ok()) return released.error();
+  seq.kv_evicted += slots - c.num_slots;
+  log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped, c.num_slots);
+  return Status::Ok();
+}
+
+void EngineScheduler::release_kv_table(const SequenceState& seq) {
+  if (seq.kv_compressed() && kv_.contains(seq.id)) kv_tables_to_release_.push_back(seq.id);
 }
 
 // ---- Executor reports ----
@@ -433,8 +489,12 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
     return on_step_failed(make_error("executor returned {} results for a plan of {} items",
                                      result.items.size(), plan_.items.size()));
   outcomes_.clear();
+  auto compression = plan_.kv_compressions.begin();  // in item order
   for (size_t i = 0; i < plan_.items.size(); ++i) {
     const StepItem& item = plan_.items[i];
+    const KvCompression* compress = nullptr;
+    if (compression != plan_.kv_compressions.end() && compression->item == int32_t(i))
+      compress = &*compression++;
     auto it = seqs_.find(item.seq_id);
     if (it == seqs_.end() || it->second.last_scheduled_step != plan_.step) continue;
     SequenceState& seq = it->second;
@@ -453,6 +513,12 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
       continue;
     }
     seq.num_computed_tokens += item.num_tokens;
+    if (compress) {
+      if (Status s = apply_kv_compression(seq, *compress); !s.ok()) {
+        finish(seq, FinishReason::kError, s.message());
+        continue;
+      }
+    }
     cache_full_pages(seq);
     if (item.completes_embedding()) {  // its vector is its only output
       outcomes_.push_back(SequenceOutcome{
@@ -530,6 +596,7 @@ void EngineScheduler::finish(SequenceState& seq, FinishReason reason, std::strin
 void EngineScheduler::retire(SequenceState& seq, FinishReason reason) {
   // Rule: a finished sequence releases its pages exactly once, leaves every queue and is
   // forgotten.
+  release_kv_table(seq);
   if (std::optional<KVRelease> released = capacity_.release(seq.id)) {
     log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped,
                 released->reservation_returned);
@@ -594,9 +661,9 @@ Status EngineScheduler::check_invariants() const {
       return make_error("scheduler: running list out of order at {}", s.id);
     prefilling += s.phase == SequencePhase::kPrefill;
     if (plan_outstanding_) continue;
-    if (kv_.num_tokens(s.id) != s.num_computed_tokens)
-      return make_error("scheduler: sequence {} has {} kv tokens but {} computed", s.id,
-                        kv_.num_tokens(s.id), s.num_computed_tokens);
+    if (kv_.num_tokens(s.id) != s.kv_slots())
+      return make_error("scheduler: sequence {} has {} kv tokens but {} computed, {} evicted", s.id,
+                        kv_.num_tokens(s.id), s.num_computed_tokens, s.kv_evicted);
     bool decode = s.phase == SequencePhase::kDecode;
     if (s.num_pending_tokens() < 1 ||
         (decode && (s.num_pending_tokens() != 1 || s.generated_len() == 0)))
@@ -604,7 +671,7 @@ Status EngineScheduler::check_invariants() const {
                         sequence_phase_name(s.phase), s.num_pending_tokens());
     if (capacity_.mode() == AdmissionMode::kGuaranteed &&
         int64_t(kv_.pages(s.id).size()) + kv_.reserved_pages(s.id) <
-            kv_.estimate(s.prompt_len, s.max_new_tokens).num_pages)
+            capacity_.estimate(s).num_pages)
       return make_error("scheduler: guaranteed sequence {} lost part of its reservation", s.id);
   }
   if (!plan_outstanding_ && prefilling > config_.max_num_partial_prefills)

@@ -22,8 +22,9 @@
 // the partial-prefill limit may be passed by later ones that fit, a bounded number of times.
 // Phases move only on what the executor
 // reports. An embedding request (SequenceRequest::pooling) is a prefill that samples nothing: the
-// outcome of its last chunk carries the executor's pooled vector and finishes it (kStop). Each sequence's pages are released exactly once, when it finishes, is cancelled,
-// fails, or is preempted (then re-acquired on re-admission).
+// outcome of its last chunk carries the executor's pooled vector and finishes it (kStop). Each
+// sequence's pages are released exactly once, when it finishes, is cancelled, fails, or is
+// preempted (then re-acquired on re-admission).
 //
 // With a prefix cache, an admitted sequence starts prefill after its longest cached page-aligned
 // prefix — never its last token, so that there are logits to sample from — sharing those pages,
@@ -184,6 +185,11 @@ class EngineScheduler {
   CachedPrefix find_cached_prefix(const SequenceState& seq);
   bool next_page_in_flight(const SequenceState& seq, int32_t cached_pages) const;
   void cache_full_pages(SequenceState& seq);
+  // KV-Compress: orders the compression of the sequence of plan item `item` after the step when
+  // its excess over its target reaches a page; applies it to the KV pages once the step ran.
+  void plan_kv_compression(const SequenceState& seq, int32_t item);
+  Status apply_kv_compression(SequenceState& seq, const KvCompression& compression);
+  void release_kv_table(const SequenceState& seq);
   bool make_room(SequenceState& seq, int64_t tokens);
   void preempt(size_t running_index);
   void add_item(SequenceState& seq, int32_t num_tokens);
@@ -214,6 +220,8 @@ class EngineScheduler {
   std::vector<SequenceOutcome> outcomes_;
   SchedulerStats stats_;
   std::vector<PageId> prefix_pages_;  // scratch of find_cached_prefix, sized at construction
+  // Compressed sequences ended since the last plan: the next plan tells the executor.
+  std::vector<SeqId> kv_tables_to_release_;
 
   // The step being composed.
   int32_t token_budget_ = 0;      // tokens still free in this step

@@ -74,6 +74,7 @@ Status SchedulerConfig::validate() const {
   if (!std::isfinite(priority_steps_per_level) || priority_steps_per_level <= 0)
     return make_error("priority_steps_per_level must be a finite number > 0, got {}",
                       priority_steps_per_level);
+  DRIFT_RETURN_IF_ERROR(kv_compress.validate());
   return Status::Ok();
 }
 

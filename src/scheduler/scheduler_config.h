@@ -6,6 +6,7 @@
 #include <optional>
 #include <string_view>
 
+#include "kv/kv_eviction.h"
 #include "util/error.h"
 
 namespace drift {
@@ -72,6 +73,9 @@ struct SchedulerConfig {
   // (priority difference * priority_steps_per_level) steps after it (priority).
   double small_first_tokens_per_step = 64.0;
   double priority_steps_per_level = 64.0;
+  // KV-Compress (kv/kv_eviction.h): the kv_keep of requests that do not give one (1: off), the
+  // policy, and when and how much each head keeps.
+  KvCompressConfig kv_compress;
 
   Status validate() const;
 };

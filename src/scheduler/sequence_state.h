@@ -53,6 +53,9 @@ struct SequenceRequest {
   // sized by the caller, so that no step allocates it), which the last chunk's outcome carries.
   PoolingMode pooling = PoolingMode::kNone;
   std::vector<float> embedding;
+  // KV-Compress: each KV head keeps at most this fraction (0, 1] of the positions once the
+  // sequence is longer than kv_compress_min_tokens; unset: the scheduler's default.
+  std::optional<double> kv_keep;
 };
 
 struct SequenceState {
@@ -88,8 +91,17 @@ struct SequenceState {
   std::optional<uint64_t> last_scheduled_step;
   // Cancelled while in the outstanding plan: retired when the plan is reported.
   bool cancel_pending = false;
+  // KV-Compress: the kept fraction (1: never compressed); positions whose K/V the executor has
+  // evicted, so that the sequence holds num_computed_tokens - kv_evicted slots; and the slots
+  // kept as they are (its prefix-cache hit, pages others may read).
+  double kv_keep = 1.0;
+  int32_t kv_evicted = 0;
+  int32_t kv_keep_from = 0;
 
   int32_t total_len() const { return static_cast<int32_t>(tokens.size()); }
+  bool kv_compressed() const { return kv_keep < 1.0; }
+  // KV slots the sequence holds in every head.
+  int32_t kv_slots() const { return num_computed_tokens - kv_evicted; }
   int32_t generated_len() const { return total_len() - prompt_len; }
   bool embeds() const { return pooling != PoolingMode::kNone; }
   // Tokens still to be run through the model before the next sample: the rest of the prompt

@@ -52,12 +52,29 @@ struct StepItem {
   // and frequency penalties count only generated tokens, and the sampler's random stream is
   // indexed by the number generated so far.
   int32_t prompt_len = 0;
+  // KV-Compress (the sequence's kv_keep < 1): its heads hold their own entries, in the executor's
+  // per-head table, kv_slots of them each before this item, and its tokens take the next slots
+  // of every head. Otherwise position p is at slot p (kv_slots == start_position).
+  bool kv_compressed = false;
+  int32_t kv_slots = 0;
 
   int32_t context_len() const { return start_position + num_tokens; }
   // The chunk that ends an embedding request's prompt.
   bool completes_embedding() const {
     return pooling != PoolingMode::kNone && context_len() == prompt_len;
   }
+};
+
+// KV-Compress order, run after the step's forward pass: item `item`'s sequence, now `positions`
+// long, keeps `num_slots` entries in every head — those at positions below `keep_from` (pages it
+// shares with the prefix cache) untouched, the others chosen by the eviction policy and moved
+// down within the item's pages. The scheduler then returns the pages past num_slots to the pool.
+struct KvCompression {
+  int32_t item = 0;
+  int32_t positions = 0;
+  int32_t keep_from = 0;
+  int32_t num_slots = 0;
+  bool operator==(const KvCompression&) const = default;
 };
 
 struct StepPlan {
@@ -71,6 +88,11 @@ struct StepPlan {
   std::vector<PageId> block_table;  // items' page lists, concatenated in item order
   // Copy-on-write: before running the step, copy all K/V of each src page into its dst page.
   std::vector<PageCopy> page_copies;
+  // After the forward pass, in item order: the compressions the executor performs.
+  std::vector<KvCompression> kv_compressions;
+  // Before the step: compressed sequences that ended (or were preempted) since the last plan,
+  // whose per-head tables the executor drops.
+  std::vector<SeqId> kv_tables_released;
   int32_t num_prefill_tokens = 0;
   int32_t num_decode_tokens = 0;
 
@@ -82,16 +104,19 @@ struct StepPlan {
   std::span<const TokenId> tokens(const StepItem& item) const {
     return {token_ids.data() + item.token_offset, size_t(item.num_tokens)};
   }
-  // page * page_size + position % page_size for the item's k-th token.
+  // page * page_size + slot % page_size for the item's k-th token, at slot kv_slots + k of its
+  // sequence (its position, unless compressed).
   int64_t slot(const StepItem& item, int32_t k) const {
-    const int32_t position = item.start_position + k;
-    return int64_t(pages(item)[size_t(position / page_size)]) * page_size + position % page_size;
+    const int32_t at = item.kv_slots + k;
+    return int64_t(pages(item)[size_t(at / page_size)]) * page_size + at % page_size;
   }
   void clear() {
     items.clear();
     token_ids.clear();
     block_table.clear();
     page_copies.clear();
+    kv_compressions.clear();
+    kv_tables_released.clear();
     num_prefill_tokens = num_decode_tokens = 0;
   }
 };

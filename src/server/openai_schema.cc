@@ -188,6 +188,9 @@ MaybeError parse_common(const json& body, GenerationOptions& o) {
   if (auto e = get_int(body, "priority", -kMaxPriority, kMaxPriority, i)) return e;
   if (i) o.priority = int32_t(*i);
   i.reset();
+  if (auto e = get_number(body, "kv_keep", 0, 1, true, d)) return e;
+  o.kv_keep = d;
+  d.reset();
 
   // best_of: the best of several samples is not implemented; a value that asks for nothing more
   // than n (as clients send by default) is accepted.

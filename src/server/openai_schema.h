@@ -51,6 +51,9 @@ struct GenerationOptions {
   // vLLM's request priority: lower is handled earlier (default 0). Needs the engine's priority
   // policy (`--policy priority`), which ages it so that no request waits forever.
   int32_t priority = 0;
+  // KV-Compress: the fraction (0, 1] of each KV head's entries kept once the sequence is long.
+  // Absent: the server's --kv-keep.
+  std::optional<double> kv_keep;
 };
 
 // A completion prompt: text, or token ids (checked against the vocabulary later).

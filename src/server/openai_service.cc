@@ -622,6 +622,7 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
       choice.request.session_id = options.session_id;
       // The engine admits larger priorities first; vLLM's field is the other way round.
       choice.request.priority = -options.priority;
+      choice.request.kv_keep = options.kv_keep;
       // Choices of one request differ by seed: seed, seed+1, ... (engine-derived when unset).
       if (options.sampling.seed)
         choice.request.sampling.seed = *options.sampling.seed + uint64_t(i);

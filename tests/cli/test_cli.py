@@ -192,3 +192,38 @@ def test_bad_generate_options_fail_with_a_clear_message(args, message):
     result = drift("generate", "-m", SMOLLM2, *args, check=False)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+GPL = pathlib.Path("/usr/share/common-licenses/GPL-3")
+
+
+def perplexity_of(out):
+    return float(re.search(r"perplexity: ([0-9.]+)", out).group(1))
+
+
+def test_perplexity_with_kv_keep_one_is_the_uncompressed_perplexity():
+    # The compressed path (steps of 64 tokens, per-head tables, a compression after each step)
+    # with nothing evicted scores exactly what one uncompressed pass scores.
+    common = ["perplexity", "-m", SMOLLM2, "-f", GPL, "-c", 512, "--chunks", 1]
+    plain = drift(*common)
+    keep_one = drift(*common, "--kv-keep", 1, "--kv-compress-min-tokens", 0)
+    assert perplexity_of(keep_one.stdout) == perplexity_of(plain.stdout)
+    assert "kv kept: 1.0000" in keep_one.stdout
+
+
+def test_perplexity_compressed_keeps_what_it_says():
+    common = ["perplexity", "-m", SMOLLM2, "-f", GPL, "-c", 1024, "--chunks", 1,
+              "--kv-keep", 0.25]
+    plain = drift("perplexity", "-m", SMOLLM2, "-f", GPL, "-c", 1024, "--chunks", 1)
+    for policy in ("attention", "window"):
+        r = drift(*common, "--kv-evict", policy)
+        kept = float(re.search(r"kv kept: ([0-9.]+)", r.stdout).group(1))
+        assert 0.25 < kept < 0.45, r.stdout  # a quarter, plus the step between compressions
+        # Less context costs some perplexity, never all of it.
+        assert perplexity_of(plain.stdout) < perplexity_of(r.stdout) < 2 * perplexity_of(plain.stdout)
+
+
+def test_perplexity_refuses_a_kv_keep_out_of_range():
+    r = drift("perplexity", "-m", SMOLLM2, "-f", GPL, "-c", 256, "--kv-keep", 0, check=False)
+    assert r.returncode != 0
+    assert "kv_keep must be in (0, 1]" in r.stderr

@@ -166,6 +166,59 @@ TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
   }
 }
 
+// KV-Compress's metric (kernels/attention_metric.h) of a block: `metric` starts as given, the
+// queries whose bit is set in `lanes` add their squared probabilities.
+std::vector<float> run_metric(Isa isa, const KvSetup& s, const std::vector<Query>& block,
+                              uint32_t lanes, std::vector<float> metric) {
+  int64_t max_last = 0;
+  for (const Query& q : block) max_last = std::max(max_last, q.last);
+  std::vector<float> scratch(paged_attention_scratch_floats(s.shape, max_last) + 8);
+  float* aligned =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 31) / 32 * 32);
+  std::vector<std::vector<float>> out(block.size(), std::vector<float>(s.shape.head_dim_v));
+  AttentionQueries qs{};
+  qs.n = static_cast<int64_t>(block.size());
+  for (size_t i = 0; i < block.size(); ++i) {
+    qs.q[i] = s.q.data() + block[i].index * s.shape.head_dim;
+    qs.first[i] = block[i].first;
+    qs.last[i] = block[i].last;
+    qs.out[i] = out[i].data();
+  }
+  qs.metric = metric.data();
+  qs.metric_lanes = lanes;
+  paged_attention(isa, s.shape, s.kv(), qs, aligned);
+  return metric;
+}
+
+// The metric every ISA accumulates is the scalar reference's, bit for bit: every block shape
+// (decode groups, prefill query lanes, blocks split in two 8-lane halves), every format, all or
+// every other query asking, added to sums that already hold something.
+TEST(PagedAttention, MetricOfEveryIsaEqualsScalarBitwise) {
+  uint32_t seed = 41;
+  for (KvFormat format : kFormats) {
+    for (int64_t head_dim : {int64_t{64}, int64_t{256}}) {
+      for (int64_t positions : {17, 300}) {
+        const KvSetup s = make_setup(head_dim, head_dim, positions, 16, seed++, 16, format);
+        std::vector<float> start(positions);
+        for (int64_t p = 0; p < positions; ++p) start[p] = 0.001f * static_cast<float>(p % 7);
+        for (const auto& block : blocks(positions)) {
+          for (uint32_t lanes : {0xffffu, 0x5555u, 0x8001u}) {
+            const auto want = run_metric(Isa::kScalar, s, block, lanes, start);
+            for (Isa isa : isas_under_test()) {
+              const auto got = run_metric(isa, s, block, lanes, start);
+              for (int64_t p = 0; p < positions; ++p)
+                ASSERT_EQ(bits(got[p]), bits(want[p]))
+                    << isa_label(isa) << " " << format_name(format) << " head_dim=" << head_dim
+                    << " positions=" << positions << " block of " << block.size() << " lanes "
+                    << lanes << " p=" << p;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Decode blocks of every group size (the heads of one KV head, 1 to 8: a kernel instance each),
 // over ranges that fill whole groups of blocks or leave a remainder, with value rows of 1 to 4
 // chunks of 16 dimensions and a partial chunk, in every KV format.
@@ -318,6 +371,43 @@ TEST(PagedAttention, ScalarCloseToDouble) {
               << format_name(format) << " query " << i << " d=" << d;
         }
       }
+    }
+  }
+}
+
+// The metric against squared probabilities computed in double over the same K/V: the probability
+// carries the weight's and the sum's error (the bound of ScalarCloseToDouble), its square twice
+// that; 1e-4 relative to the sum of squares plus an absolute 1e-9 for the vanishing ones holds
+// with a wide margin. A position no asking query sees keeps its sum.
+TEST(PagedAttention, MetricIsSquaredAttentionSummedOverQueries) {
+  const int64_t positions = 200, head_dim = 64;
+  for (KvFormat format : kFormats) {
+    const KvSetup s = make_setup(head_dim, head_dim, positions, 16, 23, 16, format);
+    for (const auto& block : blocks(positions)) {
+      const uint32_t lanes = 0x5555u;  // queries 0, 2, 4, ...
+      const auto got = run_metric(Isa::kScalar, s, block, lanes, std::vector<float>(positions));
+      std::vector<double> want(positions, 0.0);
+      for (size_t i = 0; i < block.size(); i += 2) {
+        const float* q = s.q.data() + block[i].index * head_dim;
+        std::vector<double> sc;
+        double m = -INFINITY;
+        for (int64_t p = block[i].first; p <= block[i].last; ++p) {
+          const std::vector<float> k = key_row(s, p);
+          double dot = 0;
+          for (int64_t e = 0; e < head_dim; ++e) dot += double{q[e]} * k[e];
+          sc.push_back(dot * s.shape.scale);
+          m = std::max(m, sc.back());
+        }
+        double sum = 0;
+        for (double& v : sc) sum += (v = std::exp(v - m));
+        for (int64_t p = block[i].first; p <= block[i].last; ++p) {
+          const double a = sc[p - block[i].first] / sum;
+          want[p] += a * a;
+        }
+      }
+      for (int64_t p = 0; p < positions; ++p)
+        ASSERT_NEAR(got[p], want[p], 1e-4 * want[p] + 1e-9)
+            << format_name(format) << " block of " << block.size() << " p=" << p;
     }
   }
 }

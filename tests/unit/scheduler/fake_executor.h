@@ -12,6 +12,12 @@
 // was evicted, reused or rewritten under a live sequence (or a wrong prefix cache hit) fails the
 // read. Every page of a plan must be in use, and no step may write into a page that another
 // sequence holds (shared pages are read-only).
+//
+// A compressed item (KV-Compress) keeps, per sequence, the position each of its slots holds (one
+// table: the fake model has one head) and is checked the same way through it; the plan's
+// compressions run with a known attention — position p's metric is known_attention(p) — through
+// the real policy, moving slots down as the CPU executor moves K/V, so a test can predict exactly
+// which positions a sequence keeps.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_eviction.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
 
@@ -70,10 +77,14 @@ struct FakeModel {
   }
 };
 
+// The fake executor's attention: the metric of position p at every compression.
+inline float known_attention(int32_t p) { return float((uint32_t(p) * 2654435761u) >> 8); }
+
 class FakeExecutor : public Executor {
  public:
-  FakeExecutor(const KVCacheManager& kv, FakeModel model)
+  FakeExecutor(const KVCacheManager& kv, FakeModel model, KvCompressConfig compress = {})
       : kv_(kv),
+        compress_(compress),
         model_(model),
         page_size_(kv.page_size()),
         slots_(size_t(kv.num_pages()) * page_size_) {}
@@ -86,9 +97,14 @@ class FakeExecutor : public Executor {
       for (int32_t i = 0; i < page_size_; ++i)
         slots_[size_t(c.dst) * page_size_ + i] = slots_[size_t(c.src) * page_size_ + i];
     }
+    for (SeqId id : plan.kv_tables_released) tables_.erase(id);
     result.reset(plan.items.size());
     for (size_t i = 0; i < plan.items.size(); ++i) {
       const StepItem& item = plan.items[i];
+      if (item.kv_compressed) {
+        run_compressed(plan, item, result.items[i]);
+        continue;
+      }
       if (fail_item_ && fail_item_->first == plan.step && fail_item_->second == item.seq_id) {
         result.items[i].error = Error{"injected item failure"};
         continue;
@@ -128,8 +144,16 @@ class FakeExecutor : public Executor {
       }
       if (item.pooling != PoolingMode::kNone) pool(item, result.items[i]);
     }
+    for (const KvCompression& c : plan.kv_compressions) compress(plan, c);
     return Status::Ok();
   }
+
+  // The positions the slots of a compressed sequence hold (empty if none).
+  std::vector<int32_t> kv_table(SeqId seq) const {
+    auto it = tables_.find(seq);
+    return it == tables_.end() ? std::vector<int32_t>{} : it->second;
+  }
+  int64_t compressions_run() const { return compressions_run_; }
 
   // The fake pooling: element j of an embedding sums (j + 1) * token over every prompt token,
   // folded chunk by chunk as a real executor folds hidden states (afresh at position 0), so a
@@ -164,6 +188,57 @@ class FakeExecutor : public Executor {
     return (prefix ^ uint64_t(uint32_t(t))) * 0x100000001B3ull + 0x9E3779B97F4A7C15ull;
   }
 
+  // A compressed item: reads each slot through the sequence's table, writes the next slots.
+  void run_compressed(const StepPlan& plan, const StepItem& item, ItemResult& r) {
+    std::span<const PageId> pages = plan.pages(item);
+    auto [it, created] = tables_.try_emplace(item.seq_id);
+    std::vector<int32_t>& table = it->second;
+    if (created)
+      for (int32_t p = 0; p < item.kv_slots; ++p) table.push_back(p);
+    ASSERT_EQ(int32_t(table.size()), item.kv_slots) << "seq " << item.seq_id;
+    for (int32_t j = 0; j < item.kv_slots; ++j) {
+      const Slot& s = slot(pages, j);
+      const int32_t p = table[size_t(j)];
+      ASSERT_TRUE(s.position == p && s.token == item.history[size_t(p)])
+          << "step " << plan.step << " seq " << item.seq_id << " reads slot " << j
+          << " expecting position " << p << ", which holds position " << s.position;
+    }
+    for (int32_t k = 0; k < item.num_tokens; ++k) {
+      const int32_t at = item.kv_slots + k, p = item.start_position + k;
+      const PageId page = pages[size_t(at / page_size_)];
+      if (kv_.refcount(page) != 1)
+        ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes slot " << at
+                      << " into page " << page << " with refcount " << kv_.refcount(page);
+      slot(pages, at) = Slot{item.seq_id, p, item.history[size_t(p)], 0};
+      table.push_back(p);
+    }
+    if (item.sample)
+      r.token = model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
+  }
+
+  // A planned compression through the real policy with the known attention; the kept slots move
+  // down, into pages that only this sequence holds.
+  void compress(const StepPlan& plan, const KvCompression& c) {
+    const StepItem& item = plan.items[size_t(c.item)];
+    std::vector<int32_t>& table = tables_[item.seq_id];
+    std::vector<float> metric;
+    for (int32_t p : table) metric.push_back(known_attention(p));
+    std::vector<int32_t> kept;
+    select_kept_entries(compress_, c.positions, c.keep_from, table, metric, c.num_slots, kept);
+    ASSERT_EQ(int32_t(kept.size()), c.num_slots) << "seq " << item.seq_id;
+    std::span<const PageId> pages = plan.pages(item);
+    for (size_t j = 0; j < kept.size(); ++j) {
+      if (kept[j] == int32_t(j)) continue;
+      const PageId page = pages[j / size_t(page_size_)];
+      if (kv_.refcount(page) != 1 || kv_.cacheable(page))
+        ADD_FAILURE() << "compression of seq " << item.seq_id << " writes shared page " << page;
+      slot(pages, int32_t(j)) = slot(pages, kept[j]);
+      table[j] = table[size_t(kept[j])];
+    }
+    table.resize(kept.size());
+    ++compressions_run_;
+  }
+
   Slot& slot(std::span<const PageId> pages, int32_t position) {
     return slots_[size_t(pages[size_t(position / page_size_)]) * page_size_ +
                   position % page_size_];
@@ -180,7 +255,8 @@ class FakeExecutor : public Executor {
       ASSERT_EQ(item.page_offset, page_offset);
       ASSERT_GT(item.num_tokens, 0);
       ASSERT_NE(item.sampling, nullptr);
-      ASSERT_EQ(item.num_pages, (item.context_len() + page_size_ - 1) / page_size_);
+      ASSERT_EQ(item.num_pages, (item.kv_slots + item.num_tokens + page_size_ - 1) / page_size_);
+      if (!item.kv_compressed) ASSERT_EQ(item.kv_slots, item.start_position);
       ASSERT_LE(size_t(item.context_len()), item.history.size());
       ASSERT_EQ(item.sample, size_t(item.context_len()) == item.history.size() &&
                                  item.pooling == PoolingMode::kNone);
@@ -195,8 +271,9 @@ class FakeExecutor : public Executor {
         int32_t p = item.start_position + k;
         size_t flat = size_t(item.token_offset + k);
         ASSERT_EQ(plan.token_ids[flat], item.history[size_t(p)]);
+        const int32_t at = item.kv_slots + k;
         ASSERT_EQ(plan.slot(item, k),
-                  int64_t(pages[size_t(p / page_size_)]) * page_size_ + p % page_size_);
+                  int64_t(pages[size_t(at / page_size_)]) * page_size_ + at % page_size_);
       }
       offset += item.num_tokens;
       page_offset += item.num_pages;
@@ -208,8 +285,11 @@ class FakeExecutor : public Executor {
   }
 
   const KVCacheManager& kv_;
+  KvCompressConfig compress_;
   FakeModel model_;
   int32_t page_size_;
+  std::map<SeqId, std::vector<int32_t>> tables_;  // compressed sequences: position of each slot
+  int64_t compressions_run_ = 0;
   std::vector<Slot> slots_;
   std::optional<uint64_t> fail_step_;
   std::optional<std::pair<uint64_t, SeqId>> fail_item_;
@@ -242,7 +322,7 @@ class Driver {
         model_(model),
         prefix_(prefix_cache ? std::make_unique<PrefixCache>(kv_, *prefix_cache) : nullptr),
         scheduler_(make_scheduler(config, std::move(eos))),
-        executor_(kv_, model) {}
+        executor_(kv_, model, config.kv_compress) {}
 
   // Submits; records a rejection with its reason.
   bool submit(SequenceRequest request) {

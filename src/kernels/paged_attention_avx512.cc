@@ -28,30 +28,23 @@ constexpr int64_t kValueBlock = 32;
 
 int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// exp_approx on 16 lanes: the operations of exp_approx.h one by one (no fma), bit-identical.
-__m512 exp16(__m512 x) {
+// exp_approx on 16 lanes, bit-identical: the operations of exp_approx.h, with 2^n applied by
+// vscalefps (one rounding, as the scalar path's two exact power-of-two factors give).
+inline __m512 exp16(__m512 x) {
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
   const __m512 round = _mm512_set1_ps(kExpRound);
-  const __m512 n =
-      _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kExpLog2e)), round), round);
-  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(kExpLn2Hi))),
-                                 _mm512_mul_ps(n, _mm512_set1_ps(kExpLn2Lo)));
-  __m512 p = _mm512_set1_ps(kExpC5);
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC4));
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC3));
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC2));
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC1));
-  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpC0));
-  p = _mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r);
+  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(kExpLog2e), round), round);
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kExpLn2Lo),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(kExpLn2Hi), xc));
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kExpC5), r, _mm512_set1_ps(kExpC4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC0));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
   p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(ni, _mm512_srli_epi32(ni, 31)), 1);
-  const __m512i n2 = _mm512_sub_epi32(ni, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  return _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_mul_ps(p, s1), s2), nan, x);
+  return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), nan, x);
 }
 
 // Scales of group g of key slots [slot, slot + 16) (a multiple of 16), as lanes (unused for the

@@ -13,17 +13,15 @@ inline __m256 exp8(__m256 x) {
   const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
   const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpLo)), _mm256_set1_ps(kExpHi));
   const __m256 round = _mm256_set1_ps(kExpRound);
-  const __m256 n =
-      _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kExpLog2e)), round), round);
-  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(kExpLn2Hi))),
-                                 _mm256_mul_ps(n, _mm256_set1_ps(kExpLn2Lo)));
-  __m256 p = _mm256_set1_ps(kExpC5);
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpC4));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpC3));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpC2));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpC1));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpC0));
-  p = _mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r);
+  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(kExpLog2e), round), round);
+  const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpLn2Lo),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpLn2Hi), xc));
+  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(kExpC5), r, _mm256_set1_ps(kExpC4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpC3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpC2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpC1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpC0));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
   p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
   const __m256i ni = _mm256_cvtps_epi32(n);  // exact: n is an integer
   // n / 2 truncating toward zero, as C++ integer division does.

@@ -44,9 +44,9 @@ const std::vector<int64_t> kLengths = {1, 7, 8, 9, 15, 16, 17, 33, 576, 640, 100
 // ---- exp
 
 // Relative error of exp_approx where the result is a normal float: the Cody-Waite reduction is
-// exact up to one rounding of n * ln2_lo and one of the subtraction (relative to |r| <= 0.35),
-// the minimax polynomial is within ~1 u of e^r, its Horner steps near 1 add one rounding each
-// for the last two steps (+ r, + 1) and the scaling one more: < 4 u in total.
+// exact up to one rounding of each of its two fmas (relative to |r| <= 0.35), the minimax
+// polynomial is within ~1 u of e^r, its Horner steps near 1 add one rounding each for the last
+// two steps (fma with + r, + 1) and the scaling one more: < 4 u in total.
 TEST(ExpApprox, WithinFourUlpOfExp) {
   double worst = 0;
   for (float x = -87.0f; x < 88.5f; x += 0.000731f) {

@@ -74,7 +74,7 @@ static inline void unpack_iq4_xs(const BlockIQ4_XS& b, int* v, int* scale) {
   }
 }
 
-// MXFP4's codebook: the 16 E2M1 values (sign bit 3, then 1.0 exponent bits and 1 mantissa bit)
+// MXFP4's codebook: the 16 E2M1 values (bit 3 the sign, bits 2..1 the exponent, bit 0 the mantissa)
 // doubled, so that they are integers (ggml's kvalues_mxfp4).
 inline constexpr int8_t kMXFP4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                             0, -1, -2, -3, -4, -6, -8, -12};

@@ -25,7 +25,11 @@ enum class RopeLayout {
   kHalves,    // (i, i + d/2): ggml's NEOX mode, used for qwen2 and gemma3
 };
 
-enum class Activation { kSilu, kGeluTanh };
+enum class Activation {
+  kSilu,      // silu(gate) * up
+  kGeluTanh,  // gelu(gate) * up
+  kSwigluOai  // gpt-oss's experts: swiglu_oai(gate, up) with alpha 1.702, limit 7 (llama.cpp's)
+};
 
 // How a mixture-of-experts layer turns its router's logits into expert weights (llama.cpp's
 // build_moe_ffn gating functions).
@@ -81,6 +85,9 @@ struct ModelConfig {
   int64_t n_ff_exp = 0;       // hidden width of one expert
   ExpertGating expert_gating = ExpertGating::kSoftmaxThenTopK;
   bool expert_weights_norm = false;  // the k weights are divided by their sum (qwen3moe)
+  // swiglu_oai's constants (Activation::kSwigluOai), as llama.cpp's build_moe_ffn fixes them.
+  float swiglu_alpha = 1.702f;
+  float swiglu_limit = 7.0f;
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -17,6 +17,8 @@ enum class Architecture {
   kGemma3,    // sliding-window layers, QK-norm, extra pre/post norms, GELU, scaled embeddings
   kQwen3,     // qwen2 without the q/k/v biases, with an RMSNorm over each q and k head
   kQwen3Moe,  // qwen3 with a mixture-of-experts feed-forward in every layer
+  kGptOss,    // OpenAI's gpt-oss: biased attention with sinks, alternating sliding-window layers,
+              // biased experts (MXFP4) with top-k-then-softmax routing and a clamped SwiGLU
 };
 
 // Which dimensions RoPE rotates together.
@@ -77,7 +79,9 @@ struct ModelConfig {
   Activation activation = Activation::kSilu;
   bool qk_norm = false;     // RMSNorm over each q and k head (gemma3, qwen3)
   bool post_norms = false;  // RMSNorm after attention and after the FFN (gemma3)
-  bool qkv_bias = false;    // qwen2
+  bool qkv_bias = false;    // qwen2; gpt-oss
+  bool wo_bias = false;     // gpt-oss: a bias on the attention output projection
+  bool attn_sinks = false;  // gpt-oss: a learned sink logit per query head (paged_attention.h)
 
   // Mixture of experts (0 experts: a dense feed-forward of width n_ff).
   int64_t n_expert = 0;       // experts per layer

@@ -48,6 +48,8 @@ struct LayerWeights {
   WeightVector bq, bk, bv;      // qwen2: [q_dim], [kv_dim], [v_dim]
   WeightVector q_norm, k_norm;  // gemma3: [head_dim]
   WeightMatrix wo;              // [n_embd][n_heads * head_dim_v]
+  WeightVector bo;              // gpt-oss: [n_embd]
+  WeightVector attn_sinks;      // gpt-oss: [n_heads] each query head's sink logit
   WeightVector attn_post_norm;  // gemma3: [n_embd]
   WeightVector ffn_norm;        // [n_embd]
   WeightMatrix ffn_gate;        // [n_ff][n_embd]

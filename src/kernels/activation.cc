@@ -30,6 +30,12 @@ void silu(Isa isa, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + exp_approx(-x[i]));
 }
 
+void swiglu_oai(Isa isa, const float* gate, const float* up, float* out, int64_t n, float alpha,
+                float limit) {
+  if (isa != Isa::kScalar) return avx2::swiglu_oai(gate, up, out, n, alpha, limit);
+  for (int64_t i = 0; i < n; ++i) out[i] = swiglu_oai_one(gate[i], up[i], alpha, limit);
+}
+
 void gelu(Isa isa, const float* x, float* y, int64_t n) {
   const uint16_t* table = gelu_fp16_table();
   if (isa != Isa::kScalar) return avx2::gelu(x, y, n, table);

@@ -1,5 +1,6 @@
 #include <immintrin.h>
 
+#include "kernels/activation.h"
 #include "kernels/dispatch.h"
 #include "kernels/fp16.h"
 #include "kernels/simd_avx2.h"
@@ -16,6 +17,24 @@ void silu(const float* x, float* y, int64_t n) {
     _mm256_storeu_ps(y + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
   }
   for (; i < n; ++i) y[i] = x[i] / (1.0f + exp_approx(-x[i]));
+}
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                float limit) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 hi = _mm256_set1_ps(limit), lo = _mm256_set1_ps(-limit);
+  const __m256 a = _mm256_set1_ps(alpha);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    // min_ps(a, b) is (a < b ? a : b), so limit goes first: a NaN gate stays NaN (std::min).
+    const __m256 x = _mm256_min_ps(hi, _mm256_loadu_ps(gate + i));
+    const __m256 y = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(up + i)));
+    const __m256 e = exp8(_mm256_mul_ps(a, _mm256_xor_ps(x, sign)));
+    _mm256_storeu_ps(out + i,
+                     _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_add_ps(y, one)));
+  }
+  for (; i < n; ++i) out[i] = swiglu_oai_one(gate[i], up[i], alpha, limit);
 }
 
 void gelu(const float* x, float* y, int64_t n, const uint16_t* table) {

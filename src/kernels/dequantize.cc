@@ -191,6 +191,7 @@ void dequantize_row(Format format, const void* src, float* dst, int64_t k) {
     case Format::kQ3_K:
     case Format::kIQ4_NL:
     case Format::kIQ4_XS:
+    case Format::kMXFP4:
       return dequantize_lowbit(format, src, dst, nb);
   }
 }

@@ -12,7 +12,8 @@ namespace drift::kernels {
 //
 // The arithmetic is ggml's dequantize_row_* (and the gguf Python package's), one rounding per
 // operation in this order: Q4_0/Q5_0/Q8_0 q*d; Q4_1/Q5_1 q*d + m; Q4_K/Q5_K (d*sc)*q - dmin*mn;
-// Q6_K (d*sc)*q; Q8_1/Q8_K q*d; Q2_K (d*sc)*q - dmin*mn; Q3_K, IQ4_XS (d*sc)*q; IQ4_NL d*v.
+// Q6_K (d*sc)*q; Q8_1/Q8_K q*d; Q2_K (d*sc)*q - dmin*mn; Q3_K, IQ4_XS (d*sc)*q; IQ4_NL d*v;
+// MXFP4 v*d (d = 2^(e - 128)).
 // F16/BF16 are exact.
 void dequantize_row(Format format, const void* src, float* dst, int64_t k);
 

@@ -31,6 +31,8 @@ void softmax(const float* x, float* y, int64_t n);
 int32_t argmax(const float* x, int64_t n);
 void silu(const float* x, float* y, int64_t n);
 void gelu(const float* x, float* y, int64_t n, const uint16_t* table);
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                float limit);
 void add(const float* a, const float* b, float* y, int64_t n);
 void mul(const float* a, const float* b, float* y, int64_t n);
 void scale(const float* x, float s, float* y, int64_t n);

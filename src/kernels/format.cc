@@ -21,6 +21,7 @@ constexpr FormatInfo kInfos[] = {
     {Format::kQ8_K, "q8_K", kQKK, sizeof(BlockQ8_K), false, Format::kQ8_K},
     {Format::kIQ4_NL, "iq4_nl", kQK, sizeof(BlockIQ4_NL), true, Format::kQ8_0},
     {Format::kIQ4_XS, "iq4_xs", kQKK, sizeof(BlockIQ4_XS), true, Format::kQ8_K},
+    {Format::kMXFP4, "mxfp4", kQK, sizeof(BlockMXFP4), true, Format::kQ8_0},
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 //
 // A weight matrix in format W is multiplied with activations converted to
 // format_info(W).activation:
-//   Q4_0, Q5_0, Q8_0, IQ4_NL -> Q8_0     Q4_1, Q5_1 -> Q8_1
+//   Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 -> Q8_0     Q4_1, Q5_1 -> Q8_1
 //   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS -> Q8_K
 //   F16 -> F16                    BF16 -> BF16            F32 -> F32
 // exactly as llama.cpp's CPU backend does (ggml-cpu type_traits vec_dot_type), so that the same
@@ -46,6 +46,7 @@ enum class Format : uint32_t {
   kIQ4_NL = 20,
   kIQ4_XS = 23,
   kBF16 = 30,
+  kMXFP4 = 39,
 };
 
 inline constexpr int64_t kQK = 32;    // elements per block of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1
@@ -111,6 +112,14 @@ struct BlockIQ4_NL {
   uint16_t d;
   uint8_t qs[kQK / 2];
 };
+// OCP microscaling FP4: 32 E2M1 values sharing one power-of-two scale. x[j] = 2^(e - 128) *
+// kMXFP4Values[qs[j] & 15], x[j + 16] = 2^(e - 128) * kMXFP4Values[qs[j] >> 4]: the codebook holds
+// the E2M1 values doubled (integers in [-12, 12]), so the E8M0 scale 2^(e - 127) is halved
+// (ggml's GGML_E8M0_TO_FP32_HALF; e < 2 gives the subnormals 2^-128, 2^-127).
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
 // 8 sub-blocks of 32 with IQ4_NL's codebook: x = d * (ls[i] - 32) * kIQ4Values[code], ls 6-bit:
 // low 4 bits in nibble i % 2 of scales_l[i / 2], high 2 bits at bit 2i of scales_h. Sub-block i's
 // codes are qs[16i .. 16i + 16) as in IQ4_NL (low nibbles first).
@@ -172,6 +181,7 @@ static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17);
 
 struct FormatInfo {
   Format format;
@@ -186,13 +196,13 @@ struct FormatInfo {
 inline constexpr Format kAllFormats[] = {
     Format::kF32,  Format::kF16,  Format::kBF16, Format::kQ4_0,   Format::kQ4_1,   Format::kQ5_0,
     Format::kQ5_1, Format::kQ8_0, Format::kQ8_1, Format::kQ2_K,   Format::kQ3_K,   Format::kQ4_K,
-    Format::kQ5_K, Format::kQ6_K, Format::kQ8_K, Format::kIQ4_NL, Format::kIQ4_XS,
+    Format::kQ5_K, Format::kQ6_K, Format::kQ8_K, Format::kIQ4_NL, Format::kIQ4_XS, Format::kMXFP4,
 };
 // The formats a weight matrix may be stored in.
 inline constexpr Format kWeightFormats[] = {
-    Format::kF32,  Format::kF16,  Format::kBF16, Format::kQ4_0,   Format::kQ4_1,
-    Format::kQ5_0, Format::kQ5_1, Format::kQ8_0, Format::kQ2_K,   Format::kQ3_K,
-    Format::kQ4_K, Format::kQ5_K, Format::kQ6_K, Format::kIQ4_NL, Format::kIQ4_XS,
+    Format::kF32,  Format::kF16,    Format::kBF16,   Format::kQ4_0,  Format::kQ4_1, Format::kQ5_0,
+    Format::kQ5_1, Format::kQ8_0,   Format::kQ2_K,   Format::kQ3_K,  Format::kQ4_K, Format::kQ5_K,
+    Format::kQ6_K, Format::kIQ4_NL, Format::kIQ4_XS, Format::kMXFP4,
 };
 
 const FormatInfo& format_info(Format format);

@@ -1,5 +1,5 @@
-// Internal: the kernels of the low-bit weight formats (Q2_K, Q3_K, IQ4_NL, IQ4_XS), kept in files
-// of their own; each ISA's matmul table takes them from here.
+// Internal: the kernels of the low-bit weight formats (Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4), kept in
+// files of their own; each ISA's matmul table takes them from here.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@ namespace drift::kernels {
 
 class MatmulKernels;
 
-// Fills the q2_k, q3_k, iq4_nl and iq4_xs entries of an ISA's table.
+// Fills the q2_k, q3_k, iq4_nl, iq4_xs and mxfp4 entries of an ISA's table.
 void add_lowbit_kernels_scalar(MatmulKernels& table);
 namespace avx2 {
 void add_lowbit_kernels(MatmulKernels& table);

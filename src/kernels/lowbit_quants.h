@@ -1,10 +1,11 @@
-// Internal: the low-bit weight formats (Q2_K, Q3_K, IQ4_NL, IQ4_XS) decoded to plain integers in
-// element order. The scalar dot products, the dequantizers and the panel repacker read blocks only
-// through these, so a block's meaning is written down once. Helpers are `static inline` (see the
-// note in format.h on SIMD translation units).
+// Internal: the low-bit weight formats (Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4) decoded to plain
+// integers in element order. The scalar dot products, the dequantizers and the panel repacker read
+// blocks only through these, so a block's meaning is written down once. Helpers are `static inline`
+// (see the note in format.h on SIMD translation units).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/format.h"
 
@@ -70,6 +71,28 @@ static inline void unpack_iq4_xs(const BlockIQ4_XS& b, int* v, int* scale) {
       v[32 * j + i] = kIQ4Values[b.qs[16 * j + i] & 15];
       v[32 * j + 16 + i] = kIQ4Values[b.qs[16 * j + i] >> 4];
     }
+  }
+}
+
+// MXFP4's codebook: the 16 E2M1 values (bit 3 the sign, bits 2..1 the exponent, bit 0 the mantissa)
+// doubled, so that they are integers (ggml's kvalues_mxfp4).
+inline constexpr int8_t kMXFP4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// An E8M0 scale halved, 2^(e - 128), exactly (ggml_e8m0_to_fp32_half): e < 2 are fp32
+// subnormals, e = 255 (the format's NaN) becomes 2^127 as in ggml.
+static inline float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// MXFP4: the 32 doubled E2M1 values of a block.
+static inline void unpack_mxfp4(const BlockMXFP4& b, int* v) {
+  for (int j = 0; j < 16; ++j) {
+    v[j] = kMXFP4Values[b.qs[j] & 15];
+    v[j + 16] = kMXFP4Values[b.qs[j] >> 4];
   }
 }
 

@@ -33,15 +33,18 @@ int32_t lowbit_hsum(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// The 32 codebook values of 16 IQ4 bytes: low nibbles are elements [0, 16), high [16, 32).
-__m256i lowbit_iq4_values(const uint8_t* qs) {
+// The 32 values of a 16-entry codebook (kIQ4Values, kMXFP4Values) that 16 bytes of nibble codes
+// stand for: low nibbles are elements [0, 16), high [16, 32).
+__m256i lowbit_codebook_values(const uint8_t* qs, const int8_t* codebook) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m256i codes =
       _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(15));
   const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codebook)));
   return _mm256_shuffle_epi8(table, codes);
 }
+
+__m256i lowbit_iq4_values(const uint8_t* qs) { return lowbit_codebook_values(qs, kIQ4Values); }
 
 // Unsigned 2-bit fields g (bits 2g, 2g + 1) of 32 bytes.
 __m256i lowbit_two_bit_field(__m256i bytes, int g) {
@@ -124,6 +127,20 @@ float lowbit_dot_iq4_nl(const void* w_row, const void* x_row, int64_t k) {
 }
 
 template <class Products>
+float lowbit_dot_mxfp4(const void* w_row, const void* x_row, int64_t k) {
+  const auto* w = static_cast<const BlockMXFP4*>(w_row);
+  const auto* a = static_cast<const BlockQ8_0*>(x_row);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / kQK; ++b) {
+    const __m256i p = signed_scaled<Products>(lowbit_codebook_values(w[b].qs, kMXFP4Values),
+                                              lowbit_load256(a[b].qs), 1, 1);
+    acc = std::fma(mxfp4_scale(w[b].e) * fp16_to_f32(a[b].d), static_cast<float>(lowbit_hsum(p)),
+                   acc);
+  }
+  return acc;
+}
+
+template <class Products>
 float lowbit_dot_iq4_xs(const void* w_row, const void* x_row, int64_t k) {
   const auto* w = static_cast<const BlockIQ4_XS*>(w_row);
   const auto* a = static_cast<const BlockQ8_K*>(x_row);
@@ -145,10 +162,12 @@ template <class Products>
 void add_lowbit_kernels_with(MatmulKernels& t) {
   constexpr DotFn q2 = lowbit_dot_q2_k<Products>, q3 = lowbit_dot_q3_k<Products>;
   constexpr DotFn nl = lowbit_dot_iq4_nl<Products>, xs = lowbit_dot_iq4_xs<Products>;
+  constexpr DotFn fp4 = lowbit_dot_mxfp4<Products>;
   t.q2_k = FormatKernels{q2, matmul_rows<q2>};
   t.q3_k = FormatKernels{q3, matmul_rows<q3>};
   t.iq4_nl = FormatKernels{nl, matmul_rows<nl>};
   t.iq4_xs = FormatKernels{xs, matmul_rows<xs>};
+  t.mxfp4 = FormatKernels{fp4, matmul_rows<fp4>};
 }
 
 }  // namespace

@@ -246,6 +246,8 @@ const FormatKernels& MatmulKernels::get(Format format) const {
       return iq4_nl;
     case Format::kIQ4_XS:
       return iq4_xs;
+    case Format::kMXFP4:
+      return mxfp4;
     default:
       break;
   }

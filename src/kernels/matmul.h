@@ -45,6 +45,7 @@
 //     IQ4_XS x Q8_K: L = sum over e of sc[e / 32] * v[e] * a[e]; acc likewise
 //     IQ4_NL x Q8_0: P = sum over the block of v[e] * a[e];
 //                    acc = fma(fp32(d_w[b]) * fp32(d_a[b]), float(P), acc);  result = acc
+//     MXFP4 x Q8_0:  as IQ4_NL with v the doubled E2M1 values and d_w = 2^(e - 128) (exact)
 //   (one integer sum per block, as in panel.h's order: the two layouts give the same bits.)
 //   F32, F16, BF16 (converted to fp32 exactly):
 //     acc[e % 16] = fma(w[e], x[e], acc[e % 16])  in order of e, from +0;  result = reduce16(acc)
@@ -96,7 +97,7 @@ class MatmulKernels {
 
   // Filled by the per-ISA tables.
   FormatKernels f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k;
-  FormatKernels q2_k, q3_k, iq4_nl, iq4_xs;  // the low-bit formats (lowbit_dispatch.h)
+  FormatKernels q2_k, q3_k, iq4_nl, iq4_xs, mxfp4;  // the low-bit formats (lowbit_dispatch.h)
 };
 
 // The kernel table for an ISA the CPU supports (see select_isa). Immutable, lives forever.

@@ -57,6 +57,20 @@ float dot_iq4_nl(const void* w_row, const void* x_row, int64_t k) {
   return acc;
 }
 
+float dot_mxfp4(const void* w_row, const void* x_row, int64_t k) {
+  const auto* w = static_cast<const BlockMXFP4*>(w_row);
+  const auto* a = static_cast<const BlockQ8_0*>(x_row);
+  float acc = 0.0f;
+  int v[kQK];
+  for (int64_t b = 0; b < k / kQK; ++b) {
+    unpack_mxfp4(w[b], v);
+    int32_t p = 0;
+    for (int e = 0; e < kQK; ++e) p += v[e] * a[b].qs[e];
+    acc = std::fma(mxfp4_scale(w[b].e) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
+  }
+  return acc;
+}
+
 float dot_iq4_xs(const void* w_row, const void* x_row, int64_t k) {
   const auto* w = static_cast<const BlockIQ4_XS*>(w_row);
   const auto* a = static_cast<const BlockQ8_K*>(x_row);
@@ -106,6 +120,15 @@ void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
   }
 }
 
+void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t nb) {
+  int v[kQK];
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    unpack_mxfp4(x[i], v);
+    const float d = mxfp4_scale(x[i].e);
+    for (int e = 0; e < kQK; ++e) y[e] = static_cast<float>(v[e]) * d;
+  }
+}
+
 void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
   int v[kQKK], scale[8];
   for (int64_t i = 0; i < nb; ++i, y += kQKK) {
@@ -123,6 +146,7 @@ void add_lowbit_kernels_scalar(MatmulKernels& t) {
   t.q3_k = FormatKernels{dot_q3_k, matmul_rows<dot_q3_k>};
   t.iq4_nl = FormatKernels{dot_iq4_nl, matmul_rows<dot_iq4_nl>};
   t.iq4_xs = FormatKernels{dot_iq4_xs, matmul_rows<dot_iq4_xs>};
+  t.mxfp4 = FormatKernels{dot_mxfp4, matmul_rows<dot_mxfp4>};
 }
 
 void dequantize_lowbit(Format format, const void* src, float* dst, int64_t nb) {
@@ -135,6 +159,8 @@ void dequantize_lowbit(Format format, const void* src, float* dst, int64_t nb) {
       return dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb);
     case Format::kIQ4_XS:
       return dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb);
+    case Format::kMXFP4:
+      return dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb);
     default:
       break;
   }

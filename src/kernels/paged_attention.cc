@@ -29,10 +29,11 @@ const uint8_t* value_block(const PagedKv& kv, int64_t p) {
   return kv.values + kv.page_table[p / kv.page_size] * kv.page_stride;
 }
 
-// One query; `metric` non-null: its squared probabilities are added there too.
+// One query; `metric` non-null: its squared probabilities are added there too. `sink`: its sink
+// logit (-inf: none).
 void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, int64_t first,
-                int64_t last, float* out, float* s, float* metric) {
-  float m = -INFINITY;
+                int64_t last, float sink, float* out, float* s, float* metric) {
+  float m = sink;
   for (int64_t p = first; p <= last; ++p) {
     const uint8_t* k = key_block(kv, p);
     const int64_t slot = p % kv.page_size;
@@ -47,6 +48,7 @@ void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, 
     s[p - first] = exp_approx(s[p - first] - m);
     sum += static_cast<double>(s[p - first]);
   }
+  sum += static_cast<double>(exp_approx(sink - m));
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = 0.0f;
   for (int64_t p = first; p <= last; ++p) {
@@ -80,7 +82,8 @@ void attend_block(Isa isa, const AttentionShape& shape, const PagedKv& kv,
   if (isa == Isa::kAvx2 && kv.page_size % 8 == 0)
     return avx2::paged_attention(shape, kv, queries, scratch);
   for (int64_t i = 0; i < queries.n; ++i)
-    attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], queries.out[i], scratch,
+    attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], query_sink(queries, i),
+               queries.out[i], scratch,
                asks_metric(queries.metric, queries.metric_lanes, i) ? queries.metric : nullptr);
 }
 

@@ -12,11 +12,15 @@
 //
 // CANONICAL ORDER (per query, whatever the block it is computed in; every ISA bitwise alike):
 //   s[p]  = (fma chain over e = 0 .. head_dim-1 of q[e] * k_p[e], from +0) * scale
-//   m     = max of s[p] over the visible positions p in [first, last]
+//   m     = max(max of s[p] over the visible positions p in [first, last], sink)
 //   w[p]  = exp_approx(s[p] - m)                                          (kernels/exp_approx.h)
-//   sum   = double sum of w[p] in increasing p;  inv = float(1 / sum)
+//   sum   = double sum of w[p] in increasing p, then + double(exp_approx(sink - m));
+//   inv   = float(1 / sum)
 //   o[d]  = fma chain over increasing visible p of w[p] * v_p[d], from +0
 //   out[d] = o[d] * inv
+// sink is the query's attention-sink logit (gpt-oss: a learned logit per head that takes a share
+// of the softmax and has no value), -inf without sinks: then max and sum are bitwise those of
+// plain softmax (exp_approx(-inf) = +0).
 // where k_p[e], v_p[d] are the dequantized elements of kv_format.h (fp32(x), or code * scale).
 // For a rotated format (int4) q is first rotated (kv_rotate) and out rotated back at the end, by
 // the same scalar code on every ISA.
@@ -25,6 +29,7 @@
 // same in any batch, chunk or step.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/kv_format.h"
@@ -57,7 +62,16 @@ struct AttentionQueries {
   // its squared attention probabilities to metric[p], p over the positions it sees. Null: none.
   float* metric = nullptr;
   uint32_t metric_lanes = 0;
+  // Attention sinks: query i's sink logit is sink[i] (not scaled by AttentionShape::scale, as
+  // llama.cpp adds it). Without has_sinks, sink[] is not read.
+  bool has_sinks = false;
+  float sink[kAttentionLanes];
 };
+
+// Query i's sink logit, -inf without sinks (`static inline`: see the note in format.h).
+static inline float query_sink(const AttentionQueries& queries, int64_t i) {
+  return queries.has_sinks ? queries.sink[i] : -INFINITY;
+}
 
 struct AttentionShape {
   int64_t head_dim;

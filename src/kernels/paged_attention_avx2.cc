@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/attention_metric.h"
+#include "kernels/attention_sinks.h"
 #include "kernels/paged_attention.h"
 #include "kernels/paged_kv_avx2.h"
 #include "kernels/simd_avx2.h"
@@ -194,7 +195,11 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position,
   // the queries' add chains interleaved.
   __m256 mi[N];
-  for (int i = 0; i < N; ++i) mi[i] = _mm256_set1_ps(max8(m[i]));
+  float m_sink[N];  // the softmax max of each query, its sink included
+  for (int i = 0; i < N; ++i) {
+    m_sink[i] = max_with_sink(max8(m[i]), query_sink(queries, i));
+    mi[i] = _mm256_set1_ps(m_sink[i]);
+  }
   double sum[N] = {};
   for (int64_t j = 0; j < span; j += 8) {
     for (int i = 0; i < N; ++i) {
@@ -206,6 +211,8 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   }
 
   // Weighted value rows over the visible positions: up to 4 queries per pass.
+  for (int i = 0; i < N; ++i) sum[i] += sink_weight(query_sink(queries, i), m_sink[i]);
+
   constexpr int Q1 = N <= 4 ? N : 4;
   value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
   if constexpr (N > Q1)
@@ -294,6 +301,10 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
       m = _mm256_max_ps(m, s);
     }
   }
+  alignas(64) float sinks[kLanes];
+  sink_lanes(queries, kLanes, sinks);
+  const __m256 sink = _mm256_load_ps(sinks);
+  m = _mm256_max_ps(m, sink);
 
   // Weights and their double sums in increasing position (an unseen position adds +0).
   __m256d sum_lo = _mm256_setzero_pd(), sum_hi = _mm256_setzero_pd();
@@ -303,6 +314,11 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
     _mm256_store_ps(s, w);
     sum_lo = _mm256_add_pd(sum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(w)));
     sum_hi = _mm256_add_pd(sum_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(w, 1)));
+  }
+  {  // the sinks' weights, after the positions'
+    const __m256 ws = exp8(_mm256_sub_ps(sink, m));
+    sum_lo = _mm256_add_pd(sum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(ws)));
+    sum_hi = _mm256_add_pd(sum_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(ws, 1)));
   }
 
   // Weighted values, 8 output dimensions at a time over blocks of value rows.
@@ -366,6 +382,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
     // Two blocks of at most 8: a query's result does not depend on its block.
     AttentionQueries half{};
     half.metric = queries.metric;
+    half.has_sinks = queries.has_sinks;
     for (int64_t from = 0; from < queries.n; from += kLanes) {
       half.n = std::min<int64_t>(kLanes, queries.n - from);
       half.metric_lanes = queries.metric_lanes >> from;
@@ -374,6 +391,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
         half.first[i] = queries.first[from + i];
         half.last[i] = queries.last[from + i];
         half.out[i] = queries.out[from + i];
+        half.sink[i] = queries.sink[from + i];
       }
       paged_attention(shape, kv, half, scratch);
     }

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kernels/attention_metric.h"
+#include "kernels/attention_sinks.h"
 #include "kernels/exp_approx.h"
 #include "kernels/paged_attention.h"
 #include "kernels/paged_kv_avx2.h"
@@ -188,6 +189,10 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
       m = _mm512_max_ps(m, s);
     }
   }
+  alignas(64) float sinks[kLanes];
+  sink_lanes(queries, kLanes, sinks);
+  const __m512 sink = _mm512_load_ps(sinks);
+  m = _mm512_max_ps(m, sink);
 
   __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
   for (int64_t p = p0; p <= p1; ++p) {
@@ -196,6 +201,11 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
     _mm512_store_ps(s, w);
     sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(w)));
     sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(w, 1)));
+  }
+  {  // the sinks' weights, after the positions'
+    const __m512 ws = exp16(_mm512_sub_ps(sink, m));
+    sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(ws)));
+    sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(ws, 1)));
   }
 
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
@@ -394,7 +404,11 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position; the
   // queries' sums are interleaved so that their add chains overlap.
   __m512 mi[N];
-  for (int i = 0; i < N; ++i) mi[i] = _mm512_set1_ps(_mm512_reduce_max_ps(m[i]));
+  float m_sink[N];  // the softmax max of each query, its sink included
+  for (int i = 0; i < N; ++i) {
+    m_sink[i] = max_with_sink(_mm512_reduce_max_ps(m[i]), query_sink(queries, i));
+    mi[i] = _mm512_set1_ps(m_sink[i]);
+  }
   double sum[N] = {};
   for (int64_t j = 0; j < span; j += 16) {
     for (int i = 0; i < N; ++i) {
@@ -404,6 +418,8 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
     for (int l = 0; l < 16; ++l)
       for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j + l]);
   }
+
+  for (int i = 0; i < N; ++i) sum[i] += sink_weight(query_sink(queries, i), m_sink[i]);
 
   // Up to 4 queries x 64 output dimensions per pass over the visible value rows (Q x 4
   // accumulators and 4 rows in registers): queries [0, Q1), then [Q1, N).

@@ -99,11 +99,14 @@ void ExpertFeedForward::run(const LayerWeights& l, const float* xn, int64_t xn_s
     quantize_for(u, xn, xn_stride, false, n_tokens, pool);
     expert_matmuls({&gate_up[1], 1}, pool);
   }
+  add_expert_bias(l.ffn_gate_exps_b, gate_.data(), c.n_ff_exp, pool);
+  add_expert_bias(l.ffn_up_exps_b, up_.data(), c.n_ff_exp, pool);
   activate(n_assignments_, pool);
   quantize_for(l.ffn_down_exps.front(), gate_.data(), c.n_ff_exp, /*x_by_expert=*/true,
                n_assignments_, pool);
   const ExpertOutput down[] = {{&l.ffn_down_exps, down_.data(), c.n_embd}};
   expert_matmuls(down, pool);
+  add_expert_bias(l.ffn_down_exps_b, down_.data(), c.n_embd, pool);
   combine(n_tokens, out, out_stride, pool);
 }
 
@@ -121,6 +124,10 @@ void ExpertFeedForward::route(const LayerWeights& l, const float* xn, int64_t xn
       multiply(r, xq_tokens_.data(), xq_row_bytes_, sums_tokens_.data(), sums_row_bytes_, n_tokens,
                router_logits_.data(), c.n_expert, work.begin, work.end);
   });
+  if (l.ffn_gate_inp_b.present())
+    for (int64_t t = 0; t < n_tokens; ++t)
+      kernels::add(isa_, &router_logits_[t * c.n_expert], l.ffn_gate_inp_b.data,
+                   &router_logits_[t * c.n_expert], c.n_expert);
   for (int64_t t = 0; t < n_tokens; ++t)
     route_token(&router_logits_[t * c.n_expert], c.n_expert, k_, c.expert_gating,
                 c.expert_weights_norm, &experts_[t * k_], &weights_[t * k_]);
@@ -193,12 +200,29 @@ void ExpertFeedForward::expert_matmuls(std::span<const ExpertOutput> outputs, Th
   });
 }
 
-// gate_ = silu(gate_) * up_ for every expert-ordered row (the input of the down matmul).
+void ExpertFeedForward::add_expert_bias(const WeightVector& bias, float* y, int64_t width,
+                                        ThreadPool& pool) {
+  if (!bias.present()) return;
+  for_rows(n_assignments_, pool, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const float* b = bias.data + static_cast<int64_t>(experts_[order_[row]]) * width;
+      kernels::add(isa_, y + row * width, b, y + row * width, width);
+    }
+  });
+}
+
+// gate_ = silu(gate_) * up_ (gpt-oss: swiglu_oai(gate_, up_)) for every expert-ordered row (the
+// input of the down matmul).
 void ExpertFeedForward::activate(int64_t n_assignments, ThreadPool& pool) {
-  const int64_t n = config_.n_ff_exp;
+  const ModelConfig& c = config_;
+  const int64_t n = c.n_ff_exp;
   for_rows(n_assignments, pool, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       float* g = &gate_[row * n];
+      if (c.activation == Activation::kSwigluOai) {
+        kernels::swiglu_oai(isa_, g, &up_[row * n], g, n, c.swiglu_alpha, c.swiglu_limit);
+        continue;
+      }
       kernels::silu(isa_, g, g, n);
       kernels::mul(isa_, g, &up_[row * n], g, n);
     }

@@ -28,7 +28,8 @@ class ExpertFeedForward {
                     Isa isa);
 
   // out[t][0..n_embd) = sum over token t's experts e of weight_e * down_e(act(gate_e x, up_e x))
-  // for x = xn[t]. xn: [n_tokens][xn_stride] normalised inputs; out: [n_tokens][out_stride].
+  // for x = xn[t] (gpt-oss: each of router, gate, up and down plus its bias). xn:
+  // [n_tokens][xn_stride] normalised inputs; out: [n_tokens][out_stride].
   void run(const LayerWeights& l, const float* xn, int64_t xn_stride, int64_t n_tokens, float* out,
            int64_t out_stride, ThreadPool& pool);
 
@@ -51,6 +52,9 @@ class ExpertFeedForward {
   // Every expert's matmuls over its rows of xq_: the pool splits the panels of all active experts
   // by their cost (panels x tokens).
   void expert_matmuls(std::span<const ExpertOutput> outputs, ThreadPool& pool);
+  // y[row] += bias of the row's expert ([n_expert][width]), for every expert-ordered row; nothing
+  // when the bias is absent.
+  void add_expert_bias(const WeightVector& bias, float* y, int64_t width, ThreadPool& pool);
   void activate(int64_t n_assignments, ThreadPool& pool);
   void combine(int64_t n_tokens, float* out, int64_t out_stride, ThreadPool& pool);
   // fn(begin, end) over [0, n) rows: split over the pool when there are enough.

@@ -397,11 +397,14 @@ int64_t ForwardPass::first_visible_slot(const ForwardSequence& s, int64_t il, in
   return std::lower_bound(positions.begin(), positions.end(), from) - positions.begin();
 }
 
-// x += Wo (attention output) (gemma3: normed first).
+// x += Wo (attention output) (gpt-oss: plus its bias; gemma3: normed first).
 void ForwardPass::add_attention_output(const LayerWeights& l, int64_t n, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const int64_t o_dim = c.n_heads * c.head_dim_v;
   matmul(l.wo, attn_out_.data(), o_dim, n, proj_.data(), c.n_embd, pool);
+  if (l.bo.present())  // gpt-oss
+    for (int64_t t = 0; t < n; ++t)
+      kernels::add(isa_, &proj_[t * c.n_embd], l.bo.data, &proj_[t * c.n_embd], c.n_embd);
   add_to_residual(l.attn_post_norm, n, pool);
 }
 
@@ -427,6 +430,7 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
   const int64_t group = c.n_heads / c.n_kv_heads;
   const bool sliding = c.layers[il].sliding_window;
   const kernels::AttentionShape shape{c.head_dim, c.head_dim_v, c.attention_scale};
+  const float* sinks = model_.weights().layers[il].attn_sinks.data;  // [n_heads], or none
   constexpr int64_t kLanes = kernels::kAttentionLanes;
   auto blocks_of = [&](const ForwardSequence& s) {
     return c.n_kv_heads * ((s.n_tokens * group + kLanes - 1) / kLanes);
@@ -456,6 +460,7 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
         const kernels::PagedKv view{kv.keys(0, il, kvh), kv.values(0, il, kvh), kv.page_stride(),
                                     kv.page_size(),      s.page_table.data(),   kv.format()};
         kernels::AttentionQueries queries{};
+        queries.has_sinks = sinks != nullptr;
         // Queries (token i of the sequence, head kvh * group + g) in order of i * group + g.
         const int64_t q_begin = block * kLanes;
         const int64_t q_end = std::min(q_begin + kLanes, s.n_tokens * group);
@@ -470,6 +475,7 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
           queries.last[lane] = slot_of(s, il, kvh, pos);
           queries.out[lane] = &attn_out_[t * c.n_heads * c.head_dim_v + h * c.head_dim_v];
           if (qi >= metric_from) queries.metric_lanes |= 1u << lane;
+          if (sinks != nullptr) queries.sink[lane] = sinks[h];  // gpt-oss: the head's sink logit
         }
         if (adds_metric) queries.metric = s.heads->metric_sums(il, kvh);
         kernels::paged_attention(isa_, shape, view, queries, scratch);

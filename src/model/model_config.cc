@@ -54,8 +54,11 @@ Expected<Architecture> parse_architecture(std::string_view name) {
   if (name == "gemma3") return Architecture::kGemma3;
   if (name == "qwen3") return Architecture::kQwen3;
   if (name == "qwen3moe") return Architecture::kQwen3Moe;
+  if (name == "gpt-oss") return Architecture::kGptOss;
   return make_error(
-      "unsupported architecture '{}' (drift runs llama, qwen2, qwen3, qwen3moe and gemma3)", name);
+      "unsupported architecture '{}' (drift runs llama, qwen2, qwen3, qwen3moe, gemma3 and "
+      "gpt-oss)",
+      name);
 }
 
 // The vocabulary size: the arch's vocab_size key if present, else the token list's length.
@@ -131,6 +134,31 @@ Status read_experts(const Reader& r, ModelConfig& c) {
   return Status::Ok();
 }
 
+// gpt-oss as llama.cpp's openai-moe graph: NEOX RoPE, q/k/v and output biases, a sink logit per
+// head, attention.sliding_window on the layers il % pattern < pattern - 1 (pattern 2 unless the
+// file says otherwise: every other layer, the first one sliding), the experts routed top k then
+// softmax, no renormalisation, swiglu_oai.
+Status apply_gpt_oss(const Reader& r, ModelConfig& c) {
+  c.rope_layout = RopeLayout::kHalves;
+  c.qkv_bias = true;
+  c.wo_bias = true;
+  c.attn_sinks = true;
+  DRIFT_ASSIGN_OR_RETURN(c.sliding_window, r.uint_in("attention.sliding_window", 1, kMaxContext));
+  DRIFT_ASSIGN_OR_RETURN(int64_t pattern,
+                         r.uint_or("attention.sliding_window_pattern", 1, kMaxLayers, 2));
+  DRIFT_ASSIGN_OR_RETURN(float swa_base,
+                         r.positive_float_or("rope.freq_base_swa", c.layers[0].rope_base));
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    c.layers[il].sliding_window = il % pattern < pattern - 1;
+    if (c.layers[il].sliding_window) c.layers[il].rope_base = swa_base;
+  }
+  DRIFT_RETURN_IF_ERROR(read_experts(r, c));
+  c.expert_gating = ExpertGating::kTopKThenSoftmax;
+  c.expert_weights_norm = false;
+  c.activation = Activation::kSwigluOai;
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view architecture_name(Architecture arch) {
@@ -145,6 +173,8 @@ std::string_view architecture_name(Architecture arch) {
       return "qwen3";
     case Architecture::kQwen3Moe:
       return "qwen3moe";
+    case Architecture::kGptOss:
+      return "gpt-oss";
   }
   return "unknown";
 }
@@ -227,6 +257,9 @@ Expected<ModelConfig> load_model_config(const GgufFile& file) {
       DRIFT_RETURN_IF_ERROR(read_experts(r, c));
       c.expert_gating = ExpertGating::kSoftmaxThenTopK;
       c.expert_weights_norm = true;
+      break;
+    case Architecture::kGptOss:
+      DRIFT_RETURN_IF_ERROR(apply_gpt_oss(r, c));
       break;
   }
   if (c.rope_ext_factor != 0.0f)

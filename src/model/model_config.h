@@ -17,6 +17,8 @@ enum class Architecture {
   kGemma3,    // sliding-window layers, QK-norm, extra pre/post norms, GELU, scaled embeddings
   kQwen3,     // qwen2 without the q/k/v biases, with an RMSNorm over each q and k head
   kQwen3Moe,  // qwen3 with a mixture-of-experts feed-forward in every layer
+  kGptOss,    // OpenAI's gpt-oss: biased attention with sinks, alternating sliding-window layers,
+              // biased experts (MXFP4) with top-k-then-softmax routing and a clamped SwiGLU
 };
 
 // Which dimensions RoPE rotates together.
@@ -25,7 +27,11 @@ enum class RopeLayout {
   kHalves,    // (i, i + d/2): ggml's NEOX mode, used for qwen2 and gemma3
 };
 
-enum class Activation { kSilu, kGeluTanh };
+enum class Activation {
+  kSilu,      // silu(gate) * up
+  kGeluTanh,  // gelu(gate) * up
+  kSwigluOai  // gpt-oss's experts: swiglu_oai(gate, up) with alpha 1.702, limit 7 (llama.cpp's)
+};
 
 // How a mixture-of-experts layer turns its router's logits into expert weights (llama.cpp's
 // build_moe_ffn gating functions).
@@ -73,7 +79,9 @@ struct ModelConfig {
   Activation activation = Activation::kSilu;
   bool qk_norm = false;     // RMSNorm over each q and k head (gemma3, qwen3)
   bool post_norms = false;  // RMSNorm after attention and after the FFN (gemma3)
-  bool qkv_bias = false;    // qwen2
+  bool qkv_bias = false;    // qwen2; gpt-oss
+  bool wo_bias = false;     // gpt-oss: a bias on the attention output projection
+  bool attn_sinks = false;  // gpt-oss: a learned sink logit per query head (paged_attention.h)
 
   // Mixture of experts (0 experts: a dense feed-forward of width n_ff).
   int64_t n_expert = 0;       // experts per layer
@@ -81,6 +89,9 @@ struct ModelConfig {
   int64_t n_ff_exp = 0;       // hidden width of one expert
   ExpertGating expert_gating = ExpertGating::kSoftmaxThenTopK;
   bool expert_weights_norm = false;  // the k weights are divided by their sum (qwen3moe)
+  // swiglu_oai's constants (Activation::kSwigluOai), as llama.cpp's build_moe_ffn fixes them.
+  float swiglu_alpha = 1.702f;
+  float swiglu_limit = 7.0f;
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }

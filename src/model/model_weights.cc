@@ -110,6 +110,27 @@ class Binder {
     return v;
   }
 
+  // One vector per expert from a 2-D tensor of GGUF shape [size, n_expert] (gpt-oss's expert
+  // biases), as fp32 [n_expert][size].
+  Expected<WeightVector> expert_vectors(const std::string& name, int64_t n_expert, int64_t size) {
+    DRIFT_ASSIGN_OR_RETURN(const GgufTensor* t, find(name));
+    if (t->n_dims != 2 || static_cast<int64_t>(t->ne[0]) != size ||
+        static_cast<int64_t>(t->ne[1]) != n_expert)
+      return make_error("tensor '{}' has shape [{}, {}], expected [{}, {}]", name, t->ne[0],
+                        t->ne[1], size, n_expert);
+    const kernels::FormatInfo* info = kernels::find_format(static_cast<uint32_t>(t->type));
+    if (info == nullptr || size % info->block_size != 0)
+      return make_error("tensor '{}' has a format drift cannot read", name);
+    auto storage = std::make_unique<float[]>(n_expert * size);
+    const int64_t row_bytes = kernels::row_bytes(info->format, size);
+    for (int64_t e = 0; e < n_expert; ++e)
+      kernels::dequantize_row(info->format, t->data + e * row_bytes, storage.get() + e * size,
+                              size);
+    WeightVector v{storage.get(), n_expert * size};
+    weights_.owned_vectors.push_back(std::move(storage));
+    return v;
+  }
+
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
  private:
@@ -138,6 +159,12 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights& l) 
     DRIFT_ASSIGN_OR_RETURN(l.bk, b.vector(name("attn_k.bias"), c.kv_dim()));
     DRIFT_ASSIGN_OR_RETURN(l.bv, b.vector(name("attn_v.bias"), c.v_dim()));
   }
+  if (c.wo_bias) {
+    DRIFT_ASSIGN_OR_RETURN(l.bo, b.vector(name("attn_output.bias"), c.n_embd));
+  }
+  if (c.attn_sinks) {
+    DRIFT_ASSIGN_OR_RETURN(l.attn_sinks, b.vector(name("attn_sinks.weight"), c.n_heads));
+  }
   if (c.qk_norm) {
     DRIFT_ASSIGN_OR_RETURN(l.q_norm, b.vector(name("attn_q_norm.weight"), c.head_dim));
     DRIFT_ASSIGN_OR_RETURN(l.k_norm, b.vector(name("attn_k_norm.weight"), c.head_dim));
@@ -147,7 +174,10 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights& l) 
                            b.vector(name("post_attention_norm.weight"), c.n_embd));
     DRIFT_ASSIGN_OR_RETURN(l.ffn_post_norm, b.vector(name("post_ffw_norm.weight"), c.n_embd));
   }
-  DRIFT_ASSIGN_OR_RETURN(l.ffn_norm, b.vector(name("ffn_norm.weight"), c.n_embd));
+  // gpt-oss names the norm before its feed-forward post_attention_norm (it follows attention).
+  const char* ffn_norm =
+      c.arch == Architecture::kGptOss ? "post_attention_norm.weight" : "ffn_norm.weight";
+  DRIFT_ASSIGN_OR_RETURN(l.ffn_norm, b.vector(name(ffn_norm), c.n_embd));
   if (c.moe()) {
     DRIFT_ASSIGN_OR_RETURN(l.ffn_gate_inp,
                            b.matrix(name("ffn_gate_inp.weight"), c.n_expert, c.n_embd));
@@ -157,6 +187,15 @@ Status bind_layer(Binder& b, const ModelConfig& c, int64_t il, LayerWeights& l) 
                                                             c.n_ff_exp, c.n_embd));
     DRIFT_ASSIGN_OR_RETURN(l.ffn_down_exps, b.expert_matrices(name("ffn_down_exps.weight"),
                                                               c.n_expert, c.n_embd, c.n_ff_exp));
+    if (c.arch == Architecture::kGptOss) {
+      DRIFT_ASSIGN_OR_RETURN(l.ffn_gate_inp_b, b.vector(name("ffn_gate_inp.bias"), c.n_expert));
+      DRIFT_ASSIGN_OR_RETURN(l.ffn_gate_exps_b,
+                             b.expert_vectors(name("ffn_gate_exps.bias"), c.n_expert, c.n_ff_exp));
+      DRIFT_ASSIGN_OR_RETURN(l.ffn_up_exps_b,
+                             b.expert_vectors(name("ffn_up_exps.bias"), c.n_expert, c.n_ff_exp));
+      DRIFT_ASSIGN_OR_RETURN(l.ffn_down_exps_b,
+                             b.expert_vectors(name("ffn_down_exps.bias"), c.n_expert, c.n_embd));
+    }
     return Status::Ok();
   }
   DRIFT_ASSIGN_OR_RETURN(l.ffn_gate, b.matrix(name("ffn_gate.weight"), c.n_ff, c.n_embd));

@@ -48,6 +48,8 @@ struct LayerWeights {
   WeightVector bq, bk, bv;      // qwen2: [q_dim], [kv_dim], [v_dim]
   WeightVector q_norm, k_norm;  // gemma3: [head_dim]
   WeightMatrix wo;              // [n_embd][n_heads * head_dim_v]
+  WeightVector bo;              // gpt-oss: [n_embd]
+  WeightVector attn_sinks;      // gpt-oss: [n_heads] each query head's sink logit
   WeightVector attn_post_norm;  // gemma3: [n_embd]
   WeightVector ffn_norm;        // [n_embd]
   WeightMatrix ffn_gate;        // [n_ff][n_embd]
@@ -60,6 +62,12 @@ struct LayerWeights {
   std::vector<WeightMatrix> ffn_gate_exps;  // [n_expert] of [n_ff_exp][n_embd]
   std::vector<WeightMatrix> ffn_up_exps;    // [n_expert] of [n_ff_exp][n_embd]
   std::vector<WeightMatrix> ffn_down_exps;  // [n_expert] of [n_embd][n_ff_exp]
+  // gpt-oss's biases (absent elsewhere): the router's, added to its logits before routing, and
+  // each expert's, added to its gate, up and down outputs (llama.cpp's ggml_add_id).
+  WeightVector ffn_gate_inp_b;   // [n_expert]
+  WeightVector ffn_gate_exps_b;  // [n_expert][n_ff_exp]
+  WeightVector ffn_up_exps_b;    // [n_expert][n_ff_exp]
+  WeightVector ffn_down_exps_b;  // [n_expert][n_embd]
 };
 
 // Every matrix of a layer that a forward pass multiplies (the dense or the expert feed-forward).

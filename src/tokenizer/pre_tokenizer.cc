@@ -18,8 +18,8 @@ struct PreTokenizerFamily {
 };
 
 // The names llama.cpp (at the reference commit) maps to each splitter list, with the flags it sets
-// for them. Names with other splitters (DeepSeek, Falcon, GPT-4o, ...) are not supported yet.
-const std::array<PreTokenizerFamily, 10> kFamilies = {{
+// for them. Names with other splitters (DeepSeek, Falcon, ...) are not supported yet.
+const std::array<PreTokenizerFamily, 11> kFamilies = {{
     {{"default"},
      {kPunctuationRuns, kGpt2, kNumberRuns, kAsciiDigitTriples},
      true,
@@ -56,6 +56,7 @@ const std::array<PreTokenizerFamily, 10> kFamilies = {{
      false,
      true},
     {{"megrez", "stablelm2"}, {kQwen2}, true, false, false, true},
+    {{"gpt-4o", "llama4", "kanana2", "talkie"}, {kGpt4o}, false, false, false, true},
 }};
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "tokenizer/word_splitters.h"
 
+#include <algorithm>
+
 #include "tokenizer/unicode_categories.h"
 
 namespace drift {
@@ -142,6 +144,96 @@ void split_llama3(Segment& s, size_t max_digits) {
   }
 }
 
+// kGpt4o's classes as std::regex sees llama.cpp's collapsed text: ASCII stays itself (\s is
+// the C locale's six spaces), everything else is its category; "upper" ([^a-z] letters) and
+// "lower" ([^A-Z] letters) overlap on every letter outside ASCII.
+class Gpt4oClasses {
+ public:
+  explicit Gpt4oClasses(const Segment& s) : s_(s) {}
+  bool space(size_t p) const {
+    if (!s_.in(p)) return false;
+    const uint32_t c = s_.at(p);
+    return c < 128 ? c == ' ' || (c >= '\t' && c <= '\r') : is_unicode_whitespace(c);
+  }
+  // Whitespace outranks the category when llama.cpp collapses a code point.
+  bool letter(size_t p) const { return !space(p) && s_.letter(p); }
+  bool number(size_t p) const { return !space(p) && s_.number(p); }
+  bool upper(size_t p) const { return letter(p) && !(s_.at(p) >= 'a' && s_.at(p) <= 'z'); }
+  bool lower(size_t p) const { return letter(p) && !(s_.at(p) >= 'A' && s_.at(p) <= 'Z'); }
+  // [^\r\n\p{L}\p{N}]
+  bool prefix(size_t p) const { return s_.in(p) && !s_.newline(p) && !letter(p) && !number(p); }
+  // [^\s\p{L}\p{N}]
+  bool other(size_t p) const { return s_.in(p) && !space(p) && !letter(p) && !number(p); }
+  size_t run_end(size_t p, bool (Gpt4oClasses::*in_class)(size_t) const) const {
+    while ((this->*in_class)(p)) ++p;
+    return p;
+  }
+
+ private:
+  const Segment& s_;
+};
+
+// The end of the regex's first two alternatives at p, or p if neither matches. Alternative 1,
+// P? U* L+ C?, backtracks its greedy U* until a lower letter follows; alternative 2, P? U+ L* C?,
+// never needs to. Each first tries with the prefix character, then without.
+size_t gpt4o_word_end(const Segment& s, const Gpt4oClasses& k, size_t p) {
+  for (const size_t s0 : {p + 1, p}) {
+    if (s0 == p + 1 && !k.prefix(p)) continue;
+    const size_t upper_end = k.run_end(s0, &Gpt4oClasses::upper);
+    for (size_t j = upper_end + 1; j-- > s0;) {
+      if (k.lower(j))
+        return contraction_end(s, k.run_end(j, &Gpt4oClasses::lower), /*ignore_case=*/true);
+    }
+  }
+  for (const size_t s0 : {p + 1, p}) {
+    if (s0 == p + 1 && !k.prefix(p)) continue;
+    if (!k.upper(s0)) continue;
+    const size_t end = k.run_end(k.run_end(s0, &Gpt4oClasses::upper), &Gpt4oClasses::lower);
+    return contraction_end(s, end, /*ignore_case=*/true);
+  }
+  return p;
+}
+
+void split_gpt4o(Segment& s) {
+  const Gpt4oClasses k(s);
+  size_t p = s.begin();
+  while (p < s.end()) {
+    if (size_t q = gpt4o_word_end(s, k, p); q != p) {
+      p = s.cut(q);
+      continue;
+    }
+    // \p{N}{1,3}
+    if (k.number(p)) {
+      size_t q = p;
+      while (k.number(q) && q - p < 3) ++q;
+      p = s.cut(q);
+      continue;
+    }
+    // " ?[^\s\p{L}\p{N}]+[\r\n/]*"
+    if (const size_t run = p + (s.at(p) == ' ' ? 1 : 0); k.other(run)) {
+      size_t q = k.run_end(run, &Gpt4oClasses::other);
+      while (s.newline(q) || s.is(q, '/')) ++q;
+      p = s.cut(q);
+      continue;
+    }
+    // \s*[\r\n]+ : a whitespace run containing line breaks ends after its last one; then
+    // \s+(?!\S)|\s+ (every character left here is whitespace).
+    size_t q = p;
+    size_t after_last_newline = p;
+    while (k.space(q)) {
+      if (s.newline(q)) after_last_newline = q + 1;
+      ++q;
+    }
+    if (after_last_newline > p) {
+      p = s.cut(after_last_newline);
+    } else if (q - p > 1 && s.in(q)) {
+      p = s.cut(q - 1);
+    } else {
+      p = s.cut(std::max(q, p + 1));
+    }
+  }
+}
+
 // A regex matching runs of one class, min_run..max_run long, leftmost first: the matches are words
 // and so is the text between two matches.
 template <typename IsMember>
@@ -193,6 +285,9 @@ std::vector<size_t> split_words(WordSplitter splitter, std::span<const uint32_t>
         break;
       case WordSplitter::kQwen2:
         split_llama3(s, 1);
+        break;
+      case WordSplitter::kGpt4o:
+        split_gpt4o(s);
         break;
       case WordSplitter::kIsolatedNumbers:
         split_runs(s, is_number_cpt, 1, 1);

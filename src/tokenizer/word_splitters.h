@@ -22,6 +22,13 @@ enum class WordSplitter {
   kLlama3,
   // As kLlama3 with \p{N} (single digits) instead of \p{N}{1,3}.
   kQwen2,
+  // gpt-4o / gpt-oss (o200k), as llama.cpp runs it through std::regex on its category-collapsed
+  // text (every letter outside ASCII is both "upper" and "lower" there):
+  // [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|
+  //   '[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+
+  //   ((?=[\p{L}])([^A-Z]))*(?:...)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+  //   \s+(?!\S)|\s+
+  kGpt4o,
   // \p{N}: every number character on its own.
   kIsolatedNumbers,
   // \p{N}+

@@ -1,8 +1,9 @@
 // SmolLM2's vocabulary under the other pre-tokenizers drift supports (llama3, qwen2, gpt-2,
-// default, starcoder): the model file's metadata with tokenizer.ggml.pre replaced, tokenized and
-// decoded as llama.cpp does with the same replacement (fixtures <model>.pre-<name>.json from
-// scripts/fixtures/make_tokenizer_fixtures.py). This covers the word splitters, ignore_merges and
-// the space clean-up of families for which no small reference model is at hand.
+// default, starcoder, gpt-4o: gpt-oss's o200k): the model file's metadata with tokenizer.ggml.pre
+// replaced, tokenized and decoded as llama.cpp does with the same replacement (fixtures
+// <model>.pre-<name>.json from scripts/fixtures/make_tokenizer_fixtures.py). This covers the word
+// splitters, ignore_merges and the space clean-up of families for which no small reference model is
+// at hand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,7 +102,8 @@ TEST_P(PreTokenizerVariants, MatchLlamaCppOnTheCorpus) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SmolLM2Vocabulary, PreTokenizerVariants,
-                         ::testing::Values("llama-bpe", "qwen2", "gpt-2", "default", "starcoder"),
+                         ::testing::Values("llama-bpe", "qwen2", "gpt-2", "default", "starcoder",
+                                           "gpt-4o"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -118,7 +118,8 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, DequantizeFixture,
                                            DequantCase{"dequant_q2_K.bin", Format::kQ2_K},
                                            DequantCase{"dequant_q3_K.bin", Format::kQ3_K},
                                            DequantCase{"dequant_iq4_nl.bin", Format::kIQ4_NL},
-                                           DequantCase{"dequant_iq4_xs.bin", Format::kIQ4_XS}),
+                                           DequantCase{"dequant_iq4_xs.bin", Format::kIQ4_XS},
+                                           DequantCase{"dequant_mxfp4.bin", Format::kMXFP4}),
                          [](const ::testing::TestParamInfo<DequantCase>& info) {
                            return std::string(format_info(info.param.format).name);
                          });

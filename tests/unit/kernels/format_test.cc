@@ -20,7 +20,7 @@ TEST(Format, InfoMatchesGgmlGeometry) {
       {Format::kQ5_K, 256, 176, Format::kQ8_K},   {Format::kQ6_K, 256, 210, Format::kQ8_K},
       {Format::kQ8_K, 256, 292, Format::kQ8_K},   {Format::kQ2_K, 256, 84, Format::kQ8_K},
       {Format::kQ3_K, 256, 110, Format::kQ8_K},   {Format::kIQ4_NL, 32, 18, Format::kQ8_0},
-      {Format::kIQ4_XS, 256, 136, Format::kQ8_K},
+      {Format::kIQ4_XS, 256, 136, Format::kQ8_K}, {Format::kMXFP4, 32, 17, Format::kQ8_0},
   };
   for (const Expect& e : cases) {
     const FormatInfo& info = format_info(e.f);
@@ -33,6 +33,7 @@ TEST(Format, InfoMatchesGgmlGeometry) {
   EXPECT_EQ(row_bytes(Format::kQ4_1, 576), 18 * 20);
   EXPECT_EQ(row_bytes(Format::kQ6_K, 2048), 8 * 210);
   EXPECT_EQ(row_bytes(Format::kF16, 7), 14);
+  EXPECT_EQ(row_bytes(Format::kMXFP4, 2880), 90 * 17);  // gpt-oss's hidden width, odd bytes
 }
 
 TEST(Format, WeightFormatForValidatesTypeAndRowLength) {
@@ -43,6 +44,12 @@ TEST(Format, WeightFormatForValidatesTypeAndRowLength) {
   auto bad_k = weight_format_for(12, 640);  // Q4_K needs multiples of 256
   ASSERT_FALSE(bad_k.ok());
   EXPECT_NE(bad_k.error().message.find("multiple of 256"), std::string::npos);
+
+  EXPECT_EQ(*weight_format_for(39, 2880), Format::kMXFP4);
+  auto bad_mxfp4 = weight_format_for(39, 2890);
+  ASSERT_FALSE(bad_mxfp4.ok());
+  EXPECT_NE(bad_mxfp4.error().message.find("mxfp4 weight row needs a positive multiple of 32"),
+            std::string::npos);
 
   auto activation_only = weight_format_for(15, 256);  // Q8_K
   ASSERT_FALSE(activation_only.ok());

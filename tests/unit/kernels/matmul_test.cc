@@ -219,7 +219,7 @@ Exact exact_dot_lowbit(Format f, const uint8_t* w, const uint8_t* x, int64_t k) 
   const std::vector<double> wv = exact_lowbit_weights(f, w, k);
   for (int64_t i = 0; i < k; ++i) {
     double a;
-    if (f == Format::kIQ4_NL) {
+    if (f == Format::kIQ4_NL || f == Format::kMXFP4) {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(x) + i / kQK;
       a = double{fp16_to_f32(blk->d)} * blk->qs[i % kQK];
     } else {
@@ -236,7 +236,8 @@ Exact exact_dot_lowbit(Format f, const uint8_t* w, const uint8_t* x, int64_t k) 
 }
 
 Exact exact_dot(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
-  if (f == Format::kQ2_K || f == Format::kQ3_K || f == Format::kIQ4_NL || f == Format::kIQ4_XS)
+  if (f == Format::kQ2_K || f == Format::kQ3_K || f == Format::kIQ4_NL || f == Format::kIQ4_XS ||
+      f == Format::kMXFP4)
     return exact_dot_lowbit(f, w, x, k);
   Exact e;
   const FormatInfo& info = format_info(f);

@@ -2,6 +2,7 @@
 // the scalar reference, and the reference within a derived bound of double-precision math.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -184,6 +185,49 @@ TEST(Activations, EveryIsaEqualsScalarBitwise) {
     gelu(isa, x.data(), y.data(), n);
     EXPECT_TRUE(same_bits(y, gelu_ref)) << "gelu " << isa_label(isa);
   }
+}
+
+// gpt-oss's clamped SwiGLU: gates and ups across and beyond the clamp (limit 7), the specials
+// included (a NaN stays NaN, +-inf clamp), every ISA bitwise the scalar reference.
+TEST(Activations, SwigluOaiEveryIsaEqualsScalarBitwise) {
+  std::mt19937 rng(28);
+  const std::vector<float> g = activation_inputs(rng);
+  std::vector<float> u = activation_inputs(rng);
+  std::rotate(u.begin(), u.begin() + 3, u.end());  // other specials meet each gate
+  const int64_t n = static_cast<int64_t>(g.size());
+  std::vector<float> ref(n);
+  swiglu_oai(Isa::kScalar, g.data(), u.data(), ref.data(), n, 1.702f, 7.0f);
+  for (Isa isa : isas_under_test()) {
+    std::vector<float> y(n);
+    swiglu_oai(isa, g.data(), u.data(), y.data(), n, 1.702f, 7.0f);
+    EXPECT_TRUE(same_bits(y, ref)) << "swiglu_oai " << isa_label(isa);
+  }
+}
+
+// Against double with alpha as the kernel holds it (fp32 1.702, as ggml passes it): x sigma(alpha
+// x) (y + 1), x and y clamped exactly. The sigmoid part is silu's 6 u, plus the rounding of alpha
+// x, which moves E by |alpha x| u relative (E / (1 + E) <= 1 carries it to the result); the +1 and
+// the product round once each.
+TEST(Activations, SwigluOaiWithinDerivedBoundOfDouble) {
+  std::mt19937 rng(29);
+  const std::vector<float> g = testing::random_floats(5000, rng, 6.0f);
+  const std::vector<float> u = testing::random_floats(5000, rng, 6.0f);
+  std::vector<float> y(g.size());
+  swiglu_oai(Isa::kScalar, g.data(), u.data(), y.data(), static_cast<int64_t>(g.size()), 1.702f,
+             7.0f);
+  const double alpha = 1.702f;
+  int clamped = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = std::min<double>(g[i], 7.0);
+    const double v = std::clamp<double>(u[i], -7.0, 7.0);
+    clamped += g[i] > 7.0f || std::fabs(u[i]) > 7.0f;
+    const double silu = x / (1.0 + std::exp(-alpha * x));
+    const double want = silu * (v + 1.0);
+    const int64_t roundings = 8 + static_cast<int64_t>(std::ceil(std::fabs(alpha * x)));
+    EXPECT_LE(std::fabs(y[i] - want), gamma_n(roundings) * std::fabs(silu) * (std::fabs(v) + 1.0))
+        << g[i] << " " << u[i];
+  }
+  EXPECT_GT(clamped, 100);  // the clamps were exercised
 }
 
 // silu = x / (1 + E): E's relative error (< 4 u) reaches the result scaled by E / (1 + E) <= 1;

@@ -76,8 +76,10 @@ struct Query {
   int64_t index, first, last;
 };
 
-// Runs `block` (at most kAttentionLanes queries) and returns their outputs.
-std::vector<std::vector<float>> run(Isa isa, const KvSetup& s, const std::vector<Query>& block) {
+// Runs `block` (at most kAttentionLanes queries) and returns their outputs; `sinks`: query i's
+// sink logit is (*sinks)[i].
+std::vector<std::vector<float>> run(Isa isa, const KvSetup& s, const std::vector<Query>& block,
+                                    const std::vector<float>* sinks = nullptr) {
   int64_t max_last = 0;
   for (const Query& q : block) max_last = std::max(max_last, q.last);
   std::vector<float> scratch(paged_attention_scratch_floats(s.shape, max_last) + 8);
@@ -91,7 +93,9 @@ std::vector<std::vector<float>> run(Isa isa, const KvSetup& s, const std::vector
     qs.first[i] = block[i].first;
     qs.last[i] = block[i].last;
     qs.out[i] = out[i].data();
+    if (sinks != nullptr) qs.sink[i] = (*sinks)[i];
   }
+  qs.has_sinks = sinks != nullptr;
   paged_attention(isa, s.shape, s.kv(), qs, aligned);
   return out;
 }
@@ -369,6 +373,86 @@ TEST(PagedAttention, ScalarCloseToDouble) {
           }
           ASSERT_NEAR(got[i][d], o / sum, 1e-4 * mag / sum + 1e-7)
               << format_name(format) << " query " << i << " d=" << d;
+        }
+      }
+    }
+  }
+}
+
+// Sink logits for a block of n queries: below, near and far above the scores (|s| is a few units
+// here), so that the sink sometimes sets the softmax's max and sometimes takes most of it.
+std::vector<float> sinks_for(size_t n) {
+  const float choices[] = {-2.5f, 0.75f, 3.0f, 40.0f, -30.0f, 1.5f};
+  std::vector<float> sinks(n);
+  for (size_t i = 0; i < n; ++i) sinks[i] = choices[i % 6];
+  return sinks;
+}
+
+// gpt-oss's attention sinks: every ISA gives the scalar reference's bits in every block shape and
+// KV format, and a sink of -inf is bitwise no sink at all.
+TEST(PagedAttention, SinksOfEveryIsaEqualScalarBitwise) {
+  uint32_t seed = 70;
+  for (KvFormat format : kFormats) {
+    for (int64_t head_dim : {int64_t{64}, int64_t{256}}) {
+      for (int64_t positions : {17, 300}) {
+        const KvSetup s = make_setup(head_dim, head_dim, positions, 16, seed++, 16, format);
+        for (const auto& block : blocks(positions)) {
+          const std::vector<float> sinks = sinks_for(block.size());
+          const std::vector<float> none(block.size(), -INFINITY);
+          const auto want = run(Isa::kScalar, s, block, &sinks);
+          const auto plain = run(Isa::kScalar, s, block);
+          for (Isa isa : isas_under_test()) {
+            const auto got = run(isa, s, block, &sinks);
+            const auto got_none = run(isa, s, block, &none);
+            for (size_t i = 0; i < block.size(); ++i)
+              for (int64_t d = 0; d < head_dim; ++d) {
+                ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
+                    << isa_label(isa) << " " << format_name(format) << " head_dim=" << head_dim
+                    << " positions=" << positions << " block of " << block.size() << " query " << i
+                    << " d=" << d;
+                ASSERT_EQ(bits(got_none[i][d]), bits(plain[i][d]))
+                    << isa_label(isa) << " " << format_name(format) << " -inf sink, query " << i;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Sinks against double arithmetic: the sink joins the max and the denominator, never the values
+// (llama.cpp's soft_max with sinks and its flash attention). A sink of 40 leaves the positions
+// about e^-37 of the mass, so the outputs shrink by that much and the bound (relative to the
+// output's magnitude, as in ScalarCloseToDouble) shrinks with them.
+TEST(PagedAttention, SinksCloseToDouble) {
+  const int64_t positions = 200, head_dim = 64;
+  for (KvFormat format : {KvFormat::kF16, KvFormat::kInt8}) {
+    const KvSetup s = make_setup(head_dim, head_dim, positions, 16, 19, 16, format);
+    for (const auto& block : blocks(positions)) {
+      const std::vector<float> sinks = sinks_for(block.size());
+      const auto got = run(Isa::kScalar, s, block, &sinks);
+      for (size_t i = 0; i < block.size(); ++i) {
+        const float* q = s.q.data() + block[i].index * head_dim;
+        std::vector<double> sc;
+        double m = sinks[i];
+        for (int64_t p = block[i].first; p <= block[i].last; ++p) {
+          const std::vector<float> k = key_row(s, p);
+          double dot = 0;
+          for (int64_t e = 0; e < head_dim; ++e) dot += double{q[e]} * k[e];
+          sc.push_back(dot * s.shape.scale);
+          m = std::max(m, sc.back());
+        }
+        double sum = std::exp(sinks[i] - m);
+        for (double& v : sc) sum += (v = std::exp(v - m));
+        for (int64_t d = 0; d < head_dim; ++d) {
+          double o = 0, mag = 0;
+          for (int64_t p = block[i].first; p <= block[i].last; ++p) {
+            const double v = value_row(s, p)[d];
+            o += sc[p - block[i].first] * v;
+            mag += std::fabs(sc[p - block[i].first] * v);
+          }
+          ASSERT_NEAR(got[i][d], o / sum, 1e-4 * mag / sum + 1e-30)
+              << format_name(format) << " query " << i << " sink " << sinks[i] << " d=" << d;
         }
       }
     }

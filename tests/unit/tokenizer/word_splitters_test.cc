@@ -57,6 +57,13 @@ TEST(WordSplitters, Llama3GroupsDigitsInThreesAndEndsLineBreakRuns) {
   EXPECT_EQ(split("llama3", "x.\n\ny"), (Words{"x", ".\n\n", "y"}));
 }
 
+TEST(WordSplitters, Gpt4oSplitsCaseRunsAndKeepsSlashesAfterPunctuation) {
+  EXPECT_EQ(split("gpt-4o", "camelCase HTTPServer's HELLO  world"),
+            (Words{"camel", "Case", " HTTPServer's", " HELLO", " ", " world"}));
+  EXPECT_EQ(split("gpt-4o", "12345 a//b\n\nÉCOLE"),
+            (Words{"123", "45", " a", "//", "b", "\n\n", "É", "COLE"}));
+}
+
 TEST(WordSplitters, Qwen2SplitsEveryDigit) {
   EXPECT_EQ(split("qwen2", "v12345"), (Words{"v", "1", "2", "3", "4", "5"}));
 }
@@ -166,6 +173,13 @@ const std::vector<SplitterPattern>& splitter_patterns() {
       {WordSplitter::kQwen2,
        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
        "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+      // As llama.cpp's GPT4O regex_exprs (its rewrite of o200k's case classes as lookaheads).
+      {WordSplitter::kGpt4o,
+       "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"
+       "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+       "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*"
+       "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+       "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
       {WordSplitter::kIsolatedNumbers, "\\p{N}"},
       {WordSplitter::kNumberRuns, "\\p{N}+"},
       {WordSplitter::kPunctuationRuns, "[\\p{P}\\$\\+<=>\\^~\\|]+"},

@@ -82,6 +82,8 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
       (kernels::paged_attention_scratch_floats(shape, limits.max_context - 1) + 8 + 7) / 8 * 8;
   f->scores_.resize(static_cast<size_t>(limits.threads) * f->scores_per_thread_);
   f->token_sequence_.resize(T);
+  f->output_tokens_.resize(T);
+  f->output_sequences_.resize(limits.max_sequences);
   f->rope_cache_.resize(static_cast<size_t>(limits.threads * c.rope_dims));
   // Build the kernels' lazily initialised tables now, so that no step allocates them.
   if (c.activation == Activation::kGeluTanh) (void)kernels::gelu_fp16_table();
@@ -171,13 +173,73 @@ Status ForwardPass::run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool
   for (const ForwardSequence& s : batch.sequences)
     if (s.heads) s.heads->append(s.start_pos, s.n_tokens);
   embed(batch);
-  for (int64_t il = 0; il < config_.n_layers; ++il) {
+  for (int64_t il = 0; il + 1 < config_.n_layers; ++il) {
     attention_block(il, batch, kv, pool);
     ffn_block(il, n_tokens, pool);
   }
-  output_hidden(batch, hidden);
-  output_logits(batch, pool, logits);
+  const ForwardBatch& out = last_layer(batch, kv, pool);
+  output_hidden(out, hidden);
+  output_logits(out, pool, logits);
   return Status::Ok();
+}
+
+// Every token's K/V of the last layer is stored (later steps attend to it), but only the tokens
+// whose logits or hidden states are read need the layer's attention, output projection and
+// feed-forward: in a prefill chunk, its last token (or none, before the prompt's end) instead of
+// all. llama.cpp skips them too (its graph keeps the output rows before the last layer's
+// attention output). A token's result does not depend on the others in the batch, so the kept
+// tokens' results are unchanged.
+const ForwardBatch& ForwardPass::last_layer(const ForwardBatch& batch, KvPages& kv,
+                                            ThreadPool& pool) {
+  const int64_t il = config_.n_layers - 1;
+  const LayerWeights& l = model_.weights().layers[il];
+  project_and_store_kv(il, batch, kv, pool);
+  const ForwardBatch& out = output_batch(batch);
+  const int64_t n = static_cast<int64_t>(out.tokens.size());
+  if (n == 0) return out;
+  attend(il, out, kv, pool);
+  add_attention_output(l, n, pool);
+  ffn_block(il, n, pool);
+  return out;
+}
+
+// The batch of the tokens whose final state is read: per sequence, the suffix of its tokens from
+// the first one whose logits or hidden state it asks for (all of a compressed sequence, whose
+// queries feed its metric); their rows of q_ and x_ move to the front, in order. Returns `batch`
+// itself when every token is kept (a decode step).
+const ForwardBatch& ForwardPass::output_batch(const ForwardBatch& batch) {
+  const ModelConfig& c = config_;
+  auto kept_from = [](const ForwardSequence& s) {
+    if (s.all_logits || s.heads != nullptr || s.metric_tokens > 0) return int64_t{0};
+    int64_t from = s.want_logits ? s.n_tokens - 1 : s.n_tokens;
+    if (s.n_hidden > 0) from = std::min(from, s.hidden_begin);
+    return from;
+  };
+  bool all_kept = true;
+  for (const ForwardSequence& s : batch.sequences) all_kept &= kept_from(s) == 0;
+  if (all_kept) return batch;
+
+  int64_t n_out = 0, n_seq = 0;
+  for (const ForwardSequence& s : batch.sequences) {
+    const int64_t from = kept_from(s);
+    if (from == s.n_tokens) continue;
+    ForwardSequence& o = output_sequences_[n_seq++];
+    o = s;
+    o.token_begin = n_out;
+    o.n_tokens = s.n_tokens - from;
+    o.start_pos = s.start_pos + from;
+    o.hidden_begin = s.n_hidden > 0 ? s.hidden_begin - from : 0;
+    for (int64_t i = from; i < s.n_tokens; ++i, ++n_out) {
+      const int64_t t = s.token_begin + i;
+      output_tokens_[n_out] = batch.tokens[t];
+      if (t == n_out) continue;  // rows move only toward the front, so each source is intact
+      std::memmove(&q_[n_out * c.q_dim()], &q_[t * c.q_dim()], c.q_dim() * sizeof(float));
+      std::memmove(&x_[n_out * c.n_embd], &x_[t * c.n_embd], c.n_embd * sizeof(float));
+    }
+  }
+  output_batch_.tokens = std::span<const int32_t>(output_tokens_.data(), n_out);
+  output_batch_.sequences = std::span<const ForwardSequence>(output_sequences_.data(), n_seq);
+  return output_batch_;
 }
 
 void ForwardPass::embed(const ForwardBatch& batch) {
@@ -279,6 +341,15 @@ void ForwardPass::matmuls(std::span<const MatmulOutput> outputs, const float* x,
 void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv,
                                   ThreadPool& pool) {
   const LayerWeights& l = model_.weights().layers[il];
+  project_and_store_kv(il, batch, kv, pool);
+  attend(il, batch, kv, pool);
+  add_attention_output(l, static_cast<int64_t>(batch.tokens.size()), pool);
+}
+
+// q, k, v of every token, normed and rotated as the model asks; k and v stored in the pages.
+void ForwardPass::project_and_store_kv(int64_t il, const ForwardBatch& batch, KvPages& kv,
+                                       ThreadPool& pool) {
+  const LayerWeights& l = model_.weights().layers[il];
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   project_qkv(l, n, pool);
   for_token_rows(n, pool, [&](int64_t begin, int64_t end, int thread) {
@@ -292,8 +363,6 @@ void ForwardPass::attention_block(int64_t il, const ForwardBatch& batch, KvPages
       store_kv(il, t, s, pos, kv);  // each token its own slot: threads never share a write
     }
   });
-  attend(il, batch, kv, pool);
-  add_attention_output(l, n, pool);
 }
 
 // q, k, v of every token: the normed input times Wq, Wk, Wv (one shared quantized input).

@@ -55,6 +55,11 @@ class ForwardPass {
   int64_t first_visible_slot(const ForwardSequence& s, int64_t il, int64_t h, int64_t pos) const;
   void embed(const ForwardBatch& batch);
   void attention_block(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
+  // The last layer, for the tokens whose final state is read; returns the batch of those tokens,
+  // whose rows of the buffers now come first (see output_batch).
+  const ForwardBatch& last_layer(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
+  const ForwardBatch& output_batch(const ForwardBatch& batch);
+  void project_and_store_kv(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
   // The steps of attention_block, in order (t: a token of the batch; pos: its position).
   void project_qkv(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);
   void add_qkv_bias(const LayerWeights& l, int64_t t);
@@ -111,6 +116,10 @@ class ForwardPass {
   std::vector<float> scores_;
   int64_t scores_per_thread_ = 0;
   std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch
+  // The batch of the tokens whose final state is read (output_batch), sized at creation.
+  std::vector<int32_t> output_tokens_;             // [T]
+  std::vector<ForwardSequence> output_sequences_;  // [max_sequences]
+  ForwardBatch output_batch_;
   std::vector<float> rope_cache_;  // [threads][rope_dims] cos/sin of a thread's token and layer
   int64_t xq_row_bytes_ = 0;
   int64_t sums_row_bytes_ = 0;

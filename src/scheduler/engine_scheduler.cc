@@ -256,13 +256,24 @@ void EngineScheduler::schedule_admissions() {
 }
 
 EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
-  // Rule: a request's prefill starts after its cached prefix; one whose next page a running
-  // prefill is computing waits for it instead of computing it a second time.
+  // Rule: a request's prefill starts after its cached prefix; one whose next pages a running
+  // prefill is computing shares them instead of computing them a second time — joining the step
+  // that writes them when that step writes them all, waiting for a later step otherwise.
   SequenceState& seq = *waiting_[waiting_index];
-  const CachedPrefix prefix = find_cached_prefix(seq);
-  if (next_page_in_flight(seq, int32_t(prefix.pages.size()))) {
-    ++stats_.prefix_waits;
-    return Admission::kStop;
+  CachedPrefix prefix = find_cached_prefix(seq);
+  if (const PagesInFlight in_flight = pages_in_flight(seq, int32_t(prefix.pages.size()));
+      in_flight.writer) {
+    if (!in_flight.written_this_step) {
+      ++stats_.prefix_waits;
+      return Admission::kStop;
+    }
+    // The executor stores every token's K/V of a layer before any token attends (executor.h),
+    // so these pages hold the writer's K/V when this sequence's tokens read them.
+    std::span<const PageId> writer_pages = kv_.pages(in_flight.writer->id);
+    prefix_pages_.insert(prefix_pages_.end(), writer_pages.begin() + prefix.pages.size(),
+                         writer_pages.begin() + prefix.pages.size() + in_flight.num_pages);
+    prefix.pages = prefix_pages_;
+    ++stats_.prefix_shared_in_step;
   }
   const int32_t pending = seq.total_len() - int32_t(prefix.pages.size()) * kv_.page_size();
   const int32_t want = prefill_chunk_limit(pending);
@@ -312,22 +323,44 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
   return found;
 }
 
-bool EngineScheduler::next_page_in_flight(const SequenceState& seq, int32_t cached_pages) const {
+EngineScheduler::PagesInFlight EngineScheduler::pages_in_flight(const SequenceState& seq,
+                                                                int32_t cached_pages) const {
   // Rule: page `cached_pages` of `seq` is in flight if a running prefill with the same tokens up
-  // to its end has not computed it yet; it is registered when that prefill reports it, so `seq`
-  // then shares it. Only a page `seq` could share (short of its last token) is worth the wait.
-  if (!prefix_ || !may_skip_cached_prefix(seq)) return false;
-  const int32_t end = (cached_pages + 1) * kv_.page_size();
-  if (end > seq.total_len() - 1) return false;
-  std::span<const TokenId> wanted(seq.tokens.data(), size_t(end));
+  // to its end has not computed it yet; `seq` can share that page and the writer's next ones as
+  // far as their tokens agree (short of `seq`'s last token, which it computes for its logits).
+  // The writer registers them once it reports them; a compressed writer never does (its pages
+  // are compacted in place), so no one waits for or shares its pages.
+  PagesInFlight found;
+  if (!prefix_ || !may_skip_cached_prefix(seq)) return found;
+  const int32_t page_size = kv_.page_size();
+  auto same_page = [&](const SequenceState& r, int32_t page) {
+    const int32_t end = (page + 1) * page_size;
+    if (end > seq.total_len() - 1 || end > r.total_len()) return false;
+    return std::ranges::equal(
+        std::span<const TokenId>(r.tokens.data() + end - page_size, size_t(page_size)),
+        std::span<const TokenId>(seq.tokens.data() + end - page_size, size_t(page_size)));
+  };
+  const int32_t end = (cached_pages + 1) * page_size;
   for (const SequenceState* r : running_) {
     if (r->phase != SequencePhase::kPrefill || r->cache_namespace != seq.cache_namespace ||
-        r->num_computed_tokens >= end || r->total_len() < end || r->prefix.broken)
+        r->num_computed_tokens >= end || r->prefix.broken || r->kv_compressed())
       continue;
-    if (std::ranges::equal(std::span<const TokenId>(r->tokens.data(), size_t(end)), wanted))
-      return true;
+    // The cached pages are the same content for both (a hit chains every page before it).
+    if (!std::ranges::equal(std::span<const TokenId>(r->tokens.data(), size_t(end - page_size)),
+                            std::span<const TokenId>(seq.tokens.data(), size_t(end - page_size))) ||
+        !same_page(*r, cached_pages))
+      continue;
+    found.writer = r;
+    found.num_pages = 1;
+    while (same_page(*r, cached_pages + found.num_pages)) ++found.num_pages;
+    // kv_.num_tokens counts the slots bound to the writer, this step's item included.
+    const int64_t written =
+        r->last_scheduled_step == step_ ? kv_.num_tokens(r->id) : r->num_computed_tokens;
+    found.written_this_step = written >= int64_t(cached_pages + found.num_pages) * page_size &&
+                              int64_t(kv_.pages(r->id).size()) >= cached_pages + found.num_pages;
+    return found;
   }
-  return false;
+  return found;
 }
 
 void EngineScheduler::cache_full_pages(SequenceState& seq) {

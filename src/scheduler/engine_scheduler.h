@@ -84,6 +84,9 @@ struct SchedulerStats {
   // Steps in which the head of the waiting queue waited for a page that a running prefill was
   // computing (to share it rather than compute it twice).
   uint64_t prefix_waits = 0;
+  // Admissions that shared pages a running prefill writes in the same step (a burst of requests
+  // with one system prompt: the prompt is computed once and every request answers after it).
+  uint64_t prefix_shared_in_step = 0;
 };
 
 class EngineScheduler {
@@ -183,7 +186,13 @@ class EngineScheduler {
   // Helpers.
   int32_t prefill_chunk_limit(int32_t pending) const;
   CachedPrefix find_cached_prefix(const SequenceState& seq);
-  bool next_page_in_flight(const SequenceState& seq, int32_t cached_pages) const;
+  // Pages after the cached prefix that a running prefill is computing and `seq` could share.
+  struct PagesInFlight {
+    const SequenceState* writer = nullptr;  // none: nothing to wait for or share
+    int32_t num_pages = 0;                  // shareable pages from the cached prefix on
+    bool written_this_step = false;         // the writer's item in this step writes all of them
+  };
+  PagesInFlight pages_in_flight(const SequenceState& seq, int32_t cached_pages) const;
   void cache_full_pages(SequenceState& seq);
   // KV-Compress: orders the compression of the sequence of plan item `item` after the step when
   // its excess over its target reaches a page; applies it to the KV pages once the step ran.

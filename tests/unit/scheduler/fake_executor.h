@@ -11,7 +11,9 @@
 // what K/V depends on — and verifies each read against the reader's own history, so a page that
 // was evicted, reused or rewritten under a live sequence (or a wrong prefix cache hit) fails the
 // read. Every page of a plan must be in use, and no step may write into a page that another
-// sequence holds (shared pages are read-only).
+// sequence holds (shared pages are read-only), except to fill a page that other items of the same
+// step share to read it (a request joining the step that computes its prefix): as a real executor,
+// the fake performs every write of a step before its reads.
 //
 // A compressed item (KV-Compress) keeps, per sequence, the position each of its slots holds (one
 // table: the fake model has one head) and is checked the same way through it; the plan's
@@ -99,13 +101,38 @@ class FakeExecutor : public Executor {
     }
     for (SeqId id : plan.kv_tables_released) tables_.erase(id);
     result.reset(plan.items.size());
+    auto fails = [&](const StepItem& item) {
+      return fail_item_ && fail_item_->first == plan.step && fail_item_->second == item.seq_id;
+    };
+    // A real executor stores every token's K/V of a layer before any token of it attends
+    // (executor.h): all writes first, then all reads.
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      const StepItem& item = plan.items[i];
+      if (item.kv_compressed || fails(item)) continue;
+      std::span<const PageId> pages = plan.pages(item);
+      // Writes K/V of the scheduled tokens, into pages no other sequence holds — or holds only to
+      // read them in this very step (it shares the prefix this item computes).
+      uint64_t prefix = kPrefixSeed;
+      for (int32_t p = 0; p < item.start_position; ++p)
+        prefix = extend(prefix, item.history[size_t(p)]);
+      for (int32_t k = 0; k < item.num_tokens; ++k) {
+        int32_t p = item.start_position + k;
+        PageId page = pages[size_t(p / page_size_)];
+        if (kv_.refcount(page) != 1 + same_step_readers(plan, i, page))
+          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes position "
+                        << p << " into page " << page << " with refcount " << kv_.refcount(page);
+        prefix = extend(prefix, item.history[size_t(p)]);
+        slot(pages, p) =
+            Slot{item.seq_id, p, plan.token_ids[size_t(item.token_offset + k)], prefix};
+      }
+    }
     for (size_t i = 0; i < plan.items.size(); ++i) {
       const StepItem& item = plan.items[i];
       if (item.kv_compressed) {
         run_compressed(plan, item, result.items[i]);
         continue;
       }
-      if (fail_item_ && fail_item_->first == plan.step && fail_item_->second == item.seq_id) {
+      if (fails(item)) {
         result.items[i].error = Error{"injected item failure"};
         continue;
       }
@@ -126,17 +153,6 @@ class FakeExecutor : public Executor {
                         << (s.prefix != prefix ? " with another prefix" : "");
           break;
         }
-      }
-      // Writes K/V of the scheduled tokens, into pages no other sequence holds.
-      for (int32_t k = 0; k < item.num_tokens; ++k) {
-        int32_t p = item.start_position + k;
-        PageId page = pages[size_t(p / page_size_)];
-        if (kv_.refcount(page) != 1)
-          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes position "
-                        << p << " into page " << page << " with refcount " << kv_.refcount(page);
-        prefix = extend(prefix, item.history[size_t(p)]);
-        slot(pages, p) =
-            Slot{item.seq_id, p, plan.token_ids[size_t(item.token_offset + k)], prefix};
       }
       if (item.sample) {
         result.items[i].token =
@@ -237,6 +253,20 @@ class FakeExecutor : public Executor {
     }
     table.resize(kept.size());
     ++compressions_run_;
+  }
+
+  // Items of the plan other than `writer` that hold `page` wholly before their chunk: they only
+  // read it, after this step's writes.
+  int32_t same_step_readers(const StepPlan& plan, size_t writer, PageId page) const {
+    int32_t readers = 0;
+    for (size_t j = 0; j < plan.items.size(); ++j) {
+      if (j == writer) continue;
+      std::span<const PageId> pages = plan.pages(plan.items[j]);
+      for (size_t g = 0; g < pages.size(); ++g)
+        if (pages[g] == page && int32_t(g + 1) * page_size_ <= plan.items[j].start_position)
+          ++readers;
+    }
+    return readers;
   }
 
   Slot& slot(std::span<const PageId> pages, int32_t position) {

@@ -485,6 +485,16 @@ std::variant<GenerationRequest, ApiError> OpenAIService::parse_generation_reques
     out.options = std::move(c.options);
     ChatPrompt prompt{std::move(c.messages)};
     if (auto e = read_tool_fields(body, j, out, prompt)) return *e;
+    if (c.reasoning_effort) {
+      auto given = prompt.template_kwargs.find("reasoning_effort");
+      if (given != prompt.template_kwargs.end() && *given != *c.reasoning_effort)
+        return bad_request(
+            "'reasoning_effort' and 'chat_template_kwargs.reasoning_effort' differ: give one",
+            "reasoning_effort");
+      prompt.template_kwargs["reasoning_effort"] = *c.reasoning_effort;
+    }
+    // A harmony model's replies are read by their markers' ids (harmony_reply.h).
+    out.harmony = model_->engine->codec().harmony_tokens();
     out.prompts.push_back({std::move(prompt), std::string()});
     return out;
   }
@@ -603,6 +613,7 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
   spec.include_usage = options.include_usage;
   spec.stop = options.stop;
   spec.tool_call_syntax = parsed.tool_call_syntax;
+  spec.harmony = parsed.harmony;
   spec.parallel_tool_calls = parsed.parallel_tool_calls;
   if (options.constraint) spec.grammar_param = options.constraint->param;
   if (options.logprobs) {

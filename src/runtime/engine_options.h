@@ -36,6 +36,7 @@ struct EngineOptions {
   bool no_chunked_prefill = false;
   bool no_prefix_cache = false;
   double target_itl_ms = 100;  // 0: off (the whole token budget in every step)
+  double idle_step_ms = 500;   // 0: off (the whole token budget when nothing decodes)
   std::optional<double> target_ttft_ms;
   std::optional<double> max_ttft_s;
   SessionConfig sessions;

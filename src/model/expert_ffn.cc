@@ -119,12 +119,18 @@ void ExpertFeedForward::route(const LayerWeights& l, const float* xn, int64_t xn
                   &xq_tokens_[begin * xq_row_bytes_], &sums_tokens_[begin * sums_row_bytes_]);
   });
   const int64_t units = (r.rows + 15) / 16;
-  pool.run([&](int index, int count) {
+  auto logits = [&](int index, int count) {
     const Range work = split_range(units, index, count);
     if (work.begin < work.end)
       multiply(r, xq_tokens_.data(), xq_row_bytes_, sums_tokens_.data(), sums_row_bytes_, n_tokens,
                router_logits_.data(), c.n_expert, work.begin, work.end);
-  });
+  };
+  // Up to 16 experts are one unit of work, which no second thread can share.
+  if (units == 1) {
+    logits(0, 1);
+  } else {
+    pool.run(logits);
+  }
   if (l.ffn_gate_inp_b.present())
     for (int64_t t = 0; t < n_tokens; ++t)
       kernels::add(isa_, &router_logits_[t * c.n_expert], l.ffn_gate_inp_b.data,

@@ -504,7 +504,7 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
   auto blocks_of = [&](const ForwardSequence& s) {
     return c.n_kv_heads * ((s.n_tokens * group + kLanes - 1) / kLanes);
   };
-  pool.run([&](int index, int count) {
+  auto run_blocks = [&](int index, int count) {
     float* scratch = reinterpret_cast<float*>(
         (reinterpret_cast<uintptr_t>(&scores_[static_cast<size_t>(index) * scores_per_thread_]) +
          31) /
@@ -551,7 +551,16 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
       }
       base += n_blocks;
     }
-  });
+  };
+  // One block (a single sequence's decode over one KV head, as gpt-oss's synthetic model has)
+  // leaves a second thread nothing to do: run it here rather than wake the pool.
+  int64_t total_blocks = 0;
+  for (const ForwardSequence& s : batch.sequences) total_blocks += blocks_of(s);
+  if (total_blocks == 1) {
+    run_blocks(0, 1);
+  } else {
+    pool.run(run_blocks);
+  }
 }
 
 void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {

@@ -234,3 +234,12 @@ def test_perplexity_refuses_a_kv_keep_out_of_range():
     r = drift("perplexity", "-m", SMOLLM2, "-f", GPL, "-c", 256, "--kv-keep", 0, check=False)
     assert r.returncode != 0
     assert "kv_keep must be in (0, 1]" in r.stderr
+
+
+def test_bench_measures_decode_alone_with_no_prompt():
+    # llama-bench's -p 0: only tg is measured (the warm-up must not need prompt tokens).
+    out = drift("bench", "-m", ROOT / "tests" / "data" / "model" / "gpt-oss-synthetic.gguf",
+                "-p", 0, "-n", 8, "-r", 1)
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [t["test"] for t in record["tests"]] == ["tg8"]
+    assert record["tests"][0]["tokens_per_second"] > 0

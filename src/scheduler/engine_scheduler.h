@@ -242,6 +242,10 @@ class EngineScheduler {
   // Pages kept from admissions for the decodes still to be scheduled in this step (prefill-first
   // optimistic mode), so that admitting a request never preempts a running one in the same step.
   int64_t decode_pages_held_back_ = 0;
+  // No running sequence decodes: the prefill budget only bounds how long arrivals wait for the
+  // next step (latency_planner.h), so a request joining the step that writes its prefix may go
+  // beyond it.
+  bool none_decoding_ = false;
 };
 
 }  // namespace drift

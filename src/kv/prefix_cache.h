@@ -41,7 +41,6 @@ namespace drift {
 using PrefixHashFn = uint64_t (*)(uint64_t parent_hash, std::span<const TokenId> tokens);
 uint64_t default_prefix_hash(uint64_t parent_hash, std::span<const TokenId> tokens);
 
-inline constexpr PageId kNoPage = -1;
 
 // Where a sequence stands in the chain: the registered page that holds the content of its last
 // covered full page (possibly another sequence's identical page).

@@ -2,7 +2,9 @@
 // decode steps over KV pages split into groups (kv/kv_groups.h), whose sliding groups' pages are
 // dropped from its page table and poisoned (NaN in every byte) as they leave the window, gives
 // bitwise the logits of the same steps over one group that keeps everything. Gemma 3 (window 512,
-// past three windows) and the gpt-oss synthetic model (window 16, past ten).
+// past three windows) and the gpt-oss synthetic model (window 16, past ten; f16, int8 and int4).
+// And KV-Compress on KV groups compacts every group alike: the logits of a compressed run are
+// those over one group.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/kv_compressor.h"
 #include "kernels/kv_format.h"
 #include "kv/kv_groups.h"
 #include "model/forward_pass.h"
@@ -27,7 +30,7 @@ KvLayerPlacement placement_of(const KVGrouping& g) {
   return KvLayerPlacement{g.layers_per_group, g.layer_group, g.layer_slot};
 }
 
-struct Run {
+struct RunResult {
   std::vector<float> logits;  // [steps][n_vocab]: the last token's of each chunk or step
   int64_t pages_freed = 0;
 };
@@ -57,17 +60,22 @@ class SlidingWindowGroups {
   // logits: the continuation itself must agree), over a cache of `grouping`'s groups. With
   // `free`, each sliding group's pages leave the table and are poisoned once no later query
   // sees them.
-  Run run(const std::vector<int32_t>& prompt, int64_t decode, const KVGrouping& grouping,
-          bool free) {
+  RunResult run(const std::vector<int32_t>& prompt, int64_t decode, const KVGrouping& grouping,
+                bool free, kernels::KvFormat format = kernels::KvFormat::kF16,
+                KvCompressor* compressor = nullptr) {
     const ModelConfig& c = config();
     const int64_t per_group = (context_ + kPageSize - 1) / kPageSize;
     const int64_t groups = grouping.num_groups();
-    auto kv = KvPages::create(c, groups * per_group, kPageSize, kernels::KvFormat::kF16,
+    auto kv = KvPages::create(c, groups * per_group, kPageSize, format,
                               groups > 1 ? placement_of(grouping) : KvLayerPlacement{});
+    std::unique_ptr<KvHeadTable> heads;
+    if (compressor)
+      heads = std::make_unique<KvHeadTable>(c.n_layers, c.n_kv_heads, context_,
+                                            compressor->config().metric_intervals);
     EXPECT_TRUE(kv.ok()) << kv.error().message;
     std::vector<int32_t> table(size_t(groups * per_group));
     for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
-    Run run;
+    RunResult run;
     std::vector<int32_t> tokens = prompt;
     std::vector<float> row(size_t(c.n_vocab));
     int64_t pos = 0;
@@ -80,6 +88,8 @@ class SlidingWindowGroups {
       s.n_tokens = n;
       s.page_table = table;
       s.want_logits = true;
+      s.heads = heads.get();
+      if (heads) s.metric_tokens = std::min(compressor->config().metric_window, n);
       const std::span<const int32_t> chunk(tokens.data() + pos, size_t(n));
       Status status = forward_->run(ForwardBatch{chunk, {&s, 1}}, *kv, pool_, row);
       EXPECT_TRUE(status.ok()) << status.message();
@@ -89,6 +99,7 @@ class SlidingWindowGroups {
       if (pos >= int64_t(prompt.size()))
         tokens.push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
       if (free) run.pages_freed += free_outside_windows(*kv, grouping, table, per_group, pos);
+      if (compressor) compressor->compress(pos, *heads, *kv, table);
     }
     return run;
   }
@@ -138,7 +149,8 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t n_vocab) {
 }
 
 void expect_freeing_changes_no_logit(const std::string& path, int64_t prompt_len, int64_t chunk,
-                                     int64_t decode, int64_t expected_groups) {
+                                     int64_t decode, int64_t expected_groups,
+                                     kernels::KvFormat format = kernels::KvFormat::kF16) {
   SlidingWindowGroups h(path, prompt_len + decode, chunk);
   ASSERT_TRUE(h.ok());
   auto grouped = group_kv_layers(h.windows(), /*hybrid=*/true);
@@ -146,8 +158,8 @@ void expect_freeing_changes_no_logit(const std::string& path, int64_t prompt_len
   ASSERT_TRUE(grouped.ok() && one.ok());
   ASSERT_EQ(grouped->num_groups(), expected_groups);
   const std::vector<int32_t> prompt = random_tokens(prompt_len, h.config().n_vocab);
-  const Run want = h.run(prompt, decode, *one, /*free=*/false);
-  const Run got = h.run(prompt, decode, *grouped, /*free=*/true);
+  const RunResult want = h.run(prompt, decode, *one, /*free=*/false, format);
+  const RunResult got = h.run(prompt, decode, *grouped, /*free=*/true, format);
   ASSERT_EQ(got.logits.size(), want.logits.size());
   ASSERT_FALSE(got.logits.empty());
   EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), got.logits.size() * sizeof(float)),
@@ -160,7 +172,39 @@ TEST(SlidingWindowGroups, GptOssFreesPastTenWindowsWithTheSameLogits) {
   const std::string model =
       (std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model" / "gpt-oss-synthetic.gguf").string();
   // Window 16: 150 prompt tokens in chunks of 24, then 20 decode steps.
-  expect_freeing_changes_no_logit(model, 150, 24, 20, 2);
+  for (kernels::KvFormat format :
+       {kernels::KvFormat::kF16, kernels::KvFormat::kInt8, kernels::KvFormat::kInt4}) {
+    SCOPED_TRACE(int(format));
+    expect_freeing_changes_no_logit(model, 150, 24, 20, 2, format);
+  }
+}
+
+TEST(SlidingWindowGroups, KvCompressCompactsEveryGroupAlike) {
+  const std::string model =
+      (std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model" / "gpt-oss-synthetic.gguf").string();
+  SlidingWindowGroups h(model, 180, 24);
+  ASSERT_TRUE(h.ok());
+  auto grouped = group_kv_layers(h.windows(), true);
+  auto one = group_kv_layers(h.windows(), false);
+  ASSERT_TRUE(grouped.ok() && one.ok());
+  KvCompressConfig config;
+  config.keep = 0.5;
+  config.min_tokens = 32;
+  config.sink_tokens = 4;
+  config.recent_tokens = 16;
+  config.metric_window = 8;
+  const std::vector<int32_t> prompt = random_tokens(150, h.config().n_vocab);
+  KvCompressor want_compressor(config), got_compressor(config);
+  const RunResult want = h.run(prompt, 20, *one, false, kernels::KvFormat::kF16, &want_compressor);
+  const RunResult got =
+      h.run(prompt, 20, *grouped, false, kernels::KvFormat::kF16, &got_compressor);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  EXPECT_EQ(std::memcmp(got.logits.data(), want.logits.data(), got.logits.size() * sizeof(float)),
+            0);
+  // And compression changed them: the test compares compressed runs.
+  const RunResult plain = h.run(prompt, 20, *one, false);
+  EXPECT_NE(std::memcmp(plain.logits.data(), want.logits.data(), got.logits.size() * sizeof(float)),
+            0);
 }
 
 TEST(SlidingWindowGroups, Gemma3FreesPastThreeWindowsWithTheSameLogits) {

@@ -236,6 +236,7 @@ _ENGINE_OPTION_TYPES = {"threads": int, "parallel": int, "ctx_size": int, "batch
                         "kv_mib": float, "kv_ram_fraction": float, "page_size": int,
                         "kv_cache_dtype": str, "admission": str, "policy": str,
                         "max_queued": int, "default_max_tokens": int, "target_itl_ms": float,
+                        "idle_step_ms": float,
                         "kv_events_endpoint": str, "kv_events_topic": str}
 
 

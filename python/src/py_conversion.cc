@@ -105,6 +105,8 @@ EngineOptions engine_options_from(const nb::dict& options) {
       o.no_hybrid_kv = bool_of(n, value);
     else if (name == "target_itl_ms")
       o.target_itl_ms = float_of(n, value);
+    else if (name == "idle_step_ms")
+      o.idle_step_ms = float_of(n, value);
     else if (name == "target_ttft_ms")
       o.target_ttft_ms = float_of(n, value);
     else if (name == "max_ttft_s")
@@ -126,7 +128,7 @@ EngineOptions engine_options_from(const nb::dict& options) {
            "parallel, ctx_size, batch_tokens, kv_mib, kv_ram_fraction, "
            "page_size, kv_cache_dtype, admission, policy, max_queued, "
            "default_max_tokens, no_chunked_prefill, no_prefix_cache, no_hybrid_kv, "
-           "target_itl_ms, target_ttft_ms, max_ttft_s, max_sessions, "
+           "target_itl_ms, idle_step_ms, target_ttft_ms, max_ttft_s, max_sessions, "
            "session_max_tokens, session_ttl, kv_events_endpoint, "
            "kv_events_topic)")
               .c_str());

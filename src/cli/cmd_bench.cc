@@ -112,8 +112,13 @@ int run_bench(const BenchOptions& o) {
   std::vector<int32_t> prompt(o.prompt_tokens);
   for (int64_t i = 0; i < o.prompt_tokens; ++i)
     prompt[i] = static_cast<int32_t>(stream_bits(1234, i) % c.n_vocab);
-  Status warm =
-      runner.step(std::span<const int32_t>(prompt.data(), std::min<int64_t>(16, prompt.size())), 0);
+  // Warm-up on the prompt's first 16 tokens, or one token when only decode is measured (-p 0).
+  const int32_t first_token = 0;
+  Status warm = runner.step(
+      prompt.empty()
+          ? std::span<const int32_t>(&first_token, 1)
+          : std::span<const int32_t>(prompt.data(), std::min<int64_t>(16, prompt.size())),
+      0);
   if (!warm.ok()) return fail(warm.error());
   // Decode reads the K/V of positions [0, depth): fill them once (tg writes only after them).
   for (int64_t at = 0; at < o.depth; at += kDepthChunk) {

@@ -55,6 +55,12 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "so that the step's predicted time stays under it (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
+  cmd.add_option("--idle-step-ms", o.idle_step_ms,
+                 "while nothing decodes, a long prompt is prefilled in steps predicted to take "
+                 "about this long, so that requests arriving meanwhile start within one step and "
+                 "share its prefix as it is written (0: the whole token budget in one step)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   cmd.add_option("--target-ttft-ms", o.target_ttft_ms,
                  "time-to-first-token target: steps take more prefill than --target-itl-ms allows "
                  "when the oldest waiting request would miss it (default: off)")

@@ -47,6 +47,7 @@ int32_t smallest_prefill_draining(const StepCosts& costs, const StepLoad& load, 
 
 Status LatencyConfig::validate() const {
   DRIFT_RETURN_IF_ERROR(check_seconds("target_itl_seconds", target_itl_seconds));
+  DRIFT_RETURN_IF_ERROR(check_seconds("idle_step_seconds", idle_step_seconds));
   DRIFT_RETURN_IF_ERROR(check_seconds("target_ttft_seconds", target_ttft_seconds));
   DRIFT_RETURN_IF_ERROR(check_seconds("max_ttft_seconds", max_ttft_seconds));
   if (min_prefill_tokens < 1)
@@ -65,15 +66,19 @@ double predict_step_seconds(const StepCosts& costs, const StepLoad& load, int32_
 
 int32_t plan_prefill_budget(const StepCostModel& model, const LatencyConfig& config,
                             const BudgetInputs& in) {
-  // Rule: the whole budget when nothing decodes; the progress floor while the model has not
-  // measured a step with decodes yet (one cheap step teaches it); else the largest prefill that
-  // keeps the step under the inter-token target, grown to what the oldest waiting request needs
-  // for its first-token target, and at least the floor.
+  // Rule: the progress floor while the model has not measured a step with decodes yet (one cheap
+  // step teaches it), the whole budget until it has measured one at all; else the largest
+  // prefill that keeps the step under the inter-token target — under the idle step bound when
+  // nothing decodes, the whole budget without one — grown to what the oldest waiting request
+  // needs for its first-token target, and at least the floor.
   const int32_t whole = std::max(1, in.max_num_batched_tokens);
-  if (!config.target_itl_seconds || in.load.decoding == 0) return whole;
+  if (!config.target_itl_seconds) return whole;
+  const bool idle = in.load.decoding == 0;
+  if (idle && (!config.idle_step_seconds || !model.calibrated())) return whole;
   const int32_t cap = std::max(1, whole - in.load.decoding);
   if (!model.calibrated()) return std::min(config.min_prefill_tokens, cap);
-  int32_t budget = largest_prefill_within(model.costs(), in.load, cap, *config.target_itl_seconds);
+  const double step_seconds = idle ? *config.idle_step_seconds : *config.target_itl_seconds;
+  int32_t budget = largest_prefill_within(model.costs(), in.load, cap, step_seconds);
   if (config.target_ttft_seconds && in.oldest_unserved_seconds > 0 &&
       in.load.pending_prefill_tokens > 0) {
     const double slack = *config.target_ttft_seconds - in.oldest_unserved_seconds;

@@ -1,9 +1,9 @@
 // From the step cost model to the two decisions that hold latency targets:
 //   - the prefill token budget of the next step: the largest whose predicted step time stays
-//     under the inter-token latency target while sequences decode (the whole budget when none
-//     does; the floor until the model has measured a step with decodes), grown when the oldest
-//     request would otherwise miss its time-to-first-token target, and never below a floor, so
-//     long prefills keep progressing;
+//     under the inter-token latency target while sequences decode, or under the idle step bound
+//     when none does (the floor until the model has measured a step with decodes), grown when
+//     the oldest request would otherwise miss its time-to-first-token target, and never below a
+//     floor, so long prefills keep progressing;
 //   - the predicted time to first token of a request submitted now, for predictive admission.
 // Pure functions of their inputs: no clock, no allocation.
 #pragma once
@@ -21,6 +21,13 @@ struct LatencyConfig {
   // Predicted step time not to exceed while sequences decode: each step's prefill chunk is cut
   // to fit. nullopt: every step may use the whole token budget (no time awareness).
   std::optional<double> target_itl_seconds = 0.1;
+  // Predicted step time not to exceed when nothing decodes (with target_itl_seconds set): a
+  // request that arrives during a step can only be scheduled after it, so a long prompt is
+  // prefilled in steps of about this length — a request arriving meanwhile starts within one,
+  // and one sharing the prompt's prefix joins the step that writes its last shared page
+  // (EngineScheduler::try_admit) instead of queueing behind the whole prompt. nullopt: the whole
+  // token budget when nothing decodes.
+  std::optional<double> idle_step_seconds = 0.5;
   // When the oldest request still without its first token would miss this, steps take more
   // prefill than the inter-token target allows (first tokens before smooth streams). nullopt: off.
   std::optional<double> target_ttft_seconds;

@@ -48,6 +48,9 @@ struct ChatMessage {
   jinja::Json tool_calls;
   // A tool turn: the id of the call whose result `content` is.
   std::optional<std::string> tool_call_id;
+  // An assistant turn's reasoning (vLLM's field), which some templates show again (gpt-oss's, as
+  // "thinking", for a turn that called a tool).
+  std::optional<std::string> reasoning_content;
 };
 
 // A conversation, rendered with the model's chat template (or the one the program loaded the

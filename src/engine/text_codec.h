@@ -5,12 +5,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/request.h"
+#include "tokenizer/harmony_parser.h"
 #include "tokenizer/tool_call_syntax.h"
 #include "util/error.h"
 
@@ -38,6 +40,9 @@ class TextCodec {
   virtual Expected<std::vector<TokenId>> encode_chat(const ChatPrompt& chat) const = 0;
   // How the chat template writes tool calls, for reading them out of replies.
   virtual ToolCallSyntax tool_call_syntax() const = 0;
+  // Set when chat replies are in OpenAI's harmony format (gpt-oss: the template renders harmony
+  // and the vocabulary has its markers): the markers' ids, to read replies by. The default: not.
+  virtual std::optional<HarmonyTokens> harmony_tokens() const { return std::nullopt; }
   // Ids the engine checked against the vocabulary.
   virtual Expected<std::string> decode(std::span<const TokenId> tokens,
                                        bool render_special) const = 0;

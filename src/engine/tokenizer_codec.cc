@@ -24,7 +24,13 @@ class TokenizerCodec final : public TextCodec {
   TokenizerCodec(Tokenizer tokenizer, ChatPromptBuilder chat)
       : tokenizer_(std::move(tokenizer)),
         chat_(std::move(chat)),
-        syntax_(detect_tool_call_syntax(chat_.chat_template().source())) {}
+        syntax_(detect_tool_call_syntax(chat_.chat_template().source())) {
+    // A harmony template over a vocabulary without the markers could not be read by id.
+    if (syntax_ == ToolCallSyntax::kHarmony) {
+      harmony_ = find_harmony_tokens(tokenizer_);
+      if (!harmony_) syntax_ = ToolCallSyntax::kGeneric;
+    }
+  }
 
   std::vector<TokenId> encode(const TextPrompt& prompt) const override {
     EncodeOptions options;
@@ -38,6 +44,11 @@ class TokenizerCodec final : public TextCodec {
     for (const ChatMessage& m : chat.messages) {
       jinja::Json message{{"role", m.role}, {"content", m.content}};
       if (m.name) message["name"] = *m.name;
+      if (m.reasoning_content) {
+        message["reasoning_content"] = *m.reasoning_content;
+        // gpt-oss's template reads an earlier turn's analysis as "thinking".
+        if (harmony_) message["thinking"] = *m.reasoning_content;
+      }
       if (!m.tool_calls.is_null()) message["tool_calls"] = m.tool_calls;
       if (m.tool_call_id) message["tool_call_id"] = *m.tool_call_id;
       conversation.push_back(std::move(message));
@@ -57,6 +68,7 @@ class TokenizerCodec final : public TextCodec {
   }
 
   ToolCallSyntax tool_call_syntax() const override { return syntax_; }
+  std::optional<HarmonyTokens> harmony_tokens() const override { return harmony_; }
 
   Expected<std::string> decode(std::span<const TokenId> tokens,
                                bool render_special) const override {
@@ -93,6 +105,7 @@ class TokenizerCodec final : public TextCodec {
   Tokenizer tokenizer_;
   ChatPromptBuilder chat_;
   ToolCallSyntax syntax_;
+  std::optional<HarmonyTokens> harmony_;
   mutable std::once_flag compiler_once_;
   mutable std::unique_ptr<GrammarCompiler> compiler_;
   mutable std::string compiler_error_;

@@ -1,8 +1,8 @@
 // AVX-512 paged attention for blocks of queries of several tokens (prefill): the query-lanes
 // shape of paged_attention_avx2.cc with 16 queries per register, in the same canonical order.
-// Blocks of one token (decode) and small blocks go to the AVX2 code. K/V are dequantized in
-// registers as they are loaded (16 lanes here, paged_kv_avx2.h's 8-lane loaders for the key
-// blocks of the query lanes), the same elements kv_format.h's scalar reads give.
+// Blocks of one token (decode), small blocks and page sizes that are not a multiple of 16 go to
+// the AVX2 code. K/V are dequantized in registers as they are loaded (16 lanes here), the same
+// elements kv_format.h's scalar reads give.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,8 +26,6 @@ namespace {
 
 constexpr int kLanes = 16;
 constexpr int64_t kValueBlock = 32;
-
-int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }
 
 // exp_approx on 16 lanes, bit-identical: the operations of exp_approx.h, with 2^n applied by
 // vscalefps (one rounding, as the scalar path's two exact power-of-two factors give).
@@ -131,6 +129,36 @@ void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, fl
   }
 }
 
+// In place, a 16x16 transpose: lane j of a[i] becomes lane i of a[j].
+inline void transpose16(__m512 (&a)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved
+    t[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 4x4 blocks within each 128-bit lane
+    a[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    a[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    a[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    a[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // Then the 4x4 arrangement of those 128-bit blocks.
+  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+  const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int g = 0; g < 2; ++g)
+    for (int r = 0; r < 4; ++r) {
+      t[8 * g + r] = _mm512_permutex2var_ps(a[8 * g + r], lo, a[8 * g + 4 + r]);
+      t[8 * g + 4 + r] = _mm512_permutex2var_ps(a[8 * g + r], hi, a[8 * g + 4 + r]);
+    }
+  const __m512i lo2 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+  const __m512i hi2 =
+      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  for (int r = 0; r < 8; ++r) {
+    a[r] = _mm512_permutex2var_ps(t[r], lo2, t[8 + r]);
+    a[8 + r] = _mm512_permutex2var_ps(t[r], hi2, t[8 + r]);
+  }
+}
+
 __mmask16 visible(__m512i first, __m512i last, int64_t p) {
   const __m512i pv = _mm512_set1_epi32(static_cast<int32_t>(p));
   return _mm512_cmple_epi32_mask(first, pv) & _mm512_cmple_epi32_mask(pv, last);
@@ -155,34 +183,44 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   }
   const __m512i first = _mm512_load_si512(first_a);
   const __m512i last = _mm512_load_si512(last_a);
-  const int64_t base = p0 / 8 * 8;
+  const int64_t base = p0 / 16 * 16;
 
-  // Scratch (64-byte aligned parts): qT [D][16], scores [p1 - base + 1][16], kf [D][8],
-  // vf [32][DV], oT [DV][16].
+  // Scratch (64-byte aligned parts): qv [16][D], scores [p1 - base + 1][16], vf [32][DV],
+  // oT [DV][16].
   auto round16 = [](int64_t v) { return (v + 15) / 16 * 16; };
-  float* qT = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
-  float* scores = qT + round16(D * kLanes);
-  float* kf = scores + round8(p1 + 8) * kLanes;
-  float* vf = kf + round16(8 * D);
+  float* qv = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
+  float* scores = qv + round16(D * kLanes);
+  float* vf = scores + round16(p1 + 1) * kLanes;
   float* oT = vf + round16(kValueBlock * DV);
-  for (int64_t e = 0; e < D; ++e)
-    for (int i = 0; i < kLanes; ++i) qT[e * kLanes + i] = i < n ? queries.q[i][e] : 0.0f;
+  for (int i = 0; i < kLanes; ++i)
+    for (int64_t e = 0; e < D; ++e) qv[i * D + e] = i < n ? queries.q[i][e] : 0.0f;
 
+  // Scores of 16 positions at a time with the positions in the lanes: element e of the 16 keys
+  // is one load from the transposed block (page_size % 16 == 0), times each query's element e
+  // broadcast; then a 16x16 transpose gives each position's row of the 16 queries' scores, the
+  // layout the softmax and the value pass read. (Queries in the lanes instead, with each key
+  // element broadcast, needed the keys converted into scratch first: 16% slower here.)
   const __m512 scale = _mm512_set1_ps(shape.scale);
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const int64_t group = paged_kv::group_of<F>(D);
   __m512 m = neg_inf;
-  for (int64_t pb = base; pb <= p1; pb += 8) {
-    paged_kv::for_each_key_row8<F>(kv, D, pb,
-                                   [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
-    __m512 acc[8];
+  for (int64_t pb = base; pb <= p1; pb += 16) {
+    const uint8_t* block =
+        paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
+    const int64_t slot = pb % kv.page_size;
+    __m512 acc[kLanes];
     for (auto& a : acc) a = _mm512_setzero_ps();
-    for (int64_t e = 0; e < D; ++e) {
-      const __m512 qe = _mm512_load_ps(qT + e * kLanes);
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j)
-        acc[j] = _mm512_fmadd_ps(qe, _mm512_set1_ps(kf[e * 8 + j]), acc[j]);
+    for (int64_t g0 = 0; g0 < D; g0 += group) {
+      const __m512 group_scale = key_scales16<F>(block, D, kv.page_size, slot, g0 / group);
+      for (int64_t e = g0; e < g0 + group; ++e) {
+        const __m512 k = keys16<F>(block, kv.page_size, slot, e, group_scale);
+#pragma GCC unroll 16
+        for (int i = 0; i < kLanes; ++i)
+          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(qv[i * D + e]), k, acc[i]);
+      }
     }
-    for (int64_t j = 0; j < 8 && pb + j <= p1; ++j) {
+    transpose16(acc);  // acc[j]: position pb + j of every query
+    for (int64_t j = 0; j < 16 && pb + j <= p1; ++j) {
       const __m512 s =
           _mm512_mask_mov_ps(neg_inf, visible(first, last, pb + j), _mm512_mul_ps(acc[j], scale));
       _mm512_store_ps(scores + (pb + j - base) * kLanes, s);
@@ -479,7 +517,8 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
         return attend_one_token_group<KvFormat::kInt4>(shape, kv, queries, scratch);
     }
   }
-  if (one_range || queries.n <= 8) return avx2::paged_attention(shape, kv, queries, scratch);
+  if (one_range || queries.n <= 8 || kv.page_size % 16 != 0)
+    return avx2::paged_attention(shape, kv, queries, scratch);
   switch (kv.format) {
     case KvFormat::kF16:
       return attend_query_lanes<KvFormat::kF16>(shape, kv, queries, scratch);

@@ -31,6 +31,8 @@ int64_t tile_bytes(Format format) {
       return sizeof(TileQ8_0);
     case Format::kIQ4_NL:
       return sizeof(TileIQ4_NL);
+    case Format::kMXFP4:
+      return sizeof(TileMXFP4);
     case Format::kIQ4_XS:
       return sizeof(TileIQ4_XS);
     case Format::kQ2_K:
@@ -130,6 +132,16 @@ void repack_block(const BlockIQ4_NL& b, int64_t r, TileIQ4_NL& t) {
   }
   put_nibble_groups(t.qs, r, q);
   t.d[r] = b.d;
+}
+
+void repack_block(const BlockMXFP4& b, int64_t r, TileMXFP4& t) {
+  int q[32];
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 15;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  put_nibble_groups(t.qs, r, q);
+  t.e[r] = b.e;
 }
 
 void repack_block(const BlockQ8_0& b, int64_t r, TileQ8_0& t) {
@@ -279,6 +291,16 @@ int weight(const TileQ8_0& t, int64_t r, int e) { return t.qs[e / 4][4 * r + e %
 int weight(const TileIQ4_NL& t, int64_t r, int e) {
   return kIQ4Values[nibble_group_value(t.qs, r, e)];
 }
+int weight(const TileMXFP4& t, int64_t r, int e) {
+  return kMXFP4Values[nibble_group_value(t.qs, r, e)];
+}
+
+// fp32(d_w) of row r: the fp16 scale, or MXFP4's 2^(e - 128).
+template <class Tile>
+float weight_scale(const Tile& t, int64_t r) {
+  return fp16_to_f32(t.d[r]);
+}
+float weight_scale(const TileMXFP4& t, int64_t r) { return mxfp4_scale(t.e[r]); }
 
 // 32-element formats: P per block, one fma chain, and for Q4_1/Q5_1 the min chain (panel.h).
 template <class Tile, class ABlock>
@@ -288,7 +310,7 @@ float row_blocks32(const Tile* t, int64_t r, const ABlock* a, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     int32_t p = 0;
     for (int e = 0; e < 32; ++e) p += weight(t[b], r, e) * a[b].qs[e];
-    acc = std::fma(fp16_to_f32(t[b].d[r]) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
+    acc = std::fma(weight_scale(t[b], r) * fp16_to_f32(a[b].d), static_cast<float>(p), acc);
     if constexpr (kHasMin) summ = std::fma(fp16_to_f32(t[b].m[r]), fp16_to_f32(a[b].s), summ);
   }
   if constexpr (kHasMin) return acc + summ;
@@ -433,6 +455,8 @@ void repack_panels(Format format, const void* w, int64_t row_bytes, int64_t rows
       return repack<BlockQ8_0, TileQ8_0>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kIQ4_NL:
       return repack<BlockIQ4_NL, TileIQ4_NL>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
+    case Format::kMXFP4:
+      return repack<BlockMXFP4, TileMXFP4>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kIQ4_XS:
       return repack<BlockIQ4_XS, TileIQ4_XS>(src, row_bytes, rows, k, dst, panel_begin, panel_end);
     case Format::kQ2_K:
@@ -497,6 +521,8 @@ PanelMatmulFn panel_matmul(Isa isa, Format format) {
       return scalar_panels<TileQ8_0, BlockQ8_0, row_blocks32<TileQ8_0, BlockQ8_0>>;
     case Format::kIQ4_NL:
       return scalar_panels<TileIQ4_NL, BlockQ8_0, row_blocks32<TileIQ4_NL, BlockQ8_0>>;
+    case Format::kMXFP4:
+      return scalar_panels<TileMXFP4, BlockQ8_0, row_blocks32<TileMXFP4, BlockQ8_0>>;
     case Format::kIQ4_XS:
       return scalar_panels<TileIQ4_XS, BlockQ8_K, row_iq4_xs>;
     case Format::kQ2_K:

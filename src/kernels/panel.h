@@ -23,8 +23,8 @@
 // NUMERICAL CONTRACT (the panel path's canonical order). Y[t][r] depends on weight row r and
 // activation row t alone, never on the batch, the tile or the thread split, and every ISA (scalar,
 // AVX2, AVX-512) computes it bitwise identically by this sequence, from acc = summ = +0:
-//   Q4_0, Q5_0, Q8_0, IQ4_NL x Q8_0 (w = q - 8, q - 16, the int8 quant, resp. the codebook
-//   value of the code), block b in order:
+//   Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 x Q8_0 (w = q - 8, q - 16, the int8 quant, resp. the
+//   codebook value of the code; MXFP4's fp32(d_w) is 2^(e - 128), mxfp4_scale), block b in order:
 //     P = sum over the 32 elements of w[e] * a[e]                               (exact int32)
 //     acc = fma(fp32(d_w[b]) * fp32(d_a[b]), float(P), acc)        result = acc
 //   Q4_1, Q5_1 x Q8_1 (q unsigned):

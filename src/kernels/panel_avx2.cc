@@ -149,6 +149,59 @@ struct IQ4_NL {
   static __m256i group(__m256i w, __m256i a) { return dot4_signed(w, a); }
 };
 
+// MXFP4: the codes' doubled E2M1 values plus 16 (4..28), multiplied as unsigned codes.
+struct MXFP4 {
+  using Tile = TileMXFP4;
+  using ABlock = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kOffset = true;  // codes v + 16: subtract 16 * sum(a)
+  static constexpr int kOffsetShift = 4;
+  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
+    unpack_nibbles(t.qs, h, w);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_add_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values)), _mm_set1_epi8(16)));
+    for (int l = 0; l < 8; ++l) w[l] = _mm256_shuffle_epi8(table, w[l]);
+  }
+  static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
+};
+
+// A block's P for 8 rows: the 8 groups' products of rows-by-lanes weights w and the token's 32
+// activations aq, one int32 lane per row.
+template <class F>
+__m256i block_product(const __m256i (&w)[8], const int8_t* aq) {
+  __m256i p = F::group(w[0], broadcast4(aq));
+  for (int l = 1; l < 8; ++l) p = _mm256_add_epi32(p, F::group(w[l], broadcast4(aq + 4 * l)));
+  return p;
+}
+// MXFP4's codes are small enough to add four groups' vpmaddubsw pairs in int16 before widening:
+// |pair| <= 2 * 28 * 127 = 7112, four of them <= 28448 < 2^15, so the sums stay exact.
+template <>
+__m256i block_product<MXFP4>(const __m256i (&w)[8], const int8_t* aq) {
+  __m256i lo = _mm256_maddubs_epi16(w[0], broadcast4(aq));
+  __m256i hi = _mm256_maddubs_epi16(w[4], broadcast4(aq + 16));
+  for (int l = 1; l < 4; ++l) {
+    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[l], broadcast4(aq + 4 * l)));
+    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[l + 4], broadcast4(aq + 16 + 4 * l)));
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+}
+
+// fp32(d_w) of rows [8h, 8h + 8): the fp16 scales, or MXFP4's 2^(e - 128) built as mxfp4_scale
+// builds it: (e - 1) << 23, and for e < 2 the subnormal bit 0x00200000 << e.
+template <class Tile>
+__m256 weight_scales(const Tile& t, int h) {
+  return load_fp16x8(t.d + 8 * h);
+}
+__m256 weight_scales(const TileMXFP4& t, int h) {
+  const __m256i e =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.e + 8 * h)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+
 template <class F, int kT>
 void half32(const typename F::Tile* tiles, int64_t nb, int h,
             const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y, int64_t y_stride,
@@ -159,11 +212,9 @@ void half32(const typename F::Tile* tiles, int64_t nb, int h,
     const typename F::Tile& tile = tiles[b];
     __m256i w[8];
     F::unpack(tile, h, w);
-    const __m256 dw = load_fp16x8(tile.d + 8 * h);
+    const __m256 dw = weight_scales(tile, h);
     for (int t = 0; t < kT; ++t) {
-      const int8_t* aq = tok[t].a[b].qs;
-      __m256i p = F::group(w[0], broadcast4(aq));
-      for (int l = 1; l < 8; ++l) p = _mm256_add_epi32(p, F::group(w[l], broadcast4(aq + 4 * l)));
+      __m256i p = block_product<F>(w, tok[t].a[b].qs);
       const PanelSums32& s = tok[t].s[b];
       if constexpr (F::kOffset)
         p = _mm256_sub_epi32(p, _mm256_set1_epi32(s.sum << F::kOffsetShift));
@@ -526,6 +577,8 @@ PanelMatmulFn panel_matmul(Format format) {
       return panel_loop<Kernel32<Q8_0>>;
     case Format::kIQ4_NL:
       return panel_loop<Kernel32<IQ4_NL>>;
+    case Format::kMXFP4:
+      return panel_loop<Kernel32<MXFP4>>;
     case Format::kIQ4_XS:
       return panel_loop<KernelIQ4XS>;
     case Format::kQ2_K:

@@ -115,6 +115,32 @@ struct IQ4_NL {
   }
 };
 
+// MXFP4: the codes' doubled E2M1 values plus 16 (4..28, unsigned for vpdpbusd).
+struct MXFP4 {
+  using Tile = TileMXFP4;
+  using ABlock = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  static constexpr int kOffsetShift = 4;  // codes v + 16
+  static void unpack(const Tile& t, __m512i (&w)[8]) {
+    unpack_nibbles(t.qs, w);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_add_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values)), _mm_set1_epi8(16)));
+    for (int l = 0; l < 8; ++l) w[l] = _mm512_shuffle_epi8(table, w[l]);
+  }
+};
+
+// fp32(d_w) of the 16 rows: the fp16 scales, or MXFP4's 2^(e - 128) (mxfp4_scale), which
+// vscalefps computes exactly for every byte, the subnormals of e < 2 and e = 255's 2^127 included.
+template <class Tile>
+__m512 weight_scales(const Tile& t) {
+  return load_fp16x16(t.d);
+}
+__m512 weight_scales(const TileMXFP4& t) {
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.e)));
+  return _mm512_scalef_ps(_mm512_set1_ps(1.0f),
+                          _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
+}
+
 template <class F, int kT>
 void tile32(const typename F::Tile* tiles, int64_t nb,
             const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y, int64_t y_stride,
@@ -126,7 +152,7 @@ void tile32(const typename F::Tile* tiles, int64_t nb,
     const typename F::Tile& tile = tiles[b];
     __m512i w[8];
     F::unpack(tile, w);
-    const __m512 dw = load_fp16x16(tile.d);
+    const __m512 dw = weight_scales(tile);
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) {
       const int8_t* aq = tok[t].a[b].qs;
@@ -565,6 +591,8 @@ PanelMatmulFn panel_matmul(Format format) {
       return panel_loop<Kernel32<Q8_0>>;
     case Format::kIQ4_NL:
       return panel_loop<Kernel32<IQ4_NL>>;
+    case Format::kMXFP4:
+      return panel_loop<Kernel32<MXFP4>>;
     case Format::kIQ4_XS:
       return panel_loop<KernelIQ4XS>;
     case Format::kQ2_K:

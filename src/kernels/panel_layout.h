@@ -13,6 +13,8 @@
 //                       the fifth bit of q[r][4l + i]; d[16] fp16
 //   Q5_1 tile (384 B):  as Q5_0, then m[16] fp16
 //   IQ4_NL tile (288 B): as Q4_0, the nibbles being codes of the codebook (lowbit_quants.h)
+//   MXFP4 tile (272 B): qs[4][64] as Q4_0, the nibbles being codes of kMXFP4Values, e[16] the
+//                       E8M0 scale bytes as in the file (so a tile is the bytes of its 16 blocks)
 //   Q8_0 tile (544 B):  qs[8][64]  byte (l, 4r + i) = w[r][4l + i] + 128 (unsigned), d[16]
 //   Q4_K tile (2368 B): d[16], dmin[16] fp16, sc[8][16] (sub-block j, row r), mn[4][16][2]
 //                       (pair i of row r: mn[2i], mn[2i + 1]), qs[8][4][64] with sub-block j's
@@ -70,6 +72,10 @@ struct TileIQ4_NL {
   uint8_t qs[4][64];
   uint16_t d[16];
 };
+struct TileMXFP4 {
+  uint8_t qs[4][64];
+  uint8_t e[16];
+};
 struct TileQ8_0 {
   uint8_t qs[8][64];
   uint16_t d[16];
@@ -111,6 +117,7 @@ struct TileQ3_K {
   } pair[8];
 };
 static_assert(sizeof(TileIQ4_NL) == 288 && sizeof(TileIQ4_XS) == 2208);
+static_assert(sizeof(TileMXFP4) == 272);
 static_assert(sizeof(TileQ2_K) == 1344 && sizeof(TileQ3_K) == 1824);
 static_assert(sizeof(TileQ4_K) == 2368 && sizeof(TileQ6_K) == 3360);
 

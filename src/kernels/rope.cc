@@ -33,6 +33,9 @@ void rope_yarn_corr_dims(int64_t n_dims, int64_t n_ctx_orig, float freq_base, fl
 
 void rope_cache(const RopeParams& p, int64_t position, float* cache) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
+  // YaRN's magnitude factor, the same for every pair (ggml computes it per pair).
+  const float yarn_mscale =
+      p.ext_factor != 0.0f ? 1.0f + 0.1f * std::log(1.0f / p.freq_scale) : 1.0f;
   float theta = static_cast<float>(position);
   for (int64_t i0 = 0; i0 < p.n_dims; i0 += 2) {
     const float ff = p.freq_factors != nullptr ? p.freq_factors[i0 / 2] : 1.0f;
@@ -42,7 +45,7 @@ void rope_cache(const RopeParams& p, int64_t position, float* cache) {
     if (p.ext_factor != 0.0f) {
       const float ramp_mix = yarn_ramp(p.corr_dims[0], p.corr_dims[1], i0) * p.ext_factor;
       t = t * (1 - ramp_mix) + extrap * ramp_mix;
-      m *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+      m *= yarn_mscale;
     }
     cache[i0] = std::cos(t) * m;
     cache[i0 + 1] = std::sin(t) * m;

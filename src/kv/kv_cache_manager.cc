@@ -207,12 +207,10 @@ KVRelease KVCacheManager::free_outside_window(SeqId seq, int64_t next_position) 
   if (it == seqs_.end()) return counts;
   Sequence& s = it->second;
   for (int32_t g = 0; g < layout_.num_groups(); ++g) {
-    const KVGroup kind = layout_.group(g);
-    if (!kind.sliding()) continue;
+    if (!layout_.group(g).sliding()) continue;
     GroupPages& list = s.groups[size_t(g)];
-    const int64_t first_seen = std::max<int64_t>(0, next_position - kind.sliding_window + 1);
     const auto dead = static_cast<int32_t>(
-        std::min<int64_t>(first_seen / page_size(), int64_t(list.pages.size())));
+        std::min<int64_t>(layout_.first_page_seen(g, next_position), int64_t(list.pages.size())));
     for (; list.first_live < dead; ++list.first_live) {
       drop_sliding_page(seq, s, g, size_t(list.first_live), list.pages[size_t(list.first_live)],
                         counts);

@@ -97,6 +97,12 @@ bool KVLayout::has_sliding_groups() const {
   return false;
 }
 
+int64_t KVLayout::first_page_seen(int32_t g, int64_t position) const {
+  const KVGroup kind = group(g);
+  if (!kind.sliding()) return 0;
+  return std::max<int64_t>(0, position - kind.sliding_window + 1) / page_size;
+}
+
 int64_t KVLayout::pages_to_hold(int64_t num_tokens, std::optional<int64_t> max_step_tokens) const {
   // Between steps a sliding group holds the pages from the one of position n - window + 1 on;
   // a step appends up to max_step_tokens: window - 1 + max_step_tokens positions, which span at

@@ -58,6 +58,9 @@ struct KVLayout {
   uint64_t bytes_per_page() const;
   // Pages that hold `num_tokens` tokens (rounded up), in one group.
   int64_t pages_for_tokens(int64_t num_tokens) const;
+  // The first page of group `g` that a query at `position` reads: 0 in a full group; in a
+  // sliding group the page of position - sliding_window + 1 (the pages below it can be freed).
+  int64_t first_page_seen(int32_t g, int64_t position) const;
   // The most pages, over every group, that a sequence of up to `num_tokens` tokens holds at once:
   // a full group a page per page_size tokens; a sliding group, when `max_step_tokens` is set (the
   // sequence frees what leaves its window after every step, and a step adds at most that many

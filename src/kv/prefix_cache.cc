@@ -190,9 +190,8 @@ PrefixHit PrefixCache::lookup(uint64_t cache_namespace, std::span<const TokenId>
       break;
     }
   }
-  auto first_needed = [&](int32_t g, int32_t n) -> int32_t {
-    const int64_t seen = int64_t(n) * page_size_ - layout.group(g).sliding_window + 1;
-    return int32_t(std::max<int64_t>(0, seen) / page_size_);
+  auto first_needed = [&](int32_t g, int32_t n) {
+    return int32_t(layout.first_page_seen(g, int64_t(n) * page_size_));
   };
   for (bool fits = false; length > 0 && !fits;) {
     fits = true;

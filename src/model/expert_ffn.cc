@@ -82,6 +82,9 @@ void ExpertFeedForward::for_rows(int64_t n, ThreadPool& pool,
 }
 
 // The layer, as llama.cpp's build_moe_ffn: route, gate and up, activation, down, weighted sum.
+// Each phase after routing is one pass of the pool: the biases are added where their rows are
+// read next (gate and up in activate, down in combine), and the down matmul's input is quantized
+// in the same pass that computes it.
 void ExpertFeedForward::run(const LayerWeights& l, const float* xn, int64_t xn_stride,
                             int64_t n_tokens, float* out, int64_t out_stride, ThreadPool& pool) {
   const ModelConfig& c = config_;
@@ -91,23 +94,18 @@ void ExpertFeedForward::run(const LayerWeights& l, const float* xn, int64_t xn_s
   const WeightMatrix& g = l.ffn_gate_exps.front();
   const WeightMatrix& u = l.ffn_up_exps.front();
   if (g.format == u.format && g.has_panels() == u.has_panels()) {
-    quantize_for(g, xn, xn_stride, /*x_by_expert=*/false, n_tokens, pool);
+    quantize_by_expert(g, xn, xn_stride, n_tokens, pool);
     expert_matmuls(gate_up, pool);
   } else {  // each needs its own activation format
-    quantize_for(g, xn, xn_stride, false, n_tokens, pool);
+    quantize_by_expert(g, xn, xn_stride, n_tokens, pool);
     expert_matmuls({&gate_up[0], 1}, pool);
-    quantize_for(u, xn, xn_stride, false, n_tokens, pool);
+    quantize_by_expert(u, xn, xn_stride, n_tokens, pool);
     expert_matmuls({&gate_up[1], 1}, pool);
   }
-  add_expert_bias(l.ffn_gate_exps_b, gate_.data(), c.n_ff_exp, pool);
-  add_expert_bias(l.ffn_up_exps_b, up_.data(), c.n_ff_exp, pool);
-  activate(n_assignments_, pool);
-  quantize_for(l.ffn_down_exps.front(), gate_.data(), c.n_ff_exp, /*x_by_expert=*/true,
-               n_assignments_, pool);
+  activate_and_quantize(l, pool);
   const ExpertOutput down[] = {{&l.ffn_down_exps, down_.data(), c.n_embd}};
   expert_matmuls(down, pool);
-  add_expert_bias(l.ffn_down_exps_b, down_.data(), c.n_embd, pool);
-  combine(n_tokens, out, out_stride, pool);
+  combine(l.ffn_down_exps_b, n_tokens, out, out_stride, pool);
 }
 
 // Router logits (a dense matmul with the router, through the kernels of its format), then each
@@ -116,14 +114,23 @@ void ExpertFeedForward::route(const LayerWeights& l, const float* xn, int64_t xn
                               int64_t n_tokens, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const WeightMatrix& r = l.ffn_gate_inp;
-  quantize_rows(r, xn, xn_stride, n_tokens, xq_tokens_.data(), sums_tokens_.data(), pool);
+  for_rows(n_tokens, pool, [&](int64_t begin, int64_t end) {
+    quantize_rows(r, xn + begin * xn_stride, xn_stride, end - begin,
+                  &xq_tokens_[begin * xq_row_bytes_], &sums_tokens_[begin * sums_row_bytes_]);
+  });
   const int64_t units = (r.rows + 15) / 16;
-  pool.run([&](int index, int count) {
+  auto logits = [&](int index, int count) {
     const Range work = split_range(units, index, count);
     if (work.begin < work.end)
       multiply(r, xq_tokens_.data(), xq_row_bytes_, sums_tokens_.data(), sums_row_bytes_, n_tokens,
                router_logits_.data(), c.n_expert, work.begin, work.end);
-  });
+  };
+  // Up to 16 experts are one unit of work, which no second thread can share.
+  if (units == 1) {
+    logits(0, 1);
+  } else {
+    pool.run(logits);
+  }
   if (l.ffn_gate_inp_b.present())
     for (int64_t t = 0; t < n_tokens; ++t)
       kernels::add(isa_, &router_logits_[t * c.n_expert], l.ffn_gate_inp_b.data,
@@ -137,32 +144,30 @@ void ExpertFeedForward::route(const LayerWeights& l, const float* xn, int64_t xn
 }
 
 // Token rows are quantized once each, then their bytes copied to every row of theirs in expert
-// order (k copies of a row cost far less than quantizing it k times).
-void ExpertFeedForward::quantize_for(const WeightMatrix& m, const float* x, int64_t x_stride,
-                                     bool x_by_expert, int64_t n_rows, ThreadPool& pool) {
-  if (x_by_expert) return quantize_rows(m, x, x_stride, n_rows, xq_.data(), sums_.data(), pool);
-  quantize_rows(m, x, x_stride, n_rows, xq_tokens_.data(), sums_tokens_.data(), pool);
+// order (k copies of a row cost far less than quantizing it k times), in the same pass.
+void ExpertFeedForward::quantize_by_expert(const WeightMatrix& m, const float* x, int64_t x_stride,
+                                           int64_t n_tokens, ThreadPool& pool) {
   const int64_t xq_bytes = kernels::activation_row_bytes(m.format, m.cols);
   const int64_t sums_bytes = m.has_panels() ? kernels::panel_sums_row_bytes(m.format, m.cols) : 0;
-  for_rows(n_assignments_, pool, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t t = order_[row] / k_;
-      std::memcpy(&xq_[row * xq_row_bytes_], &xq_tokens_[t * xq_row_bytes_], xq_bytes);
-      std::memcpy(&sums_[row * sums_row_bytes_], &sums_tokens_[t * sums_row_bytes_], sums_bytes);
-    }
+  for_rows(n_tokens, pool, [&](int64_t begin, int64_t end) {
+    quantize_rows(m, x + begin * x_stride, x_stride, end - begin,
+                  &xq_tokens_[begin * xq_row_bytes_], &sums_tokens_[begin * sums_row_bytes_]);
+    for (int64_t t = begin; t < end; ++t)
+      for (int64_t i = 0; i < k_; ++i) {
+        const int64_t row = rank_[t * k_ + i];
+        std::memcpy(&xq_[row * xq_row_bytes_], &xq_tokens_[t * xq_row_bytes_], xq_bytes);
+        std::memcpy(&sums_[row * sums_row_bytes_], &sums_tokens_[t * sums_row_bytes_], sums_bytes);
+      }
   });
 }
 
+// n_rows rows of x for `m` into xq / sums (rows xq_row_bytes_ / sums_row_bytes_ apart), on the
+// calling thread.
 void ExpertFeedForward::quantize_rows(const WeightMatrix& m, const float* x, int64_t x_stride,
-                                      int64_t n_rows, uint8_t* xq, uint8_t* sums,
-                                      ThreadPool& pool) {
-  for_rows(n_rows, pool, [&](int64_t begin, int64_t end) {
-    kernels::quantize_activations(isa_, m.format, x + begin * x_stride, x_stride, end - begin,
-                                  m.cols, xq + begin * xq_row_bytes_, xq_row_bytes_);
-    if (m.has_panels())
-      kernels::prepare_panel_sums(m.format, xq + begin * xq_row_bytes_, xq_row_bytes_, end - begin,
-                                  m.cols, sums + begin * sums_row_bytes_, sums_row_bytes_);
-  });
+                                      int64_t n_rows, uint8_t* xq, uint8_t* sums) const {
+  kernels::quantize_activations(isa_, m.format, x, x_stride, n_rows, m.cols, xq, xq_row_bytes_);
+  if (m.has_panels())
+    kernels::prepare_panel_sums(m.format, xq, xq_row_bytes_, n_rows, m.cols, sums, sums_row_bytes_);
 }
 
 // Work item: one panel (16 rows) of one output matrix of one expert, over that expert's rows.
@@ -200,46 +205,48 @@ void ExpertFeedForward::expert_matmuls(std::span<const ExpertOutput> outputs, Th
   });
 }
 
-void ExpertFeedForward::add_expert_bias(const WeightVector& bias, float* y, int64_t width,
-                                        ThreadPool& pool) {
-  if (!bias.present()) return;
-  for_rows(n_assignments_, pool, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const float* b = bias.data + static_cast<int64_t>(experts_[order_[row]]) * width;
-      kernels::add(isa_, y + row * width, b, y + row * width, width);
-    }
-  });
-}
-
-// gate_ = silu(gate_) * up_ (gpt-oss: swiglu_oai(gate_, up_)) for every expert-ordered row (the
-// input of the down matmul).
-void ExpertFeedForward::activate(int64_t n_assignments, ThreadPool& pool) {
+// For every expert-ordered row: its expert's gate and up biases (gpt-oss), the activation
+// (gate_ = silu(gate_) * up_, gpt-oss: swiglu_oai(gate_, up_)), then the row quantized as the
+// down matmul's input.
+void ExpertFeedForward::activate_and_quantize(const LayerWeights& l, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const int64_t n = c.n_ff_exp;
-  for_rows(n_assignments, pool, [&](int64_t begin, int64_t end) {
+  const WeightMatrix& down = l.ffn_down_exps.front();
+  for_rows(n_assignments_, pool, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       float* g = &gate_[row * n];
+      float* u = &up_[row * n];
+      const int64_t expert = experts_[order_[row]];
+      if (l.ffn_gate_exps_b.present())
+        kernels::add(isa_, g, l.ffn_gate_exps_b.data + expert * n, g, n);
+      if (l.ffn_up_exps_b.present()) kernels::add(isa_, u, l.ffn_up_exps_b.data + expert * n, u, n);
       if (c.activation == Activation::kSwigluOai) {
-        kernels::swiglu_oai(isa_, g, &up_[row * n], g, n, c.swiglu_alpha, c.swiglu_limit);
-        continue;
+        kernels::swiglu_oai(isa_, g, u, g, n, c.swiglu_alpha, c.swiglu_limit);
+      } else {
+        kernels::silu(isa_, g, g, n);
+        kernels::mul(isa_, g, u, g, n);
       }
-      kernels::silu(isa_, g, g, n);
-      kernels::mul(isa_, g, &up_[row * n], g, n);
     }
+    quantize_rows(down, &gate_[begin * n], n, end - begin, &xq_[begin * xq_row_bytes_],
+                  &sums_[begin * sums_row_bytes_]);
   });
 }
 
 // out[t] = w[t,0] d[t,0] + w[t,1] d[t,1] + ... in route order (llama.cpp: ggml_mul of the down
-// outputs by the weights, then ggml_add of the k views in order).
-void ExpertFeedForward::combine(int64_t n_tokens, float* out, int64_t out_stride,
-                                ThreadPool& pool) {
+// outputs by the weights, then ggml_add of the k views in order), each d first plus its expert's
+// down bias (gpt-oss; ggml_add_id before the weighting).
+void ExpertFeedForward::combine(const WeightVector& down_bias, int64_t n_tokens, float* out,
+                                int64_t out_stride, ThreadPool& pool) {
   const int64_t n = config_.n_embd;
   for_rows(n_tokens, pool, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float* o = out + t * out_stride;
       for (int64_t i = 0; i < k_; ++i) {
         const float w = weights_[t * k_ + i];
-        const float* d = &down_[rank_[t * k_ + i] * n];
+        float* d = &down_[rank_[t * k_ + i] * n];  // this token's row alone
+        if (down_bias.present())
+          kernels::add(isa_, d, down_bias.data + static_cast<int64_t>(experts_[t * k_ + i]) * n, d,
+                       n);
         if (i == 0) {
           kernels::scale(isa_, d, w, o, n);
         } else {

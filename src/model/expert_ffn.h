@@ -42,21 +42,21 @@ class ExpertFeedForward {
 
   void route(const LayerWeights& l, const float* xn, int64_t xn_stride, int64_t n_tokens,
              ThreadPool& pool);
-  // Quantizes n_rows rows of x for `m` into xq / sums (rows xq_row_bytes_ / sums_row_bytes_).
+  // Quantizes n_rows rows of x for `m` into xq / sums (rows xq_row_bytes_ / sums_row_bytes_
+  // apart) on the calling thread.
   void quantize_rows(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_rows,
-                     uint8_t* xq, uint8_t* sums, ThreadPool& pool);
-  // Quantizes token rows (or, with x_by_expert, rows already in expert order) for `m` into the
-  // expert-ordered activation buffer xq_ / sums_.
-  void quantize_for(const WeightMatrix& m, const float* x, int64_t x_stride, bool x_by_expert,
-                    int64_t n_tokens, ThreadPool& pool);
+                     uint8_t* xq, uint8_t* sums) const;
+  // Quantizes the token rows x for `m` into every expert-ordered row of xq_ / sums_ they go to.
+  void quantize_by_expert(const WeightMatrix& m, const float* x, int64_t x_stride, int64_t n_tokens,
+                          ThreadPool& pool);
   // Every expert's matmuls over its rows of xq_: the pool splits the panels of all active experts
   // by their cost (panels x tokens).
   void expert_matmuls(std::span<const ExpertOutput> outputs, ThreadPool& pool);
-  // y[row] += bias of the row's expert ([n_expert][width]), for every expert-ordered row; nothing
-  // when the bias is absent.
-  void add_expert_bias(const WeightVector& bias, float* y, int64_t width, ThreadPool& pool);
-  void activate(int64_t n_assignments, ThreadPool& pool);
-  void combine(int64_t n_tokens, float* out, int64_t out_stride, ThreadPool& pool);
+  // gate_ = act(gate_ + gate bias, up_ + up bias) per expert-ordered row, quantized into xq_ /
+  // sums_ for the down matmul.
+  void activate_and_quantize(const LayerWeights& l, ThreadPool& pool);
+  void combine(const WeightVector& down_bias, int64_t n_tokens, float* out, int64_t out_stride,
+               ThreadPool& pool);
   // fn(begin, end) over [0, n) rows: split over the pool when there are enough.
   void for_rows(int64_t n, ThreadPool& pool, FunctionRef<void(int64_t, int64_t)> fn);
 

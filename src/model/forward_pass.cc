@@ -497,18 +497,18 @@ void ForwardPass::add_attention_output(const LayerWeights& l, int64_t n, ThreadP
   const ModelConfig& c = config_;
   const int64_t o_dim = c.n_heads * c.head_dim_v;
   matmul(l.wo, attn_out_.data(), o_dim, n, proj_.data(), c.n_embd, pool);
-  if (l.bo.present())  // gpt-oss
-    for (int64_t t = 0; t < n; ++t)
-      kernels::add(isa_, &proj_[t * c.n_embd], l.bo.data, &proj_[t * c.n_embd], c.n_embd);
-  add_to_residual(l.attn_post_norm, n, pool);
+  add_to_residual(l.attn_post_norm, n, pool, l.bo);
 }
 
-// x += proj_ for every token (gemma3: proj_ normed by `post_norm` first).
-void ForwardPass::add_to_residual(const WeightVector& post_norm, int64_t n, ThreadPool& pool) {
+// x += proj_ for every token (gpt-oss: proj_ plus `bias` first; gemma3: proj_ normed by
+// `post_norm` first).
+void ForwardPass::add_to_residual(const WeightVector& post_norm, int64_t n, ThreadPool& pool,
+                                  const WeightVector& bias) {
   const ModelConfig& c = config_;
   for_token_rows(n, pool, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       float* o = &proj_[t * c.n_embd];
+      if (bias.present()) kernels::add(isa_, o, bias.data, o, c.n_embd);
       if (c.post_norms) kernels::rms_norm(isa_, o, post_norm.data, o, c.n_embd, c.rms_eps);
       kernels::add(isa_, &x_[t * c.n_embd], o, &x_[t * c.n_embd], c.n_embd);
     }
@@ -530,7 +530,7 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
   auto blocks_of = [&](const ForwardSequence& s) {
     return c.n_kv_heads * ((s.n_tokens * group + kLanes - 1) / kLanes);
   };
-  pool.run([&](int index, int count) {
+  auto run_blocks = [&](int index, int count) {
     float* scratch = reinterpret_cast<float*>(
         (reinterpret_cast<uintptr_t>(&scores_[static_cast<size_t>(index) * scores_per_thread_]) +
          31) /
@@ -581,7 +581,16 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
       }
       base += n_blocks;
     }
-  });
+  };
+  // One block (a single sequence's decode over one KV head, as gpt-oss's synthetic model has)
+  // leaves a second thread nothing to do: run it here rather than wake the pool.
+  int64_t total_blocks = 0;
+  for (const ForwardSequence& s : batch.sequences) total_blocks += blocks_of(s);
+  if (total_blocks == 1) {
+    run_blocks(0, 1);
+  } else {
+    pool.run(run_blocks);
+  }
 }
 
 void ForwardPass::ffn_block(int64_t il, int64_t n, ThreadPool& pool) {

@@ -68,7 +68,8 @@ class ForwardPass {
   void rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cache);
   void store_kv(int64_t il, int64_t t, const ForwardSequence& s, int64_t pos, KvPages& kv);
   void add_attention_output(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);
-  void add_to_residual(const WeightVector& post_norm, int64_t n_tokens, ThreadPool& pool);
+  void add_to_residual(const WeightVector& post_norm, int64_t n_tokens, ThreadPool& pool,
+                       const WeightVector& bias = {});
   void ffn_block(int64_t il, int64_t n_tokens, ThreadPool& pool);
   void output_hidden(const ForwardBatch& batch, std::span<float> hidden);
   void output_logits(const ForwardBatch& batch, ThreadPool& pool, std::span<float> logits);

@@ -57,6 +57,8 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
   config.kv.hybrid = !o.no_hybrid_kv;
   config.latency.target_itl_seconds =
       o.target_itl_ms > 0 ? std::optional<double>(o.target_itl_ms / 1000) : std::nullopt;
+  config.latency.idle_step_seconds =
+      o.idle_step_ms > 0 ? std::optional<double>(o.idle_step_ms / 1000) : std::nullopt;
   if (o.target_ttft_ms) config.latency.target_ttft_seconds = *o.target_ttft_ms / 1000;
   config.latency.max_ttft_seconds = o.max_ttft_s;
   config.sessions = o.sessions;

@@ -258,13 +258,20 @@ void EngineScheduler::schedule_admissions() {
 }
 
 EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
-  // Rule: a request's prefill starts after its cached prefix; one whose next page a running
-  // prefill is computing waits for it instead of computing it a second time.
+  // Rule: a request's prefill starts after its cached prefix; one whose next pages a running
+  // prefill is computing shares them instead of computing them a second time — joining the step
+  // that writes them when that step writes them all, waiting for a later step otherwise.
   SequenceState& seq = *waiting_[waiting_index];
-  const CachedPrefix prefix = find_cached_prefix(seq);
-  if (next_page_in_flight(seq, prefix.num_pages)) {
-    ++stats_.prefix_waits;
-    return Admission::kStop;
+  CachedPrefix prefix = find_cached_prefix(seq);
+  if (const PagesInFlight in_flight = pages_in_flight(seq, prefix.num_pages); in_flight.writer) {
+    // The executor stores every token's K/V of a layer before any token attends (executor.h),
+    // so the pages the writer's item fills hold its K/V when this sequence's tokens read them.
+    if (!in_flight.written_this_step ||
+        !share_pages_in_flight(prefix, *in_flight.writer, in_flight.num_pages)) {
+      ++stats_.prefix_waits;
+      return Admission::kStop;
+    }
+    ++stats_.prefix_shared_in_step;
   }
   const int32_t pending = seq.total_len() - prefix.num_pages * kv_.page_size();
   const int32_t want = prefill_chunk_limit(pending);
@@ -310,34 +317,91 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
   const PrefixHit hit = prefix_->lookup(seq.cache_namespace, seq.tokens, max_pages, prefix_pages_);
   found.num_pages = hit.num_pages;
   found.cursor = hit.cursor;
-  found.pages = prefix_pages_;
+  count_prefix_pages(found);
+  return found;
+}
+
+void EngineScheduler::count_prefix_pages(CachedPrefix& prefix) const {
+  // A page taken from the cached list leaves the pool and is paid by the sequence; a full
+  // group's page is held for good; a sliding page shared from a running sequence is neither.
+  prefix.pages = prefix_pages_;
+  prefix.num_from_pool = prefix.num_promised = 0;
   const int32_t groups = kv_.layout().num_groups();
   for (size_t i = 0; i < prefix_pages_.size(); ++i) {
     const PageId p = prefix_pages_[i];
     if (p == kNoPage) continue;
     const bool from_pool = kv_.page_state(p) == PageState::kCached;
-    found.num_from_pool += from_pool;
-    found.num_promised += from_pool || !kv_.layout().group(int32_t(i) % groups).sliding();
+    prefix.num_from_pool += from_pool;
+    prefix.num_promised += from_pool || !kv_.layout().group(int32_t(i) % groups).sliding();
   }
-  return found;
 }
 
-bool EngineScheduler::next_page_in_flight(const SequenceState& seq, int32_t cached_pages) const {
+bool EngineScheduler::share_pages_in_flight(CachedPrefix& prefix, const SequenceState& writer,
+                                            int32_t num_pages) {
+  // Rule: the sequence holds, in each group, what it would had it computed the shared pages
+  // itself: a full group every page, a sliding group only the pages its next query (after the
+  // shared pages) sees, kNoPage below, so a page of the cached hit's window that falls below
+  // the later window is not taken. The writer holds every page of that window: its own next
+  // query, before this step's item, is earlier (it had not yet written the first shared page),
+  // and pages leave a window only after a reported step.
+  const KVLayout& layout = kv_.layout();
+  const auto groups = size_t(layout.num_groups());
+  const int32_t shared = prefix.num_pages + num_pages;
+  prefix_pages_.resize(size_t(shared) * groups);
+  for (size_t g = 0; g < groups; ++g) {
+    std::span<const PageId> written = kv_.pages(writer.id, int32_t(g));
+    const int64_t first_seen =
+        layout.first_page_seen(int32_t(g), int64_t(shared) * kv_.page_size());
+    for (int32_t i = 0; i < shared; ++i) {
+      PageId& page = prefix_pages_[size_t(i) * groups + g];
+      if (i >= prefix.num_pages) page = written[size_t(i)];
+      if (i < first_seen) page = kNoPage;
+      if (i >= first_seen && page == kNoPage) return false;  // never a freed page
+    }
+  }
+  prefix.num_pages = shared;
+  count_prefix_pages(prefix);
+  return true;
+}
+
+EngineScheduler::PagesInFlight EngineScheduler::pages_in_flight(const SequenceState& seq,
+                                                                int32_t cached_pages) const {
   // Rule: page `cached_pages` of `seq` is in flight if a running prefill with the same tokens up
-  // to its end has not computed it yet; it is registered when that prefill reports it, so `seq`
-  // then shares it. Only a page `seq` could share (short of its last token) is worth the wait.
-  if (!prefix_ || !may_skip_cached_prefix(seq)) return false;
-  const int32_t end = (cached_pages + 1) * kv_.page_size();
-  if (end > seq.total_len() - 1) return false;
-  std::span<const TokenId> wanted(seq.tokens.data(), size_t(end));
+  // to its end has not computed it yet; `seq` can share that page and the writer's next ones as
+  // far as their tokens agree (short of `seq`'s last token, which it computes for its logits).
+  // The writer registers them once it reports them; a compressed writer never does (its pages
+  // are compacted in place), so no one waits for or shares its pages.
+  PagesInFlight found;
+  if (!prefix_ || !may_skip_cached_prefix(seq)) return found;
+  const int32_t page_size = kv_.page_size();
+  auto same_page = [&](const SequenceState& r, int32_t page) {
+    const int32_t end = (page + 1) * page_size;
+    if (end > seq.total_len() - 1 || end > r.total_len()) return false;
+    return std::ranges::equal(
+        std::span<const TokenId>(r.tokens.data() + end - page_size, size_t(page_size)),
+        std::span<const TokenId>(seq.tokens.data() + end - page_size, size_t(page_size)));
+  };
+  const int32_t end = (cached_pages + 1) * page_size;
   for (const SequenceState* r : running_) {
     if (r->phase != SequencePhase::kPrefill || r->cache_namespace != seq.cache_namespace ||
-        r->num_computed_tokens >= end || r->total_len() < end || r->prefix.broken)
+        r->num_computed_tokens >= end || r->prefix.broken || r->kv_compressed())
       continue;
-    if (std::ranges::equal(std::span<const TokenId>(r->tokens.data(), size_t(end)), wanted))
-      return true;
+    // The cached pages are the same content for both (a hit chains every page before it).
+    if (!std::ranges::equal(std::span<const TokenId>(r->tokens.data(), size_t(end - page_size)),
+                            std::span<const TokenId>(seq.tokens.data(), size_t(end - page_size))) ||
+        !same_page(*r, cached_pages))
+      continue;
+    found.writer = r;
+    found.num_pages = 1;
+    while (same_page(*r, cached_pages + found.num_pages)) ++found.num_pages;
+    // kv_.num_tokens counts the slots bound to the writer, this step's item included.
+    const int64_t written =
+        r->last_scheduled_step == step_ ? kv_.num_tokens(r->id) : r->num_computed_tokens;
+    found.written_this_step = written >= int64_t(cached_pages + found.num_pages) * page_size &&
+                              int64_t(kv_.pages(r->id).size()) >= cached_pages + found.num_pages;
+    return found;
   }
-  return false;
+  return found;
 }
 
 void EngineScheduler::cache_full_pages(SequenceState& seq) {

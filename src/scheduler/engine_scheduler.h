@@ -88,6 +88,9 @@ struct SchedulerStats {
   // Steps in which the head of the waiting queue waited for a page that a running prefill was
   // computing (to share it rather than compute it twice).
   uint64_t prefix_waits = 0;
+  // Admissions that shared pages a running prefill writes in the same step (a burst of requests
+  // with one system prompt: the prompt is computed once and every request answers after it).
+  uint64_t prefix_shared_in_step = 0;
 };
 
 class EngineScheduler {
@@ -187,7 +190,19 @@ class EngineScheduler {
   // Helpers.
   int32_t prefill_chunk_limit(int32_t pending) const;
   CachedPrefix find_cached_prefix(const SequenceState& seq);
-  bool next_page_in_flight(const SequenceState& seq, int32_t cached_pages) const;
+  // Pages after the cached prefix that a running prefill is computing and `seq` could share.
+  struct PagesInFlight {
+    const SequenceState* writer = nullptr;  // none: nothing to wait for or share
+    int32_t num_pages = 0;                  // shareable pages from the cached prefix on
+    bool written_this_step = false;         // the writer's item in this step writes all of them
+  };
+  PagesInFlight pages_in_flight(const SequenceState& seq, int32_t cached_pages) const;
+  // Extends `prefix` (prefix_pages_) by the `num_pages` pages after it that `writer`'s item of
+  // this step writes; false if a page the sequence would read is no longer held (never expected).
+  bool share_pages_in_flight(CachedPrefix& prefix, const SequenceState& writer, int32_t num_pages);
+  // Points `prefix.pages` at prefix_pages_ and counts the pages that leave the pool or count in
+  // the sequence's promise.
+  void count_prefix_pages(CachedPrefix& prefix) const;
   void cache_full_pages(SequenceState& seq);
   void free_outside_windows(const SequenceState& seq);
   // KV-Compress: orders the compression of the sequence of plan item `item` after the step when

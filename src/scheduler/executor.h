@@ -15,6 +15,10 @@ class Executor {
   // Runs the step: performs plan.page_copies, writes the K/V of every scheduled token into its
   // slot, attends each item over its pages, and samples a token for every item with sample =
   // true. Fills `result` with one ItemResult per item (an error there ends only that sequence).
+  // An item's pages may include pages that an earlier item of the same plan writes (a request
+  // sharing the prefix another is computing, EngineScheduler::try_admit): the executor stores
+  // the K/V of every token of a layer before any token of that layer attends, so a later item
+  // reads those positions as written in this step.
   // A returned error means the whole step failed (the engine then calls on_step_failed).
   // After warm-up it performs no heap allocation.
   virtual Status run(const StepPlan& plan, ExecutionResult& result) = 0;

@@ -40,6 +40,7 @@ void Generation::start() {
   choices_.resize(spec_.choices.size());
   for (size_t i = 0; i < spec_.choices.size(); ++i) {
     if (!spec_.stop.empty()) choices_[i].stop = std::make_unique<StopStringMatcher>(spec_.stop);
+    if (spec_.harmony) choices_[i].harmony = std::make_unique<HarmonyReply>(*spec_.harmony);
   }
   for (size_t i = 0; i < spec_.choices.size() && !ended_; ++i) {
     // Runs on the engine's worker thread (or here, for an immediate rejection): only hands the
@@ -101,6 +102,7 @@ void Generation::on_event(size_t index, TokenEvent event) {
   if (!outcome_.ttft_seconds && event.token)
     outcome_.ttft_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  if (c.harmony) return on_harmony_event(index, std::move(event));
   std::string text = std::move(event.text);
   if (c.stop) {
     StopStringMatcher::Output out = c.stop->push(text);
@@ -120,6 +122,46 @@ void Generation::on_event(size_t index, TokenEvent event) {
     finish_choice(index, f.reason == FinishReason::kLength ? "length" : "stop",
                   f.usage.completion_tokens);
   }
+}
+
+void Generation::on_harmony_event(size_t index, TokenEvent event) {
+  ChoiceState& c = choices_[index];
+  HarmonyReply::Delta delta;
+  if (event.token) delta = c.harmony->push(*event.token, event.text);
+  if (event.finish) {
+    HarmonyReply::Delta tail = c.harmony->finish();
+    delta.reasoning += tail.reasoning;
+    delta.content += tail.content;
+  }
+  emit_reasoning(index, delta.reasoning);
+  std::string content = std::move(delta.content);
+  if (c.stop) {
+    StopStringMatcher::Output out = c.stop->push(content);
+    content = std::move(out.text);
+    if (out.stopped) {
+      emit_text(index, std::move(content));
+      ++outcome_.stop_string_matches;
+      c.handle = RequestHandle();  // cancels the rest
+      c.harmony->finish();         // the calls it completed stand
+      return finish_choice(index, "stop", c.tokens);
+    }
+    if (event.finish) content += c.stop->flush();
+  }
+  emit_text(index, std::move(content));
+  if (event.finish)
+    finish_choice(index, event.finish->reason == FinishReason::kLength ? "length" : "stop",
+                  event.finish->usage.completion_tokens);
+}
+
+void Generation::emit_reasoning(size_t index, std::string_view text) {
+  if (text.empty()) return;
+  ChoiceState& c = choices_[index];
+  if (!spec_.stream) {
+    c.reasoning += text;
+    return;
+  }
+  exchange_->send_chunk(sse_event(dump_json(reasoning_chunk_json(
+      spec_.meta, int32_t(index), text, spec_.include_usage, take_pending_logprobs(c)))));
 }
 
 nlohmann::json Generation::take_pending_logprobs(ChoiceState& c) {
@@ -170,7 +212,17 @@ std::string Generation::take_tool_calls(ChoiceState& c, std::string_view reply) 
 
 void Generation::finish_choice(size_t index, std::string reason, int64_t completion_tokens) {
   ChoiceState& c = choices_[index];
-  if (spec_.tool_call_syntax) {
+  if (c.harmony && spec_.tool_call_syntax) {
+    // The calls were read from the tokens; the content was sent (or kept) as it came.
+    std::vector<ParsedToolCall> calls = c.harmony->tool_calls();
+    if (!spec_.parallel_tool_calls && calls.size() > 1) calls.resize(1);
+    for (ParsedToolCall& call : calls)
+      c.tool_calls.push_back({new_tool_call_id(), std::move(call.name), std::move(call.arguments)});
+    if (spec_.stream && !c.tool_calls.empty())
+      exchange_->send_chunk(sse_event(dump_json(
+          tool_calls_chunk_json(spec_.meta, int32_t(index), c.tool_calls, spec_.include_usage))));
+    if (!c.tool_calls.empty() && reason == "stop") reason = "tool_calls";
+  } else if (spec_.tool_call_syntax) {
     if (spec_.stream) {
       // What was held back: content (or, for a generic reply, the "response" inside its JSON),
       // then the calls.
@@ -211,6 +263,7 @@ void Generation::complete() {
                                int64_t(echo.size()));
     results.push_back({int32_t(i), echo + choices_[i].text, *choices_[i].finish_reason,
                        std::move(logprobs), std::move(choices_[i].tool_calls)});
+    if (choices_[i].harmony) results.back().reasoning_content = std::move(choices_[i].reasoning);
   }
   exchange_->respond(
       200, "application/json",

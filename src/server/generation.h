@@ -21,6 +21,7 @@
 
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/harmony_reply.h"
 #include "server/http_server.h"
 #include "server/openai_response.h"
 #include "server/stop_string_matcher.h"
@@ -65,6 +66,9 @@ struct GenerationSpec {
   // model's syntax; a stream holds back text that may start a call and sends each call whole.
   std::optional<ToolCallSyntax> tool_call_syntax;
   bool parallel_tool_calls = true;  // false: only a reply's first call is kept
+  // Chat with a harmony model: each reply is read by its markers (harmony_reply.h) into
+  // reasoning_content, content and (with tools) tool calls; stop strings apply to the content.
+  std::optional<HarmonyTokens> harmony;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -90,6 +94,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::string reply;                        // with tools, streaming: the reply's text so far
     size_t reply_sent = 0;  // with tools, streaming: bytes of `reply` sent as content
     std::vector<ToolCall> tool_calls;
+    std::unique_ptr<HarmonyReply> harmony;  // a harmony model's reply being read
+    std::string reasoning;                  // non-streaming, harmony: the reasoning_content
   };
   // With tools: the reply's calls (ids given here), and its content around them.
   std::string take_tool_calls(ChoiceState& c, std::string_view reply);
@@ -97,8 +103,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
   nlohmann::json take_pending_logprobs(ChoiceState& c);
 
   void on_event(size_t index, TokenEvent event);
+  // A harmony reply's event: its reasoning and content deltas out, stop strings on the content.
+  void on_harmony_event(size_t index, TokenEvent event);
   void emit_text(size_t index, std::string text);
   void send_content(size_t index, std::string_view text);
+  void emit_reasoning(size_t index, std::string_view text);
   void finish_choice(size_t index, std::string reason, int64_t completion_tokens);
   void fail(const ApiError& error);
   void complete();

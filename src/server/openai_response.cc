@@ -32,6 +32,9 @@ json response_json(const ResponseMeta& meta, const std::vector<ChoiceResult>& ch
     json choice{{"index", c.index}, {"logprobs", c.logprobs}, {"finish_reason", c.finish_reason}};
     if (meta.chat) {
       json message{{"role", "assistant"}, {"content", c.text}};
+      if (c.reasoning_content)
+        message["reasoning_content"] =
+            c.reasoning_content->empty() ? json(nullptr) : json(*c.reasoning_content);
       if (!c.tool_calls.empty()) {
         if (c.text.empty()) message["content"] = nullptr;
         message["tool_calls"] = tool_calls_json(c.tool_calls, false);
@@ -62,6 +65,18 @@ json chunk_json(const ResponseMeta& meta, int32_t index, std::string_view text, 
   } else {
     choice["text"] = std::string(text);
   }
+  out["choices"] = json::array({std::move(choice)});
+  if (include_usage) out["usage"] = nullptr;
+  return out;
+}
+
+json reasoning_chunk_json(const ResponseMeta& meta, int32_t index, std::string_view text,
+                          bool include_usage, json logprobs) {
+  json out = envelope(meta, true);
+  json choice{{"index", index},
+              {"logprobs", std::move(logprobs)},
+              {"finish_reason", nullptr},
+              {"delta", json{{"reasoning_content", std::string(text)}}}};
   out["choices"] = json::array({std::move(choice)});
   if (include_usage) out["usage"] = nullptr;
   return out;

@@ -40,6 +40,8 @@ struct ChoiceResult {
   // Chat with tools: the calls parsed out of the reply (then `text` is the content around them,
   // and an empty content is null, as OpenAI sends it).
   std::vector<ToolCall> tool_calls;
+  // Chat with a reasoning reply (harmony): message.reasoning_content, null when empty.
+  std::optional<std::string> reasoning_content;
 };
 
 // One generated token's log-probabilities, with the token's text.
@@ -67,6 +69,9 @@ nlohmann::json response_json(const ResponseMeta& meta, const std::vector<ChoiceR
 nlohmann::json chunk_json(const ResponseMeta& meta, int32_t index, std::string_view text,
                           bool with_role, const std::optional<std::string>& finish_reason,
                           bool include_usage, nlohmann::json logprobs = nullptr);
+// A chat stream's chunk whose delta carries reasoning text ({"reasoning_content": text}).
+nlohmann::json reasoning_chunk_json(const ResponseMeta& meta, int32_t index, std::string_view text,
+                                    bool include_usage, nlohmann::json logprobs = nullptr);
 // A chat stream's chunk that carries whole tool calls in its delta.
 nlohmann::json tool_calls_chunk_json(const ResponseMeta& meta, int32_t index,
                                      std::span<const ToolCall> calls, bool include_usage);

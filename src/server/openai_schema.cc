@@ -330,6 +330,11 @@ MaybeError parse_messages(const json& body, std::vector<ChatMessage>& messages) 
     msg.content = std::move(text);
     if (const json* name = field(m, "name"); name && name->is_string())
       msg.name = name->get<std::string>();
+    if (const json* reasoning = field(m, "reasoning_content"); reasoning && r == "assistant") {
+      if (!reasoning->is_string())
+        return wrong_type(param + ".reasoning_content", "a string", *reasoning);
+      msg.reasoning_content = reasoning->get<std::string>();
+    }
     messages.push_back(std::move(msg));
   }
   return std::nullopt;
@@ -416,6 +421,13 @@ std::variant<ChatRequest, ApiError> parse_chat_request(const json& body) {
   if (top && !logprobs.value_or(false))
     return bad_request("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
   if (logprobs.value_or(false)) r.options.logprobs = int32_t(top.value_or(0));
+  if (auto e = get_string(body, "reasoning_effort", r.reasoning_effort)) return *e;
+  if (r.reasoning_effort && *r.reasoning_effort != "low" && *r.reasoning_effort != "medium" &&
+      *r.reasoning_effort != "high")
+    return bad_request(fmt::format("'reasoning_effort' must be \"low\", \"medium\" or \"high\", "
+                                   "got \"{}\"",
+                                   *r.reasoning_effort),
+                       "reasoning_effort");
   // A chat request carries the whole conversation, and the prefix cache already reuses its KV;
   // a session continues raw token history, which a chat template's rendering of a partial
   // conversation cannot (templates add system preambles, BOS, ...).

@@ -67,9 +67,13 @@ struct CompletionRequest {
 
 struct ChatRequest {
   std::optional<std::string> model;
-  // [{"role", "content"(string)}...]: roles checked, content parts joined into one string.
+  // [{"role", "content"(string)}...]: roles checked, content parts joined into one string; an
+  // assistant turn's "reasoning_content" kept.
   std::vector<ChatMessage> messages;
   GenerationOptions options;
+  // OpenAI's "low", "medium" or "high": a template variable of that name (gpt-oss's template
+  // writes it into the system message; templates that do not read it ignore it).
+  std::optional<std::string> reasoning_effort;
 };
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(const nlohmann::json& body);

@@ -400,8 +400,10 @@ void OpenAIService::models(const HttpRequest& request,
 
 void OpenAIService::tokenize(const HttpRequest& request,
                              const std::shared_ptr<HttpExchange>& exchange) {
-  // Off the I/O thread: a large prompt takes a while to tokenize (see prompt_workers_).
-  using Result = std::variant<ApiError, std::vector<TokenId>>;
+  // Off the I/O thread: a large prompt takes a while to tokenize (see prompt_workers_), and so
+  // does writing its ids as JSON (a 7 MB prompt gives over a million), so the worker returns the
+  // reply's body and the I/O thread only sends it.
+  using Result = std::variant<ApiError, std::string>;
   auto work = [this, model = model_](const std::string& body) -> Result {
     auto json_body = parse_request_json(body);
     if (auto* e = std::get_if<ApiError>(&json_body)) return *e;
@@ -421,30 +423,36 @@ void OpenAIService::tokenize(const HttpRequest& request,
     }
     auto tokens = model->engine->tokenize(std::move(prompt));
     if (!tokens.ok()) return error_for_prompt(tokens.error(), prompt_param);
-    return std::move(*tokens);
+    return dump_json(json{{"tokens", *tokens},
+                          {"count", tokens->size()},
+                          {"max_model_len", model->engine->setup().max_model_len}});
   };
   off_io_thread(request, exchange, std::move(work),
                 [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
-                       std::vector<TokenId> tokens) {
-                  reply_json(
-                      request, exchange, 200,
-                      dump_json(json{{"tokens", tokens},
-                                     {"count", tokens.size()},
-                                     {"max_model_len", model_->engine->setup().max_model_len}}));
+                       std::string reply) {
+                  reply_json(request, exchange, 200, std::move(reply));
                 });
 }
 
 void OpenAIService::detokenize(const HttpRequest& request,
                                const std::shared_ptr<HttpExchange>& exchange) {
-  auto body = parse_request_json(request.body);
-  if (auto* e = std::get_if<ApiError>(&body)) return reply_error(request, exchange, *e);
-  auto parsed = parse_detokenize_request(std::get<json>(body));
-  if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(request, exchange, *e);
-  const auto& tokens = std::get<std::vector<int32_t>>(parsed);
-  auto text = model_->engine->detokenize(tokens, /*render_special=*/true);
-  if (!text.ok())
-    return reply_error(request, exchange, bad_request(text.error().message, "tokens"));
-  reply_json(request, exchange, 200, dump_json(json{{"prompt", *text}, {"content", *text}}));
+  // Off the I/O thread too: a body of a million ids takes a while to parse and decode.
+  using Result = std::variant<ApiError, std::string>;
+  auto work = [model = model_](const std::string& body) -> Result {
+    auto json_body = parse_request_json(body);
+    if (auto* e = std::get_if<ApiError>(&json_body)) return *e;
+    auto parsed = parse_detokenize_request(std::get<json>(json_body));
+    if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+    const auto& tokens = std::get<std::vector<int32_t>>(parsed);
+    auto text = model->engine->detokenize(tokens, /*render_special=*/true);
+    if (!text.ok()) return bad_request(text.error().message, "tokens");
+    return dump_json(json{{"prompt", *text}, {"content", *text}});
+  };
+  off_io_thread(request, exchange, std::move(work),
+                [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                       std::string reply) {
+                  reply_json(request, exchange, 200, std::move(reply));
+                });
 }
 
 void OpenAIService::completions(const HttpRequest& request,
@@ -485,6 +493,16 @@ std::variant<GenerationRequest, ApiError> OpenAIService::parse_generation_reques
     out.options = std::move(c.options);
     ChatPrompt prompt{std::move(c.messages)};
     if (auto e = read_tool_fields(body, j, out, prompt)) return *e;
+    if (c.reasoning_effort) {
+      auto given = prompt.template_kwargs.find("reasoning_effort");
+      if (given != prompt.template_kwargs.end() && *given != *c.reasoning_effort)
+        return bad_request(
+            "'reasoning_effort' and 'chat_template_kwargs.reasoning_effort' differ: give one",
+            "reasoning_effort");
+      prompt.template_kwargs["reasoning_effort"] = *c.reasoning_effort;
+    }
+    // A harmony model's replies are read by their markers' ids (harmony_reply.h).
+    out.harmony = model_->engine->codec().harmony_tokens();
     out.prompts.push_back({std::move(prompt), std::string()});
     return out;
   }
@@ -603,6 +621,7 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
   spec.include_usage = options.include_usage;
   spec.stop = options.stop;
   spec.tool_call_syntax = parsed.tool_call_syntax;
+  spec.harmony = parsed.harmony;
   spec.parallel_tool_calls = parsed.parallel_tool_calls;
   if (options.constraint) spec.grammar_param = options.constraint->param;
   if (options.logprobs) {

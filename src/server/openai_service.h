@@ -77,6 +77,8 @@ struct GenerationRequest {
   // Chat with tools offered (tool_choice not "none"): the model's call syntax, to read replies.
   std::optional<ToolCallSyntax> tool_call_syntax;
   bool parallel_tool_calls = true;
+  // Chat with a harmony model (gpt-oss): the markers its replies are read by.
+  std::optional<HarmonyTokens> harmony;
 };
 
 class OpenAIService {

@@ -72,6 +72,7 @@ std::optional<std::string> tool_call_grammar(const ToolCallGrammarRequest& r) {
       if (!r.required) return std::nullopt;
       return "start: " + json_rule(call_schema(r, "parameters")) + "\n";
     case ToolCallSyntax::kMistral:
+    case ToolCallSyntax::kHarmony:
       return std::nullopt;
     case ToolCallSyntax::kGeneric: {
       Json call = Json{{"type", "object"},

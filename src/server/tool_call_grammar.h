@@ -29,7 +29,8 @@ struct ToolCallGrammarRequest {
 };
 
 // The Lark grammar, or nullopt when the reply stays free: "auto" with a syntax that lets a model
-// answer in text, or a syntax whose marker is a control token (Mistral's [TOOL_CALLS]).
+// answer in text, or a syntax whose markers are control tokens (Mistral's [TOOL_CALLS], harmony's
+// channels).
 std::optional<std::string> tool_call_grammar(const ToolCallGrammarRequest& request);
 
 }  // namespace drift::server

@@ -140,6 +140,13 @@ bool Tokenizer::is_eog(int32_t token) const {
   return std::binary_search(eog.begin(), eog.end(), token);
 }
 
+std::optional<int32_t> Tokenizer::find_special(std::string_view text) const {
+  const Vocab& vocab = model_->vocab;
+  const std::optional<int32_t> id = vocab.find(text);
+  if (!id || !vocab.has_attr(*id, kTokenAttrControl | kTokenAttrUserDefined)) return std::nullopt;
+  return id;
+}
+
 bool Tokenizer::is_control(int32_t token) const {
   return model_->vocab.contains(token) && model_->vocab.has_attr(token, kTokenAttrControl);
 }

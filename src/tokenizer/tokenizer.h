@@ -82,6 +82,8 @@ class Tokenizer {
   // End-of-generation tokens: EOS, EOT, EOM and the others llama.cpp recognises; ascending.
   std::span<const int32_t> eog_tokens() const;
   bool is_eog(int32_t token) const;
+  // The control or user-defined token whose text is exactly `text` ("<|channel|>"), if any.
+  std::optional<int32_t> find_special(std::string_view text) const;
   // Control tokens (never produced from plain text unless parse_special; not rendered unless
   // render_special). False for ids outside the vocabulary.
   bool is_control(int32_t token) const;

@@ -146,12 +146,17 @@ std::string_view tool_call_syntax_name(ToolCallSyntax syntax) {
       return "mistral";
     case ToolCallSyntax::kGeneric:
       return "generic";
+    case ToolCallSyntax::kHarmony:
+      return "harmony";
   }
   return "generic";
 }
 
 ToolCallSyntax detect_tool_call_syntax(std::string_view source) {
   // Templates that render tools name the syntax they render earlier calls in.
+  if (source.find("<|channel|>") != std::string_view::npos &&
+      source.find("<|start|>") != std::string_view::npos)
+    return ToolCallSyntax::kHarmony;
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolCallSyntax::kHermes;
   if (source.find("[TOOL_CALLS]") != std::string_view::npos) return ToolCallSyntax::kMistral;
   if (source.find("<|python_tag|>") != std::string_view::npos ||
@@ -171,6 +176,8 @@ ParsedReply parse_tool_calls(ToolCallSyntax syntax, std::string_view reply) {
       return parse_mistral(reply);
     case ToolCallSyntax::kGeneric:
       return parse_generic(reply);
+    case ToolCallSyntax::kHarmony:
+      return content_only(reply);
   }
   return content_only(reply);
 }
@@ -181,6 +188,7 @@ size_t streamable_content_length(ToolCallSyntax syntax, std::string_view reply) 
     if (open != std::string_view::npos) return open;
     return reply.size() - partial_marker_tail(reply, kHermesOpen);
   }
+  if (syntax == ToolCallSyntax::kHarmony) return reply.size();
   // The other syntaxes make the whole reply the call: it may be one until its first character
   // says otherwise.
   const std::string_view text = trim(reply);

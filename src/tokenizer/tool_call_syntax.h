@@ -10,7 +10,10 @@
 //             token, so the decoded reply starts at the '[');
 //   kGeneric  the template cannot show tools, so the prompt gets a system message that lists
 //             them and asks for {"tool_call": {"name": ..., "arguments": {...}}} or
-//             {"response": "..."}; with a constraint the reply always has one of these shapes.
+//             {"response": "..."}; with a constraint the reply always has one of these shapes;
+//   kHarmony  gpt-oss: a message to functions.NAME on the commentary channel, whose content is the
+//             arguments; read from the reply's tokens by harmony_parser.h (its markers are
+//             tokens), never from its text, so the text functions here treat it as content.
 // Parsing never fails: a reply that is not a well-formed call in the model's syntax is content.
 #pragma once
 
@@ -23,7 +26,7 @@
 
 namespace drift {
 
-enum class ToolCallSyntax { kHermes, kLlama3, kMistral, kGeneric };
+enum class ToolCallSyntax { kHermes, kLlama3, kMistral, kGeneric, kHarmony };
 
 std::string_view tool_call_syntax_name(ToolCallSyntax syntax);
 

@@ -32,12 +32,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *extra_args, api_key=None, wait=True, served_model_name=MODEL_NAME):
+    def __init__(self, *extra_args, api_key=None, wait=True, served_model_name=MODEL_NAME,
+                 model=MODEL):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         name = ["--served-model-name", served_model_name] if served_model_name else []
-        args = [DRIFT_BIN, "serve", "-m", MODEL, "--host", "127.0.0.1", "--port", str(self.port),
+        args = [DRIFT_BIN, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(self.port),
                 *name, "--threads", "2", *extra_args]
         if api_key:
             args += ["--api-key", api_key]

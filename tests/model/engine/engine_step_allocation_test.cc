@@ -276,6 +276,13 @@ TEST(EngineStepAllocation, DecodeStepsOfAMixtureOfExpertsAllocateNothing) {
       std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model" / "qwen3moe-synthetic.gguf");
 }
 
+// gpt-oss: MXFP4 experts in panels, expert and attention biases, sinks, sliding-window layers.
+TEST(EngineStepAllocation, DecodeStepsOfGptOssAllocateNothing) {
+  expect_decode_steps_allocate_nothing(
+      kernels::KvFormat::kF16, /*kv_events=*/false,
+      std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model" / "gpt-oss-synthetic.gguf");
+}
+
 TEST(EngineStepAllocation, DecodeStepsThatReportKvEventsAllocateNothing) {
   expect_decode_steps_allocate_nothing(kernels::KvFormat::kF16, /*kv_events=*/true);
 }

@@ -61,14 +61,18 @@ TEST(LatencyPlanner, TheBudgetIsTheLargestThatKeepsTheStepUnderTheTarget) {
   EXPECT_GT(cut, 50) << "the trials should exercise the cut, not only the cap";
 }
 
-TEST(LatencyPlanner, TheWholeBudgetWhenNothingDecodesAndTheFloorUntilDecodesAreMeasured) {
+TEST(LatencyPlanner, TheIdleBoundWhenNothingDecodesAndTheFloorUntilDecodesAreMeasured) {
   const StepCostModel model = model_with(StepCosts{1e-3, 1e-3, 1e-3, 0});
   LatencyConfig config;
   config.target_itl_seconds = 0.0505;
+  config.idle_step_seconds = 0.5005;
   BudgetInputs in;
   in.max_num_batched_tokens = 2048;
   in.load.pending_prefill_tokens = 4000;
-  EXPECT_EQ(plan_prefill_budget(model, config, in), 2048) << "no decodes: the whole budget";
+  EXPECT_EQ(plan_prefill_budget(model, config, in), 499) << "no decodes: 500 ms - 1 ms per step";
+  config.idle_step_seconds.reset();
+  EXPECT_EQ(plan_prefill_budget(model, config, in), 2048) << "no decodes, no idle bound: whole";
+  EXPECT_EQ(plan_prefill_budget(StepCostModel{}, config, in), 2048) << "a fresh engine, idle";
   in.load.decoding = 4;
   EXPECT_EQ(plan_prefill_budget(model, config, in), 45) << "50 ms - 1 ms - 4 ms = 45 tokens";
   // A fresh engine (drift generate with 32 prompts) prefilled 2,048 tokens in its first step
@@ -77,7 +81,37 @@ TEST(LatencyPlanner, TheWholeBudgetWhenNothingDecodesAndTheFloorUntilDecodesAreM
   EXPECT_EQ(plan_prefill_budget(StepCostModel{}, config, in), config.min_prefill_tokens)
       << "uncalibrated";
   config.target_itl_seconds.reset();
+  config.idle_step_seconds = 0.5005;
   EXPECT_EQ(plan_prefill_budget(model, config, in), 2048) << "no target";
+  in.load.decoding = 0;
+  EXPECT_EQ(plan_prefill_budget(model, config, in), 2048) << "no target: no idle bound either";
+}
+
+// Idle steps are cut like the others: over random costs, the budget's step fits the bound, one
+// more token would not, and a first-token target at risk still grows it.
+TEST(LatencyPlanner, TheIdleBoundIsTheLargestPrefillUnderIt) {
+  std::mt19937_64 rng(77);
+  for (int trial = 0; trial < 200; ++trial) {
+    const StepCosts truth{1e-4 * double(rng() % 50), 1e-5 * double(1 + rng() % 200),
+                          1e-5 * double(rng() % 100), 1e-10 * double(rng() % 50)};
+    const StepCostModel model = model_with(truth);
+    LatencyConfig config;
+    config.idle_step_seconds = 0.1 + 0.05 * double(rng() % 20);
+    BudgetInputs in;
+    in.max_num_batched_tokens = 2048;
+    in.load.prefill_start = int32_t(rng() % 4000);
+    in.load.pending_prefill_tokens = 1 + int64_t(rng() % 5000);
+    const int32_t b = plan_prefill_budget(model, config, in);
+    SCOPED_TRACE(testing::Message() << "trial " << trial << " budget " << b);
+    ASSERT_GE(b, config.min_prefill_tokens);
+    if (b > config.min_prefill_tokens)
+      EXPECT_LE(predict_step_seconds(model.costs(), in.load, b), *config.idle_step_seconds);
+    if (b < 2048 && b > config.min_prefill_tokens)
+      EXPECT_GT(predict_step_seconds(model.costs(), in.load, b + 1), *config.idle_step_seconds);
+    config.target_ttft_seconds = 1.0;
+    in.oldest_unserved_seconds = 2.0;  // late: as fast as possible
+    EXPECT_EQ(plan_prefill_budget(model, config, in), 2048);
+  }
 }
 
 TEST(LatencyPlanner, DecodesBeyondTheTargetStillLeaveTheProgressFloor) {
@@ -128,6 +162,9 @@ TEST(LatencyPlanner, ValidateNamesTheField) {
   LatencyConfig c;
   c.target_itl_seconds = -1;
   EXPECT_NE(c.validate().message().find("latency.target_itl_seconds"), std::string::npos);
+  c = LatencyConfig{};
+  c.idle_step_seconds = 0;
+  EXPECT_NE(c.validate().message().find("latency.idle_step_seconds"), std::string::npos);
   c = LatencyConfig{};
   c.min_prefill_tokens = 0;
   EXPECT_NE(c.validate().message().find("min_prefill_tokens"), std::string::npos);

@@ -24,9 +24,9 @@ using testing::gamma_n;
 using testing::isa_label;
 using testing::isas_under_test;
 
-constexpr Format kPanelFormats[] = {Format::kQ4_0, Format::kQ4_1,   Format::kQ5_0,  Format::kQ5_1,
-                                    Format::kQ8_0, Format::kQ4_K,   Format::kQ6_K,  Format::kQ2_K,
-                                    Format::kQ3_K, Format::kIQ4_NL, Format::kIQ4_XS};
+constexpr Format kPanelFormats[] = {
+    Format::kQ4_0, Format::kQ4_1, Format::kQ5_0, Format::kQ5_1,   Format::kQ8_0,   Format::kQ4_K,
+    Format::kQ6_K, Format::kQ2_K, Format::kQ3_K, Format::kIQ4_NL, Format::kIQ4_XS, Format::kMXFP4};
 constexpr float kSentinel = -12345.0f;
 
 struct PanelProblem {
@@ -268,7 +268,8 @@ INSTANTIATE_TEST_SUITE_P(PanelFormats, PanelFormat, ::testing::ValuesIn(kPanelFo
 // For the low-bit formats the row layout's order (matmul.h) is the panel order, so a model gives
 // the same bits whichever layout a matrix is in.
 TEST(PanelLowBit, PanelEqualsRowLayoutBitwise) {
-  for (Format f : {Format::kQ2_K, Format::kQ3_K, Format::kIQ4_NL, Format::kIQ4_XS}) {
+  for (Format f :
+       {Format::kQ2_K, Format::kQ3_K, Format::kIQ4_NL, Format::kIQ4_XS, Format::kMXFP4}) {
     const PanelProblem p = make_problem(f, 37, 768, 5, 3);
     std::vector<float> y = fresh_output(p);
     run(Isa::kScalar, p, 0, p.n_tokens, 0, n_panels(p), y);
@@ -278,6 +279,54 @@ TEST(PanelLowBit, PanelEqualsRowLayoutBitwise) {
         ASSERT_EQ(bits(y[t * stride_of(p) + r]),
                   bits(dot(p.w.data() + r * p.w_row_bytes, p.x.data() + t * p.x_row_bytes, p.k)))
             << format_info(f).name << " t=" << t << " r=" << r;
+  }
+}
+
+// MXFP4's scale bytes at both ends of E8M0's range, which the SIMD kernels turn into floats by
+// other instructions than mxfp4_scale: e < 2 (subnormal scales) under activations of ordinary
+// size, and e up to 255 (2^127) under activations of 2^-16 (fp16 activation scales near 2^-21:
+// nothing overflows). Every ISA's panel kernel and row kernel give the scalar row kernel's bits.
+TEST(PanelMXFP4, ExtremeScalesEqualRowLayoutBitwise) {
+  const Format f = Format::kMXFP4;
+  const int64_t n_rows = 37, k = 640, n_tokens = 9;
+  struct Range {
+    int e_lo, e_hi;
+    float x_scale;
+  };
+  for (const Range range : {Range{0, 12, 1.0f}, Range{232, 255, 0x1p-16f}}) {
+    std::mt19937 rng(static_cast<uint32_t>(range.e_lo + 1));
+    std::vector<uint8_t> w = testing::random_weight_rows(f, n_rows, k, rng);
+    const int64_t block_bytes = format_info(f).block_bytes;
+    for (size_t b = 0; b < w.size() / block_bytes; ++b)
+      w[b * block_bytes] = static_cast<uint8_t>(range.e_lo + rng() % (range.e_hi - range.e_lo + 1));
+    std::vector<uint8_t> panels(static_cast<size_t>(panel_matrix_bytes(f, n_rows, k)));
+    repack_panels(f, w.data(), row_bytes(f, k), n_rows, k, panels.data());
+    std::vector<float> xf = testing::random_floats(n_tokens * k, rng, range.x_scale);
+    const int64_t x_row_bytes = activation_row_bytes(f, k);
+    const int64_t sums_row_bytes = panel_sums_row_bytes(f, k);
+    std::vector<uint8_t> x(static_cast<size_t>(n_tokens * x_row_bytes));
+    std::vector<uint8_t> sums(static_cast<size_t>(n_tokens * sums_row_bytes));
+    quantize_activations(Isa::kScalar, f, xf.data(), k, n_tokens, k, x.data(), x_row_bytes);
+    prepare_panel_sums(f, x.data(), x_row_bytes, n_tokens, k, sums.data(), sums_row_bytes);
+    const DotFn reference = matmul_kernels(Isa::kScalar).dot(f);
+    for (Isa isa : isas_under_test()) {
+      std::vector<float> y(static_cast<size_t>(n_tokens * n_rows), kSentinel);
+      panel_matmul(isa, f)(PanelArgs{panels.data(), n_rows, k, x.data(), x_row_bytes, sums.data(),
+                                     sums_row_bytes, y.data(), n_rows, n_tokens},
+                           0, (n_rows + kPanelRows - 1) / kPanelRows);
+      const DotFn row_dot = matmul_kernels(isa).dot(f);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const uint8_t* w_row = w.data() + r * row_bytes(f, k);
+          const uint8_t* x_row = x.data() + t * x_row_bytes;
+          const float expected = reference(w_row, x_row, k);
+          ASSERT_TRUE(std::isfinite(expected));
+          ASSERT_EQ(bits(y[t * n_rows + r]), bits(expected))
+              << isa_label(isa) << " e in [" << range.e_lo << ", " << range.e_hi << "] t=" << t
+              << " r=" << r << ": " << y[t * n_rows + r] << " vs " << expected;
+          ASSERT_EQ(bits(row_dot(w_row, x_row, k)), bits(expected)) << isa_label(isa) << " row";
+        }
+    }
   }
 }
 

@@ -12,7 +12,9 @@
 // what K/V depends on — and verifies each read against the reader's own history, so a page that
 // was evicted, reused or rewritten under a live sequence (or a wrong prefix cache hit) fails the
 // read. Every page of a plan must be in use, and no step may write into a page that another
-// sequence holds (shared pages are read-only).
+// sequence holds (shared pages are read-only), except to fill a page that other items of the same
+// step share to read it (a request joining the step that computes its prefix): as a real executor,
+// the fake performs every write of a step before its reads.
 //
 // A compressed item (KV-Compress) keeps, per sequence, the position each of its slots holds (one
 // table: the fake model has one head) and is checked the same way through it; the plan's
@@ -100,17 +102,27 @@ class FakeExecutor : public Executor {
     }
     for (SeqId id : plan.kv_tables_released) tables_.erase(id);
     result.reset(plan.items.size());
+    auto fails = [&](const StepItem& item) {
+      return fail_item_ && fail_item_->first == plan.step && fail_item_->second == item.seq_id;
+    };
+    // A real executor stores every token's K/V of a layer before any token of it attends
+    // (executor.h): all writes first, then all reads.
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      const StepItem& item = plan.items[i];
+      if (item.kv_compressed || fails(item)) continue;
+      for (int32_t g = 0; g < plan.kv_groups; ++g) write_group(plan, i, g);
+    }
     for (size_t i = 0; i < plan.items.size(); ++i) {
       const StepItem& item = plan.items[i];
       if (item.kv_compressed) {
         run_compressed(plan, item, result.items[i]);
         continue;
       }
-      if (fail_item_ && fail_item_->first == plan.step && fail_item_->second == item.seq_id) {
+      if (fails(item)) {
         result.items[i].error = Error{"injected item failure"};
         continue;
       }
-      for (int32_t g = 0; g < plan.kv_groups; ++g) run_group(plan, item, g);
+      for (int32_t g = 0; g < plan.kv_groups; ++g) read_group(plan, item, g);
       if (item.sample) {
         result.items[i].token =
             model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
@@ -167,10 +179,9 @@ class FakeExecutor : public Executor {
     return kind.sliding() ? std::max(0, position - kind.sliding_window + 1) : 0;
   }
 
-  // One group of an uncompressed item: its pages are in use, attention reads every earlier
-  // position the group's queries see through the group's block table, and the item's tokens
-  // are written into pages no other sequence holds.
-  void run_group(const StepPlan& plan, const StepItem& item, int32_t g) {
+  // One group of an uncompressed item: attention reads every earlier position the group's
+  // queries see through the group's block table, from pages in use.
+  void read_group(const StepPlan& plan, const StepItem& item, int32_t g) {
     std::span<const PageId> pages = plan.group_pages(item, g);
     for (PageId page : pages) {
       if (page != kNoPage && kv_.page_state(page) != PageState::kUsed)
@@ -195,10 +206,21 @@ class FakeExecutor : public Executor {
         return;
       }
     }
+  }
+
+  // One group of uncompressed item `i`: writes the K/V of its tokens into pages no other
+  // sequence holds — or holds only to read them in this very step (it shares the prefix this
+  // item computes).
+  void write_group(const StepPlan& plan, size_t i, int32_t g) {
+    const StepItem& item = plan.items[i];
+    std::span<const PageId> pages = plan.group_pages(item, g);
+    uint64_t prefix = kPrefixSeed;
+    for (int32_t p = 0; p < item.start_position; ++p)
+      prefix = extend(prefix, item.history[size_t(p)]);
     for (int32_t k = 0; k < item.num_tokens; ++k) {
       int32_t p = item.start_position + k;
       PageId page = pages[size_t(p / page_size_)];
-      if (page == kNoPage || kv_.refcount(page) != 1)
+      if (page == kNoPage || kv_.refcount(page) != 1 + same_step_readers(plan, i, page))
         ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes position " << p
                       << " into page " << page << " with refcount "
                       << (page == kNoPage ? 0 : kv_.refcount(page));
@@ -266,6 +288,22 @@ class FakeExecutor : public Executor {
     for (size_t j = 0; j < kept.size(); ++j) table[j] = table[size_t(kept[j])];
     table.resize(kept.size());
     ++compressions_run_;
+  }
+
+  // Items of the plan other than `writer` that hold `page` (in any group) wholly before their
+  // chunk: they only read it, after this step's writes.
+  int32_t same_step_readers(const StepPlan& plan, size_t writer, PageId page) const {
+    int32_t readers = 0;
+    for (size_t j = 0; j < plan.items.size(); ++j) {
+      if (j == writer) continue;
+      for (int32_t g = 0; g < plan.kv_groups; ++g) {
+        std::span<const PageId> pages = plan.group_pages(plan.items[j], g);
+        for (size_t k = 0; k < pages.size(); ++k)
+          if (pages[k] == page && int32_t(k + 1) * page_size_ <= plan.items[j].start_position)
+            ++readers;
+      }
+    }
+    return readers;
   }
 
   Slot& slot(std::span<const PageId> pages, int32_t position) {

@@ -95,40 +95,74 @@ TEST(PrefixScheduler, TheLastPromptTokenIsAlwaysComputed) {
   d.expect_all_released();
 }
 
-TEST(PrefixScheduler, ARequestWaitsForAPageARunningPrefillIsComputingThenSharesIt) {
+TEST(PrefixScheduler, ARequestWaitsUntilTheStepThatWritesEveryPageItCanShareThenJoinsIt) {
   SchedulerConfig c = config(12);
   c.long_prefill_token_threshold = 8;
   c.max_num_partial_prefills = 2;
   Driver d(c, 16, 4, FakeModel{}, {}, kCache);
-  ASSERT_TRUE(d.submit(request_with(1, tokens(20), 0, 2)));
+  ASSERT_TRUE(d.submit(request_with(1, tokens(24), 0, 2)));
   EXPECT_EQ(items_of(d.step()), (Items{{1, P, 0, 8, false}}));
-  // Pages 0 and 1 are cached; page 2 is being computed by 1 in the next step: 2 waits for it.
-  ASSERT_TRUE(d.submit(request_with(2, tokens(20), 0, 2)));
+  // Pages 0 and 1 are cached; 2 could share pages 2-4 too (not page 5: it holds 2's last
+  // token), but 1 writes only pages 2 and 3 in the next step: 2 waits rather than compute 4.
+  ASSERT_TRUE(d.submit(request_with(2, tokens(24), 0, 2)));
   EXPECT_EQ(items_of(d.step()), (Items{{1, P, 8, 8, false}}));
   EXPECT_EQ(d.scheduler().stats().prefix_waits, 1u);
-  // Pages 0-3 are cached now; page 4 would hold 2's last token, which it computes itself.
+  // 1's last chunk writes page 4: 2 joins that step, sharing pages 0-4 (0-3 from the cache, 4
+  // as 1 writes it: the executor stores every token's K/V before any token attends).
   StepPlan s = d.step();
-  EXPECT_EQ(items_of(s), (Items{{1, P, 16, 4, true}, {2, P, 16, 4, true}}));
-  EXPECT_EQ(pages_of(s, 0), (Pages{0, 1, 2, 3, 4}));
-  EXPECT_EQ(pages_of(s, 1), (Pages{0, 1, 2, 3, 5}));
-  for (PageId p : {0, 1, 2, 3}) EXPECT_EQ(d.kv().refcount(p), 2) << "page " << p;
+  EXPECT_EQ(items_of(s), (Items{{1, P, 16, 8, true}, {2, P, 20, 4, true}}));
+  EXPECT_EQ(pages_of(s, 0), (Pages{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(pages_of(s, 1), (Pages{0, 1, 2, 3, 4, 6}));
+  for (PageId p : {0, 1, 2, 3, 4}) EXPECT_EQ(d.kv().refcount(p), 2) << "page " << p;
+  EXPECT_EQ(d.scheduler().stats().prefix_shared_in_step, 1u);
   ASSERT_TRUE(d.run_to_completion());
   EXPECT_EQ(d.records()[1].generated, d.reference(1));
   EXPECT_EQ(d.records()[2].generated, d.reference(2));
+  EXPECT_EQ(d.scheduler().stats().prefill_tokens, 24u + 4u);
   d.expect_all_released();
 }
 
-TEST(PrefixScheduler, ABurstWithOneSystemPromptComputesItOnce) {
-  Driver d(config(32), 32, 4, FakeModel{}, {}, kCache);
+TEST(PrefixScheduler, ABurstWithOneSystemPromptComputesItOnceInTheStepEveryRequestJoins) {
+  Driver d(config(36), 32, 4, FakeModel{}, {}, kCache);
   for (SeqId id = 1; id <= 4; ++id) ASSERT_TRUE(d.submit(request_with(id, tokens(20), 4, 2)));
-  EXPECT_EQ(items_of(d.step()), (Items{{1, P, 0, 24, true}}))
-      << "the others wait for its pages instead of computing them too";
+  StepPlan s = d.step();
   EXPECT_EQ(
-      items_of(d.step()),
-      (Items{{1, D, 24, 1, true}, {2, P, 20, 4, true}, {3, P, 20, 4, true}, {4, P, 20, 4, true}}));
+      items_of(s),
+      (Items{{1, P, 0, 24, true}, {2, P, 20, 4, true}, {3, P, 20, 4, true}, {4, P, 20, 4, true}}))
+      << "the others share its pages as it writes them instead of computing them too";
+  for (size_t i = 1; i < 4; ++i)
+    EXPECT_EQ(pages_of(s, i), (Pages{0, 1, 2, 3, 4, PageId(5 + i)})) << "item " << i;
+  for (PageId p : {0, 1, 2, 3, 4}) EXPECT_EQ(d.kv().refcount(p), 4) << "page " << p;
+  EXPECT_EQ(d.scheduler().stats().prefix_waits, 0u);
+  EXPECT_EQ(d.scheduler().stats().prefix_shared_in_step, 3u);
   ASSERT_TRUE(d.run_to_completion());
   EXPECT_EQ(d.scheduler().stats().prefill_tokens, 24u + 3 * 4);
   for (SeqId id = 1; id <= 4; ++id) EXPECT_EQ(d.records()[id].generated, d.reference(id));
+  d.expect_all_released();
+}
+
+// A compressed sequence's pages are compacted in place and never registered: a request with the
+// same prompt neither waits for them nor shares them.
+TEST(PrefixScheduler, NoOneWaitsForOrSharesThePagesOfACompressedPrefill) {
+  SchedulerConfig c = config(12);
+  c.long_prefill_token_threshold = 8;
+  c.max_num_partial_prefills = 2;
+  c.kv_compress.min_tokens = 16;
+  c.kv_compress.sink_tokens = 2;
+  c.kv_compress.recent_tokens = 8;
+  c.kv_compress.metric_window = 4;
+  Driver d(c, 16, 4, FakeModel{}, {}, kCache);
+  SequenceRequest compressed = request_with(1, tokens(24), 0, 2);
+  compressed.kv_keep = 0.5;
+  ASSERT_TRUE(d.submit(compressed));
+  ASSERT_TRUE(d.submit(request_with(2, tokens(24), 0, 2)));
+  StepPlan s = d.step();
+  EXPECT_EQ(items_of(s), (Items{{1, P, 0, 8, false}, {2, P, 0, 4, false}}));
+  EXPECT_EQ(d.scheduler().stats().prefix_waits, 0u);
+  EXPECT_EQ(d.scheduler().stats().prefix_shared_in_step, 0u);
+  ASSERT_TRUE(d.run_to_completion());
+  EXPECT_EQ(d.records()[1].generated, d.reference(1));
+  EXPECT_EQ(d.records()[2].generated, d.reference(2));
   d.expect_all_released();
 }
 

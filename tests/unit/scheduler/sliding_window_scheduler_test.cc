@@ -131,6 +131,57 @@ TEST(SlidingWindowScheduler, APrefixHitSharesOnlyTheWindowOfTheSlidingGroup) {
   d.expect_all_released();
 }
 
+// A request joining the step in which a running prefill writes its prefix (EngineScheduler::
+// try_admit) holds in each group what it would had it computed that prefix: in the full group
+// every page, in the sliding group only the window of its first query — not the cached hit's
+// window pages that fall below it — and the writer's pages of this step, which the writer drops
+// after the step and the joiner keeps (and then pays for).
+TEST(SlidingWindowScheduler, ARequestJoiningTheStepThatWritesItsPrefixSharesEachGroupsWindow) {
+  SchedulerConfig c = chunks_of(8);
+  c.max_num_partial_prefills = 2;
+  Driver d(c, 64, 4, FakeModel{}, {}, default_prefix_hash, kFullAndSliding8);
+  const SequenceRequest writer = make_request(1, 40, 2);
+  ASSERT_TRUE(d.submit(writer));
+  d.step();  // 0-7
+  d.step();  // 8-15; its next query (16) sees 9..16: its sliding pages 0 and 1 go
+  KVCacheManager& kv = d.kv();
+  ASSERT_EQ(pages_of(kv, 1, 1), (Pages{X, X, 6, 7}));
+  // The writer's first 24 tokens and 4 of its own: pages 0-3 are a hit (the sliding group's
+  // window at 16 is pages 2 and 3), pages 4 and 5 the writer computes in the next step.
+  SequenceRequest joiner = make_request(2, 28, 8);
+  std::copy(writer.prompt.begin(), writer.prompt.begin() + 24, joiner.prompt.begin());
+  ASSERT_TRUE(d.submit(joiner));
+  const StepPlan p = d.step();
+  EXPECT_EQ(testing::items_of(p), (std::vector<testing::ItemView>{{1, testing::P, 16, 8, false},
+                                                                  {2, testing::P, 24, 4, true}}));
+  EXPECT_EQ(d.scheduler().stats().prefix_shared_in_step, 1u);
+  EXPECT_EQ(d.scheduler().stats().prefix_waits, 0u);
+  // [group][page]: the writer's as it held them in the step.
+  EXPECT_EQ(testing::pages_of(p, 0), (Pages{0, 1, 4, 5, 8, 9, X, X, 6, 7, 10, 11}));
+  // Resuming at 24, the joiner sees 17..24: of the sliding group only the writer's pages 4 and
+  // 5 (16..23), not 2 and 3 (8..15), which the hit alone would have given.
+  EXPECT_EQ(testing::pages_of(p, 1), (Pages{0, 1, 4, 5, 8, 9, 12, X, X, X, X, 10, 11, 13}));
+  // After the step the writer (next query at 24) drops its sliding pages 2 and 3; the joiner
+  // (at 28: 21..28) drops page 4, which the writer keeps.
+  EXPECT_EQ(pages_of(kv, 1, 1), (Pages{X, X, X, X, 10, 11}));
+  EXPECT_EQ(pages_of(kv, 2, 1), (Pages{X, X, X, X, X, 11, 13}));
+  EXPECT_EQ(kv.refcount(11), 2);
+  EXPECT_EQ(kv.payer(11), SeqId{1});
+  const int64_t promised = kv.promised_pages(2);
+  d.step();  // the writer, 24-31, drops page 5 (11): the joiner, which still reads it, keeps it
+  EXPECT_EQ(pages_of(kv, 1, 1).size(), 8u);
+  EXPECT_EQ(pages_of(kv, 1, 1)[5], X);
+  EXPECT_EQ(pages_of(kv, 2, 1), (Pages{X, X, X, X, X, 11, 13, 15}));  // decoding 28
+  EXPECT_EQ(kv.refcount(11), 1);
+  EXPECT_EQ(kv.payer(11), SeqId{2}) << "the payment moved to the holder that stays";
+  EXPECT_EQ(kv.promised_pages(2), promised) << "paid from its reservation";
+  ASSERT_TRUE(d.run_to_completion());
+  EXPECT_EQ(d.records().at(1).generated, d.reference(1));
+  EXPECT_EQ(d.records().at(2).generated, d.reference(2));
+  EXPECT_EQ(d.scheduler().stats().prefill_tokens, 40u + 4u);
+  d.expect_all_released();
+}
+
 TEST(SlidingWindowScheduler, KvCompressCompactsEveryGroupAlikeAndFreesNothingByWindow) {
   SchedulerConfig c = chunks_of(8);
   c.kv_compress.keep = 0.5;

@@ -1,10 +1,15 @@
-// The last layer runs only for the tokens whose final state is read (ForwardPass::last_layer):
-// in a batch that mixes a mid-prompt chunk (no output) with a sequence that wants logits, the
-// wanted logits must be those of the sequence run alone, and the chunk's last-layer K/V (stored
-// though its attention is skipped) must be what later tokens attend to. Both bitwise, since a
-// token's result does not depend on its batch (forward_pass.h).
+// What a batch of several sequences must give, bitwise, since a token's result does not depend on
+// its batch (forward_pass.h):
+// - The last layer runs only for the tokens whose final state is read (ForwardPass::last_layer):
+//   in a batch that mixes a mid-prompt chunk (no output) with a sequence that wants logits, the
+//   wanted logits are those of the sequence run alone, and the chunk's last-layer K/V (stored
+//   though its attention is skipped) is what later tokens attend to.
+// - A sequence may attend over pages another sequence of the same batch writes (a request
+//   joining the step that computes its prefix, scheduler/executor.h): every token's K/V of a
+//   layer is stored before any token of it attends.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -51,6 +56,7 @@ class TwoSequences {
     int64_t start;
     bool want_logits;
     bool all_logits;
+    int64_t pages_of_first = 0;  // its page table starts with this many of sequence 0's pages
   };
 
   // Runs the parts as one batch; returns the logits rows in sequence order.
@@ -63,7 +69,9 @@ class TwoSequences {
       s.token_begin = static_cast<int64_t>(tokens.size());
       s.n_tokens = static_cast<int64_t>(p.tokens.size());
       s.start_pos = p.start;
-      s.page_table = pages_[p.seq];
+      tables_[sequences.size()] = pages_[p.seq];
+      std::copy_n(pages_[0].begin(), p.pages_of_first, tables_[sequences.size()].begin());
+      s.page_table = tables_[sequences.size()];
       s.want_logits = p.want_logits;
       s.all_logits = p.all_logits;
       tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
@@ -80,6 +88,7 @@ class TwoSequences {
   ThreadPool pool_;
   std::unique_ptr<KvPages> kv_;
   std::vector<int32_t> pages_[2];
+  std::vector<int32_t> tables_[2];  // the page tables of a batch's parts
   std::unique_ptr<ForwardPass> forward_;
   std::vector<float> logits_;
 };
@@ -117,10 +126,45 @@ void check_model(const std::string& path) {
   EXPECT_EQ(a_last, a_last_expected);
 }
 
+// B shares A's first two pages (positions 0-31, the same tokens) while A writes them in the
+// same batch, and computes only its own 8 tokens.
+void check_shared_prefix_written_in_the_same_batch(const std::string& path) {
+  std::vector<float> b_alone;
+  std::vector<int32_t> a, b;
+  {
+    TwoSequences solo(path);
+    const auto n_vocab = static_cast<int32_t>(solo.n_vocab());
+    a = tokens_from(11, 40, n_vocab);
+    b = a;
+    std::copy_n(tokens_from(900, 8, n_vocab).begin(), 8, b.begin() + 32);
+    b_alone = solo.run({{1, b, 0, true, false}});
+  }
+  // A first, then B; and B first: the order of a batch's sequences does not matter, since every
+  // K/V of a layer is stored before any token of the layer attends.
+  for (const bool b_first : {false, true}) {
+    TwoSequences mixed(path);
+    const TwoSequences::Part part_a{0, a, 0, true, false};
+    const TwoSequences::Part part_b{1, {b.begin() + 32, b.end()}, 32, true, false, 2};
+    std::vector<float> both = b_first ? mixed.run({part_b, part_a}) : mixed.run({part_a, part_b});
+    ASSERT_EQ(both.size(), 2 * b_alone.size());
+    const auto b_row = both.begin() + (b_first ? 0 : std::ptrdiff_t(b_alone.size()));
+    EXPECT_EQ(std::vector<float>(b_row, b_row + std::ptrdiff_t(b_alone.size())), b_alone)
+        << "B read A's K/V before A's tokens of the layer stored it (B first: " << b_first << ")";
+  }
+}
+
 const std::filesystem::path kData = std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model";
 
 TEST(LastLayerOutputRows, SyntheticQwen2) {
   check_model((kData / "qwen2-synthetic.gguf").string());
+}
+
+TEST(SharedPrefixInOneBatch, SyntheticQwen2) {
+  check_shared_prefix_written_in_the_same_batch((kData / "qwen2-synthetic.gguf").string());
+}
+
+TEST(SharedPrefixInOneBatch, GptOssSyntheticWithSinksAndSlidingLayers) {
+  check_shared_prefix_written_in_the_same_batch((kData / "gpt-oss-synthetic.gguf").string());
 }
 
 TEST(LastLayerOutputRows, GptOssSyntheticWithSinksAndSlidingLayers) {

@@ -196,8 +196,10 @@ void EngineScheduler::begin_step() {
     held_for_waiting_head_ = waiting_.front()->num_pending_tokens();
   partial_prefills_ = 0;
   decode_pages_held_back_ = 0;
+  none_decoding_ = true;
   for (const SequenceState* s : running_) {
     partial_prefills_ += s->phase == SequencePhase::kPrefill;
+    none_decoding_ &= s->phase != SequencePhase::kDecode;
     if (s->phase == SequencePhase::kDecode && !config_.prefer_decode_over_prefill)
       decode_pages_held_back_ += kv_.pool_pages_to_append(s->id, 1);
   }
@@ -241,7 +243,7 @@ void EngineScheduler::schedule_admissions() {
   // times, after which it stops the loop too — so no request is overtaken forever.
   size_t i = 0;
   while (i < waiting_.size() && token_budget_ > 0 &&
-         (prefill_budget_ > 0 || !config_.enable_chunked_prefill) &&
+         (prefill_budget_ > 0 || !config_.enable_chunked_prefill || none_decoding_) &&
          int32_t(running_.size()) < config_.max_num_seqs) {
     const Admission admission = try_admit(i);
     if (admission == Admission::kAdmitted) {
@@ -263,6 +265,7 @@ EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
   // that writes them when that step writes them all, waiting for a later step otherwise.
   SequenceState& seq = *waiting_[waiting_index];
   CachedPrefix prefix = find_cached_prefix(seq);
+  bool joins_writer = false;
   if (const PagesInFlight in_flight = pages_in_flight(seq, prefix.num_pages); in_flight.writer) {
     // The executor stores every token's K/V of a layer before any token attends (executor.h),
     // so the pages the writer's item fills hold its K/V when this sequence's tokens read them.
@@ -271,10 +274,14 @@ EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
       ++stats_.prefix_waits;
       return Admission::kStop;
     }
-    ++stats_.prefix_shared_in_step;
+    joins_writer = true;
   }
   const int32_t pending = seq.total_len() - prefix.num_pages * kv_.page_size();
-  const int32_t want = prefill_chunk_limit(pending);
+  // With nothing decoding, a joiner's suffix goes in now even past the prefill budget (a bound on
+  // how long arrivals wait, not on a stream's pauses): later it would be a step of its own,
+  // cut by the inter-token target once the writer decodes.
+  const int32_t want =
+      prefill_chunk_limit(pending, /*past_prefill_budget=*/joins_writer && none_decoding_);
   if (want == 0) return Admission::kBlocked;
   const bool whole = want == pending;
   if (!whole && partial_prefills_ >= config_.max_num_partial_prefills) return Admission::kBlocked;
@@ -285,6 +292,7 @@ EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
   waiting_.erase(waiting_.begin() + std::ptrdiff_t(waiting_index));
   admit(seq, prefix);
   if (!whole) ++partial_prefills_;
+  if (joins_writer) ++stats_.prefix_shared_in_step;
   add_item(seq, want);
   return Admission::kAdmitted;
 }
@@ -301,9 +309,13 @@ void EngineScheduler::end_step() {
   ++step_;
 }
 
-int32_t EngineScheduler::prefill_chunk_limit(int32_t pending) const {
+int32_t EngineScheduler::prefill_chunk_limit(int32_t pending, bool past_prefill_budget) const {
+  // A chunk stays within long_prefill_token_threshold even past the prefill budget: it bounds
+  // what one step adds to a sequence (SchedulerConfig::max_step_tokens), on which the pages a
+  // sliding group or a compressed sequence holds, and so guaranteed admission's promise, rest.
   if (!config_.enable_chunked_prefill) return pending <= token_budget_ ? pending : 0;
-  int32_t n = std::min({pending, token_budget_, prefill_budget_});
+  int32_t n = std::min(pending, token_budget_);
+  if (!past_prefill_budget) n = std::min(n, prefill_budget_);
   if (config_.long_prefill_token_threshold) n = std::min(n, *config_.long_prefill_token_threshold);
   return n;
 }
@@ -529,7 +541,7 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
     log_.record(ProgressEvent::kDecode, seq.id, start, item.num_pages);
   } else {
     plan_.num_prefill_tokens += num_tokens;
-    prefill_budget_ -= num_tokens;
+    prefill_budget_ = std::max(0, prefill_budget_ - num_tokens);  // a joiner may go past it
     log_.record(ProgressEvent::kPrefillChunk, seq.id, start, num_tokens);
   }
 }

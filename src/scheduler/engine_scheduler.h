@@ -188,7 +188,8 @@ class EngineScheduler {
   Admission try_admit(size_t waiting_index);
 
   // Helpers.
-  int32_t prefill_chunk_limit(int32_t pending) const;
+  // The tokens of `pending` a prefill chunk takes in this step (0: none fit).
+  int32_t prefill_chunk_limit(int32_t pending, bool past_prefill_budget = false) const;
   CachedPrefix find_cached_prefix(const SequenceState& seq);
   // Pages after the cached prefix that a running prefill is computing and `seq` could share.
   struct PagesInFlight {
@@ -255,6 +256,10 @@ class EngineScheduler {
   // Pages kept from admissions for the decodes still to be scheduled in this step (prefill-first
   // optimistic mode), so that admitting a request never preempts a running one in the same step.
   int64_t decode_pages_held_back_ = 0;
+  // No running sequence decodes: the prefill budget only bounds how long arrivals wait for the
+  // next step (latency_planner.h), so a request joining the step that writes its prefix may go
+  // beyond it.
+  bool none_decoding_ = false;
 };
 
 }  // namespace drift

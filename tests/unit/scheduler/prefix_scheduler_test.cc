@@ -141,6 +141,28 @@ TEST(PrefixScheduler, ABurstWithOneSystemPromptComputesItOnceInTheStepEveryReque
   d.expect_all_released();
 }
 
+// With nothing decoding, the prefill budget only bounds how long arrivals wait (the engine's idle
+// step bound), so requests joining the step that writes their prefix go past it; once a sequence
+// decodes, the budget protects its stream and they wait for the next step.
+TEST(PrefixScheduler, JoinersGoPastThePrefillBudgetOnlyWhileNothingDecodes) {
+  Driver d(config(64), 32, 4, FakeModel{}, {}, kCache);
+  for (SeqId id = 1; id <= 3; ++id) ASSERT_TRUE(d.submit(request_with(id, tokens(20), 4, 2)));
+  d.scheduler().set_prefill_token_budget(24);
+  EXPECT_EQ(items_of(d.step()),
+            (Items{{1, P, 0, 24, true}, {2, P, 20, 4, true}, {3, P, 20, 4, true}}));
+  // 1-3 decode now: 5 could join 4, which writes their shared prefix, but 4 takes the budget.
+  ASSERT_TRUE(d.submit(request_with(4, tokens(20, 500), 4, 2)));
+  ASSERT_TRUE(d.submit(request_with(5, tokens(20, 500), 4, 2)));
+  EXPECT_EQ(
+      items_of(d.step()),
+      (Items{{1, D, 24, 1, true}, {2, D, 24, 1, true}, {3, D, 24, 1, true}, {4, P, 0, 24, true}}));
+  EXPECT_EQ(items_of(d.step()), (Items{{4, D, 24, 1, true}, {5, P, 20, 4, true}}))
+      << "1-3 have generated their 2 tokens; 5 is a cache hit on the pages 4 wrote";
+  ASSERT_TRUE(d.run_to_completion());
+  for (SeqId id = 1; id <= 5; ++id) EXPECT_EQ(d.records()[id].generated, d.reference(id));
+  d.expect_all_released();
+}
+
 // A compressed sequence's pages are compacted in place and never registered: a request with the
 // same prompt neither waits for them nor shares them.
 TEST(PrefixScheduler, NoOneWaitsForOrSharesThePagesOfACompressedPrefill) {

@@ -182,6 +182,31 @@ TEST(SlidingWindowScheduler, ARequestJoiningTheStepThatWritesItsPrefixSharesEach
   d.expect_all_released();
 }
 
+// While nothing decodes, a joiner's suffix goes past the step's prefill budget, but not past a
+// chunk (long_prefill_token_threshold): that bounds what a sliding group holds beside its window
+// (SchedulerConfig::max_step_tokens), which guaranteed admission promised.
+TEST(SlidingWindowScheduler, AJoinerGoesPastThePrefillBudgetButNotPastAChunk) {
+  SchedulerConfig c = chunks_of(8);
+  c.max_num_partial_prefills = 2;
+  Driver d(c, 64, 4, FakeModel{}, {}, default_prefix_hash, kFullAndSliding8);
+  const SequenceRequest writer = make_request(1, 40, 2);
+  ASSERT_TRUE(d.submit(writer));
+  d.step();                                         // 0-7
+  d.step();                                         // 8-15
+  SequenceRequest joiner = make_request(2, 48, 2);  // 24 of the writer's tokens, 24 of its own
+  std::copy(writer.prompt.begin(), writer.prompt.begin() + 24, joiner.prompt.begin());
+  ASSERT_TRUE(d.submit(joiner));
+  d.scheduler().set_prefill_token_budget(8);  // the writer's chunk takes it all
+  EXPECT_EQ(testing::items_of(d.step()),
+            (std::vector<testing::ItemView>{{1, testing::P, 16, 8, false},
+                                            {2, testing::P, 24, 8, false}}));
+  EXPECT_EQ(d.scheduler().stats().prefix_shared_in_step, 1u);
+  ASSERT_TRUE(d.run_to_completion());
+  EXPECT_EQ(d.records().at(1).generated, d.reference(1));
+  EXPECT_EQ(d.records().at(2).generated, d.reference(2));
+  d.expect_all_released();
+}
+
 TEST(SlidingWindowScheduler, KvCompressCompactsEveryGroupAlikeAndFreesNothingByWindow) {
   SchedulerConfig c = chunks_of(8);
   c.kv_compress.keep = 0.5;

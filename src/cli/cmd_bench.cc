@@ -194,10 +194,10 @@ int run_bench(const BenchOptions& o) {
   fmt::print(
       "{{\"model\": \"{}\", \"file_bytes\": {}, \"isa\": \"{}\", \"threads\": {}, "
       "\"bandwidth_bytes_per_second\": {:.0f}, \"weight_bytes_per_token\": {:.0f}, "
-      "\"decode_roofline_tokens_per_second\": {:.1f}, \"load_seconds\": {:.3f}, \"tests\": "
-      "[{}]}}\n",
+      "\"decode_roofline_tokens_per_second\": {:.1f}, \"load_seconds\": {:.3f}, \"kv_groups\": {}, "
+      "\"tests\": [{}]}}\n",
       model_name, (*model)->file().file_size(), isa_name(*isa), o.threads, bandwidth,
-      bytes_per_token, roofline, load_seconds, json_tests);
+      bytes_per_token, roofline, load_seconds, groups, json_tests);
   return 0;
 }
 

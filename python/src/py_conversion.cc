@@ -101,6 +101,8 @@ EngineOptions engine_options_from(const nb::dict& options) {
       o.no_chunked_prefill = bool_of(n, value);
     else if (name == "no_prefix_cache")
       o.no_prefix_cache = bool_of(n, value);
+    else if (name == "no_hybrid_kv")
+      o.no_hybrid_kv = bool_of(n, value);
     else if (name == "target_itl_ms")
       o.target_itl_ms = float_of(n, value);
     else if (name == "idle_step_ms")
@@ -125,7 +127,7 @@ EngineOptions engine_options_from(const nb::dict& options) {
            "' (the options are the CLI's flags with '_' for '-': threads, "
            "parallel, ctx_size, batch_tokens, kv_mib, kv_ram_fraction, "
            "page_size, kv_cache_dtype, admission, policy, max_queued, "
-           "default_max_tokens, no_chunked_prefill, no_prefix_cache, "
+           "default_max_tokens, no_chunked_prefill, no_prefix_cache, no_hybrid_kv, "
            "target_itl_ms, idle_step_ms, target_ttft_ms, max_ttft_s, max_sessions, "
            "session_max_tokens, session_ttl, kv_events_endpoint, "
            "kv_events_topic)")

@@ -1,6 +1,9 @@
 // `drift bench`: single-stream speed as llama-bench measures it — prefill of a P-token prompt
 // (pp, one batch) and decode of N tokens one at a time (tg) — over R repetitions after a
-// warm-up, printed as a table and as JSON, with the memory-bandwidth ceiling for decode.
+// warm-up, printed as a table and as JSON, with the memory-bandwidth ceiling for decode. The KV
+// pages are split into KV groups as `drift serve` splits them (kv/kv_groups.h; one group with
+// --no-hybrid-kv), each layer reading through its group's page list; nothing is freed (one
+// sequence, repeated from position 0).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kv/kv_groups.h"
 #include "kv/kv_layout.h"
 #include "model/forward_pass.h"
 #include "model_locator.h"
@@ -29,6 +33,7 @@ struct BenchOptions {
   int threads = 2;
   int64_t depth = 0;  // decode (tg) starts after this many cached positions, as llama-bench's -d
   std::string kv_cache_dtype = "f16";
+  bool no_hybrid_kv = false;  // one KV group of every layer, as `drift serve --no-hybrid-kv`
 };
 
 struct Stats {
@@ -94,9 +99,19 @@ int run_bench(const BenchOptions& o) {
   const std::optional<KVDtype> dtype = parse_kv_dtype(o.kv_cache_dtype);
   if (!dtype) return fail(make_error("--kv-cache-dtype: expected f16, bf16, f32, int8 or int4"));
 
+  std::vector<int32_t> windows;  // [n_layers]: each layer's sliding window, 0 for full attention
+  for (const LayerConfig& layer : c.layers)
+    windows.push_back(layer.sliding_window ? int32_t(c.sliding_window) : 0);
+  auto grouping = group_kv_layers(windows, !o.no_hybrid_kv);
+  if (!grouping.ok()) return fail(grouping.error());
+  const int64_t groups = grouping->num_groups();
   constexpr int64_t kPageSize = 16;
-  const int64_t n_pages = (context + kPageSize - 1) / kPageSize;
-  auto kv = KvPages::create(c, n_pages, kPageSize, kv_format_of(*dtype));
+  const int64_t n_pages = (context + kPageSize - 1) / kPageSize;  // per group
+  auto kv =
+      KvPages::create(c, groups * n_pages, kPageSize, kv_format_of(*dtype),
+                      groups > 1 ? KvLayerPlacement{grouping->layers_per_group,
+                                                    grouping->layer_group, grouping->layer_slot}
+                                 : KvLayerPlacement{});
   if (!kv.ok()) return fail(kv.error());
   constexpr int64_t kDepthChunk = 512;  // the cached positions are prefilled in chunks of this
   const int64_t max_tokens =
@@ -104,8 +119,8 @@ int run_bench(const BenchOptions& o) {
   auto forward = ForwardPass::create(**model, ForwardLimits{max_tokens, 1, context, o.threads});
   if (!forward.ok()) return fail(forward.error());
   ThreadPool pool(o.threads);
-  std::vector<int32_t> pages(n_pages);
-  for (int64_t i = 0; i < n_pages; ++i) pages[i] = static_cast<int32_t>(i);
+  std::vector<int32_t> pages(groups * n_pages);  // [groups][n_pages]
+  for (int64_t i = 0; i < groups * n_pages; ++i) pages[i] = static_cast<int32_t>(i);
   Runner runner(**forward, *kv, pool, pages, c.n_vocab);
 
   // Random prompt tokens, as llama-bench uses.
@@ -153,9 +168,10 @@ int run_bench(const BenchOptions& o) {
   const double roofline = bandwidth / bytes_per_token;
   const std::string model_name = c.name.empty() ? c.arch_name : c.name;
   fmt::print(stderr,
-             "load + warm-up {:.2f} s; {}; memory read bandwidth {:.1f} GB/s; {} KV cache, tg "
-             "after {} cached positions\n",
-             load_seconds, describe_cpu(cpu), bandwidth / 1e9, o.kv_cache_dtype, o.depth);
+             "load + warm-up {:.2f} s; {}; memory read bandwidth {:.1f} GB/s; {} KV cache in {} "
+             "KV group{}, tg after {} cached positions\n",
+             load_seconds, describe_cpu(cpu), bandwidth / 1e9, o.kv_cache_dtype, groups,
+             groups > 1 ? "s" : "", o.depth);
   fmt::print("| model | size | isa | threads | test | t/s | of ceiling |\n");
   fmt::print("| --- | ---: | --- | ---: | --- | ---: | ---: |\n");
   std::string json_tests;
@@ -178,10 +194,10 @@ int run_bench(const BenchOptions& o) {
   fmt::print(
       "{{\"model\": \"{}\", \"file_bytes\": {}, \"isa\": \"{}\", \"threads\": {}, "
       "\"bandwidth_bytes_per_second\": {:.0f}, \"weight_bytes_per_token\": {:.0f}, "
-      "\"decode_roofline_tokens_per_second\": {:.1f}, \"load_seconds\": {:.3f}, \"tests\": "
-      "[{}]}}\n",
+      "\"decode_roofline_tokens_per_second\": {:.1f}, \"load_seconds\": {:.3f}, \"kv_groups\": {}, "
+      "\"tests\": [{}]}}\n",
       model_name, (*model)->file().file_size(), isa_name(*isa), o.threads, bandwidth,
-      bytes_per_token, roofline, load_seconds, json_tests);
+      bytes_per_token, roofline, load_seconds, groups, json_tests);
   return 0;
 }
 
@@ -211,6 +227,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--kv-cache-dtype", options->kv_cache_dtype,
                   "element type of the KV cache: f16, bf16, f32, int8 or int4")
       ->capture_default_str();
+  cmd->add_flag("--no-hybrid-kv", options->no_hybrid_kv,
+                "keep every layer's K/V in one page (no KV groups), as drift serve --no-hybrid-kv");
   cmd->callback([options] {
     int code = run_bench(*options);
     if (code != 0) throw CLI::RuntimeError(code);

@@ -44,6 +44,24 @@
 namespace drift::cli {
 namespace {
 
+// ", each of 3 layers in 6 KV groups (1 full attention, 5 sliding over 512)" for a layout with
+// sliding groups; empty for one group.
+std::string describe_kv_groups(const KVLayout& layout) {
+  if (!layout.has_sliding_groups()) return {};
+  int32_t sliding = 0;
+  std::string windows;
+  for (int32_t g = 0; g < layout.num_groups(); ++g) {
+    const KVGroup kind = layout.group(g);
+    if (!kind.sliding()) continue;
+    ++sliding;
+    const std::string w = std::to_string(kind.sliding_window);
+    if (windows.find(w) == std::string::npos) windows += (windows.empty() ? "" : "/") + w;
+  }
+  return fmt::format(", each of {} layers in {} KV groups ({} full attention, {} sliding over {})",
+                     layout.num_layers, layout.num_groups(), layout.num_groups() - sliding, sliding,
+                     windows);
+}
+
 namespace asio = boost::asio;
 
 // The exit status after the engine failed for good (1 is a start-up error or a forced exit).
@@ -280,17 +298,18 @@ class ServeCommand {
             spdlog::level::info, "ready",
             {{"context_tokens", int64_t(s.max_model_len)},
              {"context_bound", context_bound_name(s.max_model_len_bound)},
-             {"kv_tokens", int64_t(s.num_kv_pages) * s.kv_layout.page_size},
+             {"kv_tokens", s.kv_tokens},
+             {"kv_pages", int64_t(s.num_kv_pages)},
+             {"kv_groups", int64_t(s.kv_layout.num_groups())},
              {"max_sequences", int64_t(s.scheduler.max_num_seqs)},
              {"threads", int64_t(s.threads)},
              {"default_max_tokens", int64_t(s.default_max_tokens.value_or(0))}},
             fmt::format(
-                "drift serve: ready: context {} tokens ({}), {} KV pages of {} tokens ({} tokens, "
-                "{} "
-                "KV cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} threads; max_tokens "
-                "default {}; sampling defaults ({}): {}",
+                "drift serve: ready: context {} tokens ({}), {} KV pages of {} tokens{} ({} tokens "
+                "of one sequence, {} KV cache, {:.1f} MiB), up to {} sequences, queue limit {}, {} "
+                "threads; max_tokens default {}; sampling defaults ({}): {}",
                 s.max_model_len, context_bound_name(s.max_model_len_bound), s.num_kv_pages,
-                s.kv_layout.page_size, int64_t(s.num_kv_pages) * s.kv_layout.page_size,
+                s.kv_layout.page_size, describe_kv_groups(s.kv_layout), s.kv_tokens,
                 kv_dtype_name(s.kv_layout.dtype),
                 double(s.num_kv_pages) * double(s.kv_layout.bytes_per_page()) / 1048576.0,
                 s.scheduler.max_num_seqs, s.max_queued_requests, s.threads,

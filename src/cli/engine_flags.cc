@@ -47,6 +47,9 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                "prefill each prompt in one step (needs --batch-tokens >= --ctx-size)");
   cmd.add_flag("--no-prefix-cache", o.no_prefix_cache,
                "do not keep finished requests' KV pages for reuse by later prompts");
+  cmd.add_flag("--no-hybrid-kv", o.no_hybrid_kv,
+               "keep every layer's K/V in one page (no KV groups): sliding-window layers then "
+               "free nothing and a sequence's capacity counts all its tokens in every layer");
   cmd.add_option("--target-itl-ms", o.target_itl_ms,
                  "inter-token latency target: while sequences decode, each step's prefill is cut "
                  "so that the step's predicted time stays under it (0: off)")

@@ -10,8 +10,9 @@ namespace drift::cli {
 
 // Adds --threads, --parallel, --ctx-size, --batch-tokens, --kv-mib, --kv-ram-fraction,
 // --page-size, --kv-cache-dtype, --admission, --policy, --max-queued, --no-chunked-prefill,
-// --no-prefix-cache, --target-itl-ms, --idle-step-ms, --target-ttft-ms, --max-ttft-s,
-// --max-sessions, --session-max-tokens, --session-ttl; the defaults are the values `options` holds when called.
+// --no-prefix-cache, --no-hybrid-kv, --target-itl-ms, --idle-step-ms, --target-ttft-ms,
+// --max-ttft-s, --max-sessions, --session-max-tokens, --session-ttl; the defaults are the values
+// `options` holds when called.
 void register_engine_options(CLI::App& cmd, EngineOptions& options);
 
 }  // namespace drift::cli

@@ -116,8 +116,7 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
   }
   if (refused) {
     const int64_t max_new = accepted.sequence.max_new_tokens;
-    log_.record(ProgressEvent::kReject, id,
-                setup_.kv_layout.pages_for_tokens(int64_t(prompt_tokens) + max_new),
+    log_.record(ProgressEvent::kReject, id, kv_pages_to_hold(int64_t(prompt_tokens) + max_new),
                 setup_.num_kv_pages);
     board_.count_rejected_at_submit();
     Finish finish;
@@ -277,14 +276,14 @@ std::optional<Rejection> Engine::size_request(const Request& request, RequestId 
           prompt[i], i, vocab_size_);
   }
   const int64_t max_len = setup_.max_model_len;
-  const int64_t kv_tokens = int64_t(setup_.num_kv_pages) * setup_.kv_layout.page_size;
+  const int64_t kv_tokens = setup_.kv_tokens;
   if (request.pooling != PoolingMode::kNone) {
     // Nothing is generated: the prompt may fill the context, and only it needs pages.
     if (prompt_len > max_len)
       return make_rejection(RejectReason::kPromptTooLong,
                             "request {}: the input has {} tokens, but max_model_len is {}", id,
                             prompt_len, max_len);
-    const int64_t pages = setup_.kv_layout.pages_for_tokens(prompt_len);
+    const int64_t pages = kv_pages_to_hold(prompt_len);
     if (pages > setup_.num_kv_pages)
       return make_rejection(RejectReason::kExceedsKvCache,
                             "request {} can never fit in the KV cache: {} input tokens need {} "
@@ -315,7 +314,7 @@ std::optional<Rejection> Engine::size_request(const Request& request, RequestId 
     const int64_t cap = setup_.default_max_tokens.value_or(std::numeric_limits<int32_t>::max());
     max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, cap));
   }
-  const int64_t pages = setup_.kv_layout.pages_for_tokens(prompt_len + max_new_tokens);
+  const int64_t pages = kv_pages_to_hold(prompt_len + max_new_tokens);
   if (pages > setup_.num_kv_pages)
     return make_rejection(
         RejectReason::kExceedsKvCache,

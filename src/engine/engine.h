@@ -145,6 +145,11 @@ class Engine {
   std::optional<Rejection> check_embedding_request(const Request& request, RequestId id) const;
   // The prompt's token ids; a turn that continues a session gets no BOS/EOS.
   Expected<std::vector<TokenId>> encode(Prompt prompt, bool continues_session) const;
+  // The most KV pages a sequence of `num_tokens` holds at once (its sliding groups freeing what
+  // leaves their window between steps of at most the scheduler's step size).
+  int64_t kv_pages_to_hold(int64_t num_tokens) const {
+    return setup_.kv_layout.pages_to_hold(num_tokens, int64_t(setup_.scheduler.max_step_tokens()));
+  }
   // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.
   std::optional<Rejection> size_request(const Request& request, RequestId id,
                                         std::span<const TokenId> prompt,

@@ -17,6 +17,9 @@ Status validate_model_facts(const ModelFacts& model) {
     if (id < 0 || id >= model.vocab_size)
       return make_error("model.eog_token_ids: {} is outside the vocabulary of {}", id,
                         model.vocab_size);
+  if (!model.layer_windows.empty() && int64_t(model.layer_windows.size()) != model.num_layers)
+    return make_error("model.layer_windows has {} layers, the model {}", model.layer_windows.size(),
+                      model.num_layers);
   return Status::Ok();
 }
 
@@ -64,11 +67,17 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
 
   if (config.kv.page_size < 1 || config.kv.page_size > 4096)
     return make_error("kv.page_size must be in [1, 4096], got {}", config.kv.page_size);
-  setup.kv_layout = KVLayout{.num_layers = model.num_layers,
-                             .num_kv_heads = model.num_kv_heads,
-                             .head_dim = model.head_dim,
-                             .page_size = config.kv.page_size,
-                             .dtype = config.kv.dtype};
+  std::vector<int32_t> windows = model.layer_windows;
+  if (windows.empty()) windows.assign(size_t(std::max(0, model.num_layers)), 0);
+  if (windows.empty())
+    return make_error("model: kv layout: num_layers must be >= 1, got {}", model.num_layers);
+  DRIFT_ASSIGN_OR_RETURN(setup.kv_grouping, group_kv_layers(windows, config.kv.hybrid));
+  setup.kv_layout = kv_layout_with_groups(KVLayout{.num_layers = model.num_layers,
+                                                   .num_kv_heads = model.num_kv_heads,
+                                                   .head_dim = model.head_dim,
+                                                   .page_size = config.kv.page_size,
+                                                   .dtype = config.kv.dtype},
+                                          setup.kv_grouping);
   if (config.kv.dtype == KVDtype::kInt4 &&
       (model.head_dim % kKVGroup != 0 || config.kv.page_size % 2 != 0))
     return make_error(
@@ -89,9 +98,10 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   setup.embedding_size = model.embedding_size;
 
   // The context is sized after the KV cache, which may hold fewer tokens than the model's.
-  DRIFT_ASSIGN_OR_RETURN(
-      ResolvedContext context,
-      resolve_max_model_len(config, model, int64_t(*pages) * setup.kv_layout.page_size));
+  setup.kv_tokens =
+      setup.kv_layout.tokens_held(*pages, int64_t(config.scheduler.max_step_tokens()));
+  DRIFT_ASSIGN_OR_RETURN(ResolvedContext context,
+                         resolve_max_model_len(config, model, setup.kv_tokens));
   setup.max_model_len = context.length;
   setup.max_model_len_bound = context.bound;
   setup.scheduler = config.scheduler;

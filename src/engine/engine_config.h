@@ -13,6 +13,7 @@
 #include "engine/sampling_defaults.h"
 #include "engine/session_store.h"
 #include "kv/kv_capacity.h"
+#include "kv/kv_groups.h"
 #include "kv/kv_layout.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
@@ -31,6 +32,11 @@ struct KVConfig {
   // that starts with the same tokens share them instead of computing them again (prefix_cache.h).
   // Outputs are identical with it on or off; only the time to first token changes.
   bool enable_prefix_caching = true;
+  // Split the layers into KV groups by attention kind (kv/kv_groups.h), so that sliding-window
+  // layers free the pages that leave their window and capacity counts what a sequence holds at
+  // once. Off: one group of every layer, each page holding all of them (as before groups).
+  // Outputs are identical either way.
+  bool hybrid = true;
 };
 
 struct EngineConfig {
@@ -76,6 +82,8 @@ struct ModelFacts {
   int32_t num_layers = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;  // the larger of the K and V head widths, so the budget is never exceeded
+  // [num_layers] each layer's sliding window, 0 for full attention; empty: every layer full.
+  std::vector<int32_t> layer_windows;
   // The sampling the model's file recommends (general.sampling.*); empty when it has none.
   SamplingSettings recommended_sampling;
 };
@@ -94,7 +102,11 @@ struct EngineSetup {
   SchedulerConfig scheduler;  // with max_model_len resolved
   LatencyConfig latency;
   KVLayout kv_layout;
+  KVGrouping kv_grouping;  // each layer's group and page slot (kv_layout's groups)
   int32_t num_kv_pages = 0;
+  // The longest sequence the KV cache holds alone (KVLayout::tokens_held at the scheduler's
+  // step size): with sliding groups, more than num_kv_pages / groups * page_size.
+  int64_t kv_tokens = 0;
   bool enable_prefix_caching = false;
   int32_t max_model_len = 0;
   ContextBound max_model_len_bound = ContextBound::kConfigured;

@@ -10,8 +10,9 @@ namespace drift {
 
 Expected<std::unique_ptr<CpuExecutor>> CpuExecutor::create(const Model& model,
                                                            const CpuExecutorConfig& config) {
-  DRIFT_ASSIGN_OR_RETURN(KvPages kv, KvPages::create(model.config(), config.num_pages,
-                                                     config.page_size, config.kv_format));
+  DRIFT_ASSIGN_OR_RETURN(KvPages kv,
+                         KvPages::create(model.config(), config.num_pages, config.page_size,
+                                         config.kv_format, config.kv_placement));
   ForwardLimits limits;
   limits.max_tokens = config.max_batch_tokens;
   limits.max_sequences = config.max_batch_sequences;
@@ -59,6 +60,9 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
   if (plan.page_size != kv_.page_size())
     return make_error("step uses page size {}, the KV cache has {}", plan.page_size,
                       kv_.page_size());
+  if (plan.kv_groups != kv_.num_groups())
+    return make_error("step has page lists of {} KV groups, the KV cache has {}", plan.kv_groups,
+                      kv_.num_groups());
   for (const PageCopy& copy : plan.page_copies) {
     if (copy.src < 0 || copy.src >= kv_.num_pages() || copy.dst < 0 || copy.dst >= kv_.num_pages())
       return make_error("page copy {} -> {} is outside the KV cache", copy.src, copy.dst);

@@ -31,6 +31,8 @@ struct CpuExecutorConfig {
   int64_t max_context = 4096;
   // KV-Compress's policy and windows; how much each sequence keeps comes with each plan.
   KvCompressConfig kv_compress;
+  // Each layer's KV group and slot in a page (kv/kv_groups.h); empty: one group of every layer.
+  KvLayerPlacement kv_placement;
 };
 
 class CpuExecutor final : public Executor {

@@ -12,6 +12,8 @@ int64_t KvCompressor::compress_to(int64_t seq_len, int64_t target, int64_t keep_
                                   std::span<const int32_t> page_table) {
   const int64_t ps = kv.page_size();
   for (int64_t il = 0; il < heads.n_layers(); ++il) {
+    // The layer's entries move within its own group's pages (every group keeps the same slots).
+    const std::span<const int32_t> pages = kv.layer_pages(page_table, il);
     for (int64_t h = 0; h < heads.n_kv_heads(); ++h) {
       if (heads.length(il, h) <= target) continue;
       select_kept_entries(config_, seq_len, keep_from, heads.positions(il, h),
@@ -20,8 +22,7 @@ int64_t KvCompressor::compress_to(int64_t seq_len, int64_t target, int64_t keep_
       // still to move.
       for (size_t j = 0; j < kept_.size(); ++j) {
         const int64_t from = kept_[j], to = static_cast<int64_t>(j);
-        if (from != to)
-          kv.move_entry(il, h, page_table[from / ps], from % ps, page_table[to / ps], to % ps);
+        if (from != to) kv.move_entry(il, h, pages[from / ps], from % ps, pages[to / ps], to % ps);
       }
       heads.keep(il, h, kept_);
     }

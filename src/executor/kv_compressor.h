@@ -21,8 +21,8 @@ class KvCompressor {
   const KvCompressConfig& config() const { return config_; }
 
   // Compresses a sequence holding `seq_len` positions to kv_keep_target(seq_len) entries a head,
-  // then starts the metric's next interval. The page table must cover the
-  // table's slots. Returns the slots its longest head now uses.
+  // then starts the metric's next interval. The page table ([groups][pages], KvPages) must cover
+  // the table's slots. Returns the slots its longest head now uses.
   int64_t compress(int64_t seq_len, KvHeadTable& heads, KvPages& kv,
                    std::span<const int32_t> page_table);
   // The same with the target given (the scheduler's plan): every head holding more than `target`

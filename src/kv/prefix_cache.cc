@@ -29,7 +29,9 @@ PrefixCache::PrefixCache(KVCacheManager& kv, PrefixHashFn hash, KVEventSink* eve
       parent_(size_t(kv.num_pages()), kNoPage),
       parent_epoch_(size_t(kv.num_pages()), 0),
       epoch_(size_t(kv.num_pages()), 0),
+      group_(size_t(kv.num_pages()), 0),
       tokens_(size_t(kv.num_pages()) * size_t(kv.page_size()), 0),
+      chain_(size_t(kv.num_pages()) + 1),
       table_(std::bit_ceil(size_t(kv.num_pages()) * 2), kNoPage),
       mask_(table_.size() - 1) {
   kv_.set_eviction_listener(this);
@@ -45,14 +47,15 @@ PrefixCursor PrefixCache::root(uint64_t cache_namespace) const {
 }
 
 int64_t PrefixCache::find(uint64_t hash, const PrefixCursor& parent,
-                          std::span<const TokenId> tokens) const {
+                          std::span<const TokenId> tokens, int32_t group) const {
   // Linear probing: every page with this hash sits between its home slot and the next empty one.
   for (size_t i = home(hash);; i = (i + 1) & mask_) {
     const PageId p = table_[i];
     if (p == kNoPage) return -1;
     const size_t u = size_t(p);
-    if (hash_[u] == hash && namespace_[u] == parent.cache_namespace && parent_[u] == parent.page &&
-        parent_epoch_[u] == parent.epoch && std::ranges::equal(tokens_of(p), tokens))
+    if (hash_[u] == hash && group_[u] == group && namespace_[u] == parent.cache_namespace &&
+        parent_[u] == parent.page && parent_epoch_[u] == parent.epoch &&
+        std::ranges::equal(tokens_of(p), tokens))
       return int64_t(i);
   }
 }
@@ -96,8 +99,7 @@ PrefixCursor PrefixCache::insert(const PrefixCursor& cursor, std::span<const Tok
     next.epoch = epoch_[size_t(next.page)];
     return next;
   }
-  const size_t u = size_t(page);
-  if (registered_[u] || !kv_.mark_cacheable(page).ok()) {
+  if (registered_[size_t(page)] || !kv_.mark_cacheable(page).ok()) {
     // Registered with another parent or content (a sequence's page list never does that), or
     // not in use: refuse rather than make a wrong chain.
     next.broken = true;
@@ -108,19 +110,113 @@ PrefixCursor PrefixCache::insert(const PrefixCursor& cursor, std::span<const Tok
   if (events_ && !hash_registered(h))
     events_->block_stored(
         h, cursor.num_pages > 0 ? std::optional<uint64_t>(cursor.hash) : std::nullopt, tokens);
+  register_page(page, 0, h, cursor, tokens);
+  next.page = page;
+  next.epoch = epoch_[size_t(page)];
+  return next;
+}
+
+PrefixCursor PrefixCache::insert(const PrefixCursor& cursor, std::span<const TokenId> tokens,
+                                 std::span<const PageId> page_of_group) {
+  // Rule: group 0 extends the chain; every other group's page hangs on the group-0 page the
+  // chain then stands on, once per content as well.
+  const PrefixCursor next =
+      insert(cursor, tokens, page_of_group.empty() ? kNoPage : page_of_group[0]);
+  if (next.broken) return next;
+  for (size_t g = 1; g < page_of_group.size(); ++g) {
+    const PageId page = page_of_group[g];
+    if (page < 0 || page >= kv_.num_pages() || registered_[size_t(page)]) continue;
+    if (find(next.hash, next, tokens, int32_t(g)) >= 0) continue;  // a copy is registered
+    if (!kv_.mark_cacheable(page).ok()) continue;
+    register_page(page, int32_t(g), next.hash, next, tokens);
+  }
+  return next;
+}
+
+void PrefixCache::register_page(PageId page, int32_t group, uint64_t hash,
+                                const PrefixCursor& parent, std::span<const TokenId> tokens) {
+  const size_t u = size_t(page);
   registered_[u] = 1;
-  hash_[u] = h;
-  namespace_[u] = cursor.cache_namespace;
-  parent_[u] = cursor.page;
-  parent_epoch_[u] = cursor.epoch;
+  hash_[u] = hash;
+  namespace_[u] = parent.cache_namespace;
+  parent_[u] = parent.page;
+  parent_epoch_[u] = parent.epoch;
   epoch_[u] += 1;
+  group_[u] = group;
   std::ranges::copy(tokens, tokens_.begin() + std::ptrdiff_t(u * size_t(page_size_)));
   table_insert(page);
   ++num_registered_;
   ++stats_.pages_inserted;
-  next.page = page;
-  next.epoch = epoch_[u];
-  return next;
+}
+
+PageId PrefixCache::member_page(int32_t group, int32_t i, std::span<const TokenId> tokens) const {
+  const PrefixCursor& anchor = chain_[size_t(i) + 1];
+  const int64_t slot =
+      find(anchor.hash, anchor, tokens.subspan(size_t(i) * size_t(page_size_), size_t(page_size_)),
+           group);
+  return slot < 0 ? kNoPage : table_[size_t(slot)];
+}
+
+PrefixHit PrefixCache::lookup(uint64_t cache_namespace, std::span<const TokenId> tokens,
+                              int32_t max_pages, std::vector<PageId>& pages) const {
+  // Rule: group 0's verified chain from the left; then the longest part of it every full group
+  // covers from the left; then, from the right, the longest part whose every sliding group
+  // holds the pages a query after it sees (a miss at index i rules out every length above i).
+  const KVLayout& layout = kv_.layout();
+  const int32_t groups = layout.num_groups();
+  chain_[0] = root(cache_namespace);
+  int32_t length = 0;
+  const int32_t longest = std::min<int32_t>(max_pages, int32_t(chain_.size()) - 1);
+  for (; length < longest; ++length) {
+    const size_t begin = size_t(length) * size_t(page_size_);
+    if (begin + size_t(page_size_) > tokens.size()) break;
+    std::span<const TokenId> page_tokens = tokens.subspan(begin, size_t(page_size_));
+    const PrefixCursor& at = chain_[size_t(length)];
+    const uint64_t h = hash_fn_(at.hash, page_tokens);
+    const int64_t slot = find(h, at, page_tokens);
+    if (slot < 0) break;
+    PrefixCursor& next = chain_[size_t(length) + 1];
+    next = at;
+    next.num_pages += 1;
+    next.hash = h;
+    next.page = table_[size_t(slot)];
+    next.epoch = epoch_[size_t(next.page)];
+  }
+  for (int32_t g = 1; g < groups; ++g) {
+    if (layout.group(g).sliding()) continue;
+    for (int32_t i = 0; i < length; ++i) {
+      if (member_page(g, i, tokens) != kNoPage) continue;
+      length = i;
+      break;
+    }
+  }
+  auto first_needed = [&](int32_t g, int32_t n) {
+    return int32_t(layout.first_page_seen(g, int64_t(n) * page_size_));
+  };
+  for (bool fits = false; length > 0 && !fits;) {
+    fits = true;
+    for (int32_t g = 1; g < groups && fits; ++g) {
+      if (!layout.group(g).sliding()) continue;
+      for (int32_t i = length; i-- > first_needed(g, length);) {
+        if (member_page(g, i, tokens) != kNoPage) continue;
+        length = i;
+        fits = false;
+        break;
+      }
+    }
+  }
+  for (int32_t i = 0; i < length; ++i) {
+    for (int32_t g = 0; g < groups; ++g) {
+      if (g == 0) {
+        pages.push_back(chain_[size_t(i) + 1].page);
+      } else if (layout.group(g).sliding() && i < first_needed(g, length)) {
+        pages.push_back(kNoPage);
+      } else {
+        pages.push_back(member_page(g, i, tokens));
+      }
+    }
+  }
+  return PrefixHit{length, chain_[size_t(length)]};
 }
 
 void PrefixCache::record_query(int64_t queried, int64_t hit) {
@@ -153,7 +249,8 @@ void PrefixCache::on_page_evicted(PageId page) {
   ++stats_.evictions;
   stats_.evicted_bytes += kv_.layout().bytes_per_page();
   const uint64_t h = hash_[size_t(page)];
-  if (events_ && !quiet_removals_ && !hash_registered(h)) events_->block_removed(h);
+  if (events_ && !quiet_removals_ && group_[size_t(page)] == 0 && !hash_registered(h))
+    events_->block_removed(h);
 }
 
 bool PrefixCache::hash_registered(uint64_t hash) const {
@@ -161,7 +258,7 @@ bool PrefixCache::hash_registered(uint64_t hash) const {
   for (size_t i = home(hash);; i = (i + 1) & mask_) {
     const PageId p = table_[i];
     if (p == kNoPage) return false;
-    if (hash_[size_t(p)] == hash) return true;
+    if (hash_[size_t(p)] == hash && group_[size_t(p)] == 0) return true;
   }
 }
 

@@ -14,11 +14,19 @@
 // tells this cache (KVEvictionListener), which forgets the page. A page some sequence holds is
 // never on the cached list, so it is never evicted.
 //
+// KV groups (kv_layout.h): the chain above is group 0's (full attention). A page of another group
+// registers under the same chain hash, its group, and an anchor instead of a parent: the group-0
+// page registered for the same index (page id and epoch), so it is reached only through a
+// verified chain, and a reused anchor breaks it. lookup() finds the longest prefix whose pages
+// every group needs: full groups all of them, a sliding group only those a query after the prefix
+// sees (vLLM's hybrid coordinator: group 0 from the left, then the rest from the right).
+//
 // Changes to the set of cached page hashes go to an optional KVEventSink (kv_event_sink.h), as
 // vLLM reports its block pool's: a page registered under a hash no other registered page has is
 // "stored", the last registered page of a hash evicted is "removed", and a flush that leaves
 // nothing registered is "all cleared" (instead of one removal per page). The sink sees the chain
-// hashes below: stable across processes and replicas (no seed), each chaining its parent's.
+// hashes below: stable across processes and replicas (no seed), each chaining its parent's. Only
+// group 0's pages are reported: a router matches text, one hash per page of it.
 //
 // No allocation after construction: the hash table (open addressing, linear probing, at most
 // num_pages entries in at least 2 * num_pages slots) and the per-page records are sized once,
@@ -40,8 +48,6 @@ namespace drift {
 // tokens. Injectable so that tests can force collisions.
 using PrefixHashFn = uint64_t (*)(uint64_t parent_hash, std::span<const TokenId> tokens);
 uint64_t default_prefix_hash(uint64_t parent_hash, std::span<const TokenId> tokens);
-
-inline constexpr PageId kNoPage = -1;
 
 // Where a sequence stands in the chain: the registered page that holds the content of its last
 // covered full page (possibly another sequence's identical page).
@@ -68,6 +74,12 @@ struct PrefixCacheStats {
   uint64_t evicted_bytes = 0;   // evictions * bytes per page
 };
 
+// A lookup's result: the leading full pages of a sequence that every group can share.
+struct PrefixHit {
+  int32_t num_pages = 0;  // pages (of page_size tokens) covered
+  PrefixCursor cursor;    // group 0's chain after them
+};
+
 class PrefixCache final : public KVEvictionListener {
  public:
   // Becomes `kv`'s eviction listener; `kv` must outlive the cache and stay at its address, and
@@ -81,11 +93,20 @@ class PrefixCache final : public KVEvictionListener {
   // The cursor of an empty sequence in `cache_namespace`.
   PrefixCursor root(uint64_t cache_namespace) const;
 
-  // The longest run of registered pages that hold the next full pages of `tokens` (token 0 of
-  // `tokens` is the first token after `from`), at most `max_pages`; their ids are appended to
-  // `pages` (no allocation within its capacity). Returns the cursor after them. Changes nothing.
+  // The longest run of registered group-0 pages that hold the next full pages of `tokens` (token
+  // 0 of `tokens` is the first token after `from`), at most `max_pages`; their ids are appended
+  // to `pages` (no allocation within its capacity). Returns the cursor after them. Changes
+  // nothing.
   PrefixCursor match(const PrefixCursor& from, std::span<const TokenId> tokens, int32_t max_pages,
                      std::vector<PageId>& pages) const;
+
+  // The longest prefix of `tokens` (from the namespace's root), at most `max_pages` pages, whose
+  // pages every group holds where a sequence resuming after it needs them: full groups every
+  // page, sliding groups the pages a query at num_pages * page_size sees. Writes its pages to
+  // `pages` row by row, [num_pages][num_groups], kNoPage where a sliding group needs none (no
+  // allocation within its capacity). Changes nothing but scratch.
+  PrefixHit lookup(uint64_t cache_namespace, std::span<const TokenId> tokens, int32_t max_pages,
+                   std::vector<PageId>& pages) const;
 
   // Page `page` — used by the sequence at `cursor`, full, its K/V written — holds the page_size
   // `tokens` after the cursor. Registers it (and marks it cacheable in the KV manager) unless a
@@ -93,6 +114,10 @@ class PrefixCache final : public KVEvictionListener {
   // to that one. Returns the advanced cursor. A broken cursor, or a page that is registered
   // under another identity, leaves the page unregistered and returns a broken cursor.
   PrefixCursor insert(const PrefixCursor& cursor, std::span<const TokenId> tokens, PageId page);
+  // The same with the page of each group ([num_groups]; group 0's as above, the others anchored
+  // to the group-0 page the returned cursor stands on; kNoPage: none).
+  PrefixCursor insert(const PrefixCursor& cursor, std::span<const TokenId> tokens,
+                      std::span<const PageId> page_of_group);
 
   // Counts one admission's lookup: `queried` tokens of which `hit` were found cached.
   void record_query(int64_t queried, int64_t hit);
@@ -114,11 +139,18 @@ class PrefixCache final : public KVEvictionListener {
   Status check_invariants() const;
 
  private:
-  // The table slot holding a registered page whose hash, namespace, parent and tokens are these;
-  // -1 if none.
-  int64_t find(uint64_t hash, const PrefixCursor& parent, std::span<const TokenId> tokens) const;
-  // Whether a registered page in the table has this hash.
+  // The table slot holding a registered page of `group` whose hash, namespace, parent (group 0)
+  // or anchor (other groups) and tokens are these; -1 if none.
+  int64_t find(uint64_t hash, const PrefixCursor& parent, std::span<const TokenId> tokens,
+               int32_t group = 0) const;
+  // Registers `page` of `group` under `hash` with `parent` (its chain parent, or its anchor).
+  void register_page(PageId page, int32_t group, uint64_t hash, const PrefixCursor& parent,
+                     std::span<const TokenId> tokens);
+  // Whether a registered group-0 page in the table has this hash.
   bool hash_registered(uint64_t hash) const;
+  // Group `group`'s registered page for index i of the chain lookup() walked (anchored to
+  // chain_[i]); kNoPage if none.
+  PageId member_page(int32_t group, int32_t i, std::span<const TokenId> tokens) const;
   void table_insert(PageId page);
   void table_remove(PageId page);
   size_t home(uint64_t hash) const { return size_t(hash) & mask_; }
@@ -139,7 +171,10 @@ class PrefixCache final : public KVEvictionListener {
   std::vector<PageId> parent_;
   std::vector<uint32_t> parent_epoch_;
   std::vector<uint32_t> epoch_;  // bumped at every registration of the page
+  std::vector<int32_t> group_;   // the KV group whose layers the page holds
   std::vector<TokenId> tokens_;  // [num_pages * page_size]
+  // lookup()'s walk of group 0's chain: the cursor after each page, [num_pages].
+  mutable std::vector<PrefixCursor> chain_;
 
   std::vector<PageId> table_;  // [power of two >= 2 * num_pages]: page ids, kNoPage when empty
   size_t mask_ = 0;

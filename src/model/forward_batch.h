@@ -14,9 +14,11 @@ struct ForwardSequence {
   int64_t token_begin = 0;  // first of this sequence's tokens in ForwardBatch::tokens
   int64_t n_tokens = 0;     // > 0
   int64_t start_pos = 0;    // position of the first token; K/V of [0, start_pos) are in the pages
-  std::span<const int32_t> page_table;  // physical pages covering [0, start_pos + n_tokens)
-  bool want_logits = false;             // compute logits for the sequence's last token
-  bool all_logits = false;              // ... or for every one of its tokens (perplexity)
+  // Physical pages covering [0, start_pos + n_tokens), one list per KV group (KvPages):
+  // [groups][pages]; -1 where a sliding group freed a page no query of the batch reads.
+  std::span<const int32_t> page_table;
+  bool want_logits = false;  // compute logits for the sequence's last token
+  bool all_logits = false;   // ... or for every one of its tokens (perplexity)
   // Its tokens [hidden_begin, hidden_begin + n_hidden) (counted from its first token in the
   // batch) whose final normalised hidden state — the LM head's input — is wanted (embeddings).
   int64_t hidden_begin = 0;

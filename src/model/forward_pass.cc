@@ -108,16 +108,25 @@ Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv, std::
       return make_error("positions [{}, {}) exceed the context limit {}", s.start_pos,
                         s.start_pos + s.n_tokens, limits_.max_context);
     DRIFT_RETURN_IF_ERROR(validate_heads(s));
-    // Slots the sequence fills: one per position, or per entry of its longest head.
+    // Slots the sequence fills: one per position, or per entry of its longest head; a page list
+    // per KV group, kNoPage allowed only where no query of a sliding group reads.
     const int64_t slots = (s.heads ? s.heads->max_length() : s.start_pos) + s.n_tokens;
     const int64_t needed_pages = (slots + kv.page_size() - 1) / kv.page_size();
-    if (static_cast<int64_t>(s.page_table.size()) < needed_pages)
-      return make_error("page table has {} pages, {} needed for slot {}", s.page_table.size(),
-                        needed_pages, slots - 1);
-    for (int64_t i = 0; i < needed_pages; ++i)
-      if (s.page_table[i] < 0 || s.page_table[i] >= kv.num_pages())
-        return make_error("page id {} is outside the KV cache's {} pages", s.page_table[i],
-                          kv.num_pages());
+    const auto groups = static_cast<size_t>(kv.num_groups());
+    const size_t per_group = s.page_table.size() / groups;
+    if (s.page_table.size() % groups != 0 || static_cast<int64_t>(per_group) < needed_pages)
+      return make_error("page table has {} pages for {} groups, {} a group needed for slot {}",
+                        s.page_table.size(), groups, needed_pages, slots - 1);
+    for (size_t g = 0; g < groups; ++g) {
+      const int64_t first_read = first_read_page(s, int64_t(g), kv);
+      for (int64_t i = 0; i < needed_pages; ++i) {
+        const int32_t page = s.page_table[g * per_group + size_t(i)];
+        if (page == -1 && i < first_read) continue;  // freed below a sliding window
+        if (page < 0 || page >= kv.num_pages())
+          return make_error("page id {} (group {}, page {}) is outside the KV cache's {} pages",
+                            page, g, i, kv.num_pages());
+      }
+    }
     n_logits += s.all_logits ? s.n_tokens : s.want_logits ? 1 : 0;
     if (s.n_hidden < 0 || s.hidden_begin < 0 || s.hidden_begin + s.n_hidden > s.n_tokens)
       return make_error("hidden rows [{}, {}) are outside the sequence's {} tokens", s.hidden_begin,
@@ -136,6 +145,22 @@ Status ForwardPass::validate(const ForwardBatch& batch, const KvPages& kv, std::
     return make_error("hidden-state buffer holds {} floats, {} needed", hidden.size(),
                       n_hidden * config_.n_embd);
   return Status::Ok();
+}
+
+// The first page of group `group` that the sequence's queries read: that of the first slot any
+// of its sliding layers sees from the batch's first position (0 if a layer attends to all).
+int64_t ForwardPass::first_read_page(const ForwardSequence& s, int64_t group,
+                                     const KvPages& kv) const {
+  int64_t first = -1;
+  for (int64_t il = 0; il < config_.n_layers; ++il) {
+    if (kv.group_of(il) != group) continue;
+    if (!config_.layers[il].sliding_window) return 0;
+    for (int64_t h = 0; h < (s.heads ? config_.n_kv_heads : 1); ++h) {
+      const int64_t slot = first_visible_slot(s, il, h, s.start_pos);
+      first = first < 0 ? slot : std::min(first, slot);
+    }
+  }
+  return std::max<int64_t>(0, first) / kv.page_size();
 }
 
 // A compressed sequence's table matches the model and has room for the batch's tokens.
@@ -430,9 +455,10 @@ void ForwardPass::store_kv(int64_t il, int64_t t, const ForwardSequence& s, int6
   const ModelConfig& c = config_;
   const float* k = &k_[t * c.kv_dim()];
   const float* v = &v_[t * c.v_dim()];
+  const std::span<const int32_t> pages = kv.layer_pages(s.page_table, il);
   for (int64_t h = 0; h < c.n_kv_heads; ++h) {
     const int64_t at = slot_of(s, il, h, pos);
-    const int64_t page = s.page_table[at / kv.page_size()];
+    const int64_t page = pages[at / kv.page_size()];
     const int64_t slot = at % kv.page_size();
     kernels::kv_store_key(kv.format(), kv.keys(page, il, h), c.head_dim, kv.page_size(), slot,
                           k + h * c.head_dim);
@@ -526,8 +552,12 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
         const bool adds_metric = s.metric_tokens > 0 && (block + 1) * kLanes > metric_from;
         const int64_t owner = adds_metric ? base + kvh * per_head : base + item;
         if (owner % count != index) continue;
-        const kernels::PagedKv view{kv.keys(0, il, kvh), kv.values(0, il, kvh), kv.page_stride(),
-                                    kv.page_size(),      s.page_table.data(),   kv.format()};
+        const kernels::PagedKv view{kv.keys(0, il, kvh),
+                                    kv.values(0, il, kvh),
+                                    kv.page_stride(),
+                                    kv.page_size(),
+                                    kv.layer_pages(s.page_table, il).data(),
+                                    kv.format()};
         kernels::AttentionQueries queries{};
         queries.has_sinks = sinks != nullptr;
         // Queries (token i of the sequence, head kvh * group + g) in order of i * group + g.

@@ -51,6 +51,7 @@ class ForwardPass {
   Status validate(const ForwardBatch& batch, const KvPages& kv, std::span<float> logits,
                   std::span<float> hidden) const;
   Status validate_heads(const ForwardSequence& s) const;
+  int64_t first_read_page(const ForwardSequence& s, int64_t group, const KvPages& kv) const;
   int64_t slot_of(const ForwardSequence& s, int64_t il, int64_t h, int64_t pos) const;
   int64_t first_visible_slot(const ForwardSequence& s, int64_t il, int64_t h, int64_t pos) const;
   void embed(const ForwardBatch& batch);

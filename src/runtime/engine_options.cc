@@ -54,6 +54,7 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
                               : KVMemoryBudget::of_ram_fraction(o.kv_ram_fraction);
   config.max_queued_requests = o.max_queued;
   config.kv.enable_prefix_caching = !o.no_prefix_cache;
+  config.kv.hybrid = !o.no_hybrid_kv;
   config.latency.target_itl_seconds =
       o.target_itl_ms > 0 ? std::optional<double>(o.target_itl_ms / 1000) : std::nullopt;
   config.latency.idle_step_seconds =

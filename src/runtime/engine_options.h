@@ -35,6 +35,7 @@ struct EngineOptions {
   std::optional<int32_t> default_max_tokens;  // absent: until a stop or the context is full
   bool no_chunked_prefill = false;
   bool no_prefix_cache = false;
+  bool no_hybrid_kv = false;   // one KV group of every layer (kv.hybrid off)
   double target_itl_ms = 100;  // 0: off (the whole token budget in every step)
   double idle_step_ms = 500;   // 0: off (the whole token budget when nothing decodes)
   std::optional<double> target_ttft_ms;

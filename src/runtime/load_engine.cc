@@ -31,6 +31,8 @@ ModelFacts model_facts(const ModelConfig& config, const Tokenizer& tokenizer,
   facts.num_kv_heads = int32_t(config.n_kv_heads);
   // KVLayout has one head width; the larger of K's and V's keeps the budget an upper bound.
   facts.head_dim = int32_t(std::max(config.head_dim, config.head_dim_v));
+  for (const LayerConfig& layer : config.layers)
+    facts.layer_windows.push_back(layer.sliding_window ? int32_t(config.sliding_window) : 0);
   RecommendedSampling recommended = read_recommended_sampling(file);
   for (const std::string& why : recommended.ignored)
     spdlog::warn("{}: sampling recommendation ignored: {}", file.path(), why);
@@ -84,6 +86,10 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
     c.max_batch_sequences = setup.scheduler.max_num_seqs;
     c.max_context = setup.max_model_len;
     c.kv_compress = setup.scheduler.kv_compress;
+    if (setup.kv_grouping.num_groups() > 1)
+      c.kv_placement =
+          KvLayerPlacement{setup.kv_grouping.layers_per_group, setup.kv_grouping.layer_group,
+                           setup.kv_grouping.layer_slot};
     DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor, CpuExecutor::create(loaded, c));
     if (executor_options.debug_fail_at_step)
       return std::unique_ptr<Executor>(std::make_unique<FailingExecutor>(

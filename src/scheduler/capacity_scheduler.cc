@@ -7,8 +7,12 @@ namespace drift {
 
 KVUsageEstimate CapacityScheduler::estimate(int32_t prompt_len, int32_t max_new_tokens,
                                             double kv_keep, int32_t keep_from) const {
+  if (!(kv_keep < 1.0))
+    return kv_.estimate(
+        prompt_len, max_new_tokens,
+        max_step_tokens_ > 0 ? std::optional<int64_t>(max_step_tokens_) : std::nullopt);
+  // A compressed sequence's slots stop being positions: no group frees by window.
   const KVUsageEstimate whole = kv_.estimate(prompt_len, max_new_tokens);
-  if (!(kv_keep < 1.0)) return whole;
   // Before a step a compressed sequence holds less than its target + a page (a larger excess
   // was compressed after the step that made it); targets grow with the length, and a sequence no
   // longer than min_tokens is not compressed. A step then adds at most max_step_tokens_.
@@ -36,33 +40,34 @@ Status CapacityScheduler::check_fits(SeqId id, int32_t prompt_len, int32_t max_n
 
 int64_t CapacityScheduler::admissible_tokens(const SequenceState& seq, const CachedPrefix& prefix,
                                              int64_t held_back) const {
-  const int64_t shared = int64_t(prefix.pages.size());
+  const int64_t pending = int64_t(seq.total_len()) - int64_t(prefix.num_pages) * kv_.page_size();
   if (mode_ == AdmissionMode::kGuaranteed) {
-    // Shared pages are part of the worst case; the ones that leave the cached list cost pool.
+    // The promised shared pages are part of the worst case; the ones that leave the cached list
+    // cost pool. (A sliding page shared from a running sequence is no part of its promise: it
+    // leaves the window, and a page the sequence pays for comes in its place.)
     const int64_t worst = estimate(seq.prompt_len, seq.max_new_tokens, seq.kv_keep,
-                                   seq.kv_compressed() ? int32_t(shared) * kv_.page_size() : 0)
+                                   seq.kv_compressed() ? prefix.num_pages * kv_.page_size() : 0)
                               .num_pages;
-    const int64_t needed = std::max<int64_t>(0, worst - shared) + prefix.num_from_pool;
-    return needed <= kv_.num_available_pages() ? int64_t(seq.total_len()) - shared * kv_.page_size()
-                                               : 0;
+    const int64_t needed = std::max<int64_t>(0, worst - prefix.num_promised) + prefix.num_from_pool;
+    return needed <= kv_.num_available_pages() ? pending : 0;
   }
-  return std::max<int64_t>(0, kv_.num_available_pages() - prefix.num_from_pool - held_back) *
-         kv_.page_size();
+  const int64_t pages = kv_.num_available_pages() - prefix.num_from_pool - held_back;
+  return std::max<int64_t>(0, pages) / kv_.layout().num_groups() * kv_.page_size();
 }
 
 int32_t CapacityScheduler::admit(const SequenceState& seq, const CachedPrefix& prefix) {
   Status opened = kv_.open(seq.id, int64_t(seq.prompt_len) + seq.max_new_tokens);
   assert(opened.ok());
   (void)opened;
-  for (PageId page : prefix.pages) {
-    Status shared = kv_.share_page(seq.id, page);
+  const auto groups = size_t(kv_.layout().num_groups());
+  for (size_t i = 0; i < size_t(prefix.num_pages); ++i) {
+    Status shared = kv_.share_pages(seq.id, prefix.pages.subspan(i * groups, groups));
     assert(shared.ok());
     (void)shared;
   }
   ++stats_.admitted;
   if (mode_ != AdmissionMode::kGuaranteed) return 0;
-  const int32_t keep_from =
-      seq.kv_compressed() ? int32_t(prefix.pages.size()) * kv_.page_size() : 0;
+  const int32_t keep_from = seq.kv_compressed() ? prefix.num_pages * kv_.page_size() : 0;
   Status reserved =
       kv_.reserve(seq.id, estimate(seq.prompt_len, seq.max_new_tokens, seq.kv_keep, keep_from));
   assert(reserved.ok());

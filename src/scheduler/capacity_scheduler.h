@@ -27,9 +27,15 @@ struct CapacityStats {
 
 // The leading full pages of a sequence found in the prefix cache at admission.
 struct CachedPrefix {
-  std::span<const PageId> pages;  // shared by the sequence instead of computed again
-  int32_t num_from_pool = 0;      // of them, pages now cached (no holder): they leave the pool
-  PrefixCursor cursor;            // the sequence's place in the cache after them
+  int32_t num_pages = 0;  // pages of page_size tokens covered
+  // [num_pages][kv groups]: shared by the sequence instead of computed again (kNoPage: a sliding
+  // group needs none there).
+  std::span<const PageId> pages;
+  int32_t num_from_pool = 0;  // of them, pages now cached (no holder): they leave the pool
+  // Of them, the pages that count in the sequence's promise once shared (KVCacheManager): full
+  // groups' pages, and sliding groups' from the pool (it pays for those).
+  int32_t num_promised = 0;
+  PrefixCursor cursor;  // the sequence's place in the cache after them
 };
 
 // Protection order of running sequences: higher priority first, then earlier arrival. The
@@ -42,7 +48,7 @@ inline bool runs_before(const SequenceState& a, const SequenceState& b) {
 class CapacityScheduler {
  public:
   // `compress` and `max_step_tokens` (the most tokens one step may add to a sequence) bound what a
-  // compressed sequence ever holds (estimate()).
+  // compressed sequence, or a sliding group, ever holds (estimate()).
   CapacityScheduler(AdmissionMode mode, KVCacheManager& kv, const KvCompressConfig& compress = {},
                     int32_t max_step_tokens = 0)
       : mode_(mode), kv_(kv), compress_(compress), max_step_tokens_(max_step_tokens) {}
@@ -51,9 +57,11 @@ class CapacityScheduler {
 
   // An error, giving the sizes, if a request could never complete even alone in the cache.
   Status check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens, double kv_keep = 1.0);
-  // The most KV a sequence ever holds: prompt + max_new_tokens, or, compressed with kv_keep < 1
-  // (each step's excess over its target compressed once it reaches a page), the largest target
-  // plus a page plus one step's tokens, if that is less.
+  // The most KV a sequence ever holds: prompt + max_new_tokens in its full groups and at most the
+  // window plus one step in its sliding groups (KVLayout::pages_to_hold); or, compressed with
+  // kv_keep < 1 (each step's excess over its target compressed once it reaches a page; no page
+  // freed by window), the largest target plus a page plus one step's tokens in every group, if
+  // that is less than prompt + max_new_tokens.
   KVUsageEstimate estimate(int32_t prompt_len, int32_t max_new_tokens, double kv_keep,
                            int32_t keep_from = 0) const;
   KVUsageEstimate estimate(const SequenceState& seq) const {
@@ -62,15 +70,16 @@ class CapacityScheduler {
 
   // How many of the sequence's pending tokens (those after `prefix`) its KV could take now if it
   // were admitted sharing `prefix`: guaranteed mode, all of them if the pages of its worst case
-  // beyond the prefix, plus the prefix's pages taken from the pool, can be reserved, else 0;
-  // optimistic mode, what the available pages hold after the prefix's pages taken from the pool,
-  // less `held_back` pages kept for running sequences. Cached pages count as available.
+  // beyond what the prefix gives its promise, plus the prefix's pages taken from the pool, can
+  // be reserved, else 0; optimistic mode, what the available pages hold (a page in every group
+  // per page of tokens) after the prefix's pages taken from the pool, less `held_back` pages
+  // kept for running sequences. Cached pages count as available.
   int64_t admissible_tokens(const SequenceState& seq, const CachedPrefix& prefix,
                             int64_t held_back) const;
 
-  // Opens the sequence's KV with the prefix's pages shared (refcounts up), then (guaranteed
-  // mode) reserves the rest of its worst case. Returns the pages reserved. Precondition:
-  // admissible_tokens(seq, prefix, ...) > 0.
+  // Opens the sequence's KV with the prefix's pages shared (refcounts up) and, in its sliding
+  // groups, none below the window; then (guaranteed mode) reserves the rest of its worst case.
+  // Returns the pages reserved. Precondition: admissible_tokens(seq, prefix, ...) > 0.
   int32_t admit(const SequenceState& seq, const CachedPrefix& prefix);
   void count_blocked() { ++stats_.blocked; }
 

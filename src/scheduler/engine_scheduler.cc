@@ -31,27 +31,29 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
       kv_(kv),
       log_(log),
       prefix_(prefix_cache),
-      capacity_(config.admission, kv, config.kv_compress,
-                config.enable_chunked_prefill && config.long_prefill_token_threshold
-                    ? *config.long_prefill_token_threshold
-                    : config.max_num_batched_tokens),
+      capacity_(config.admission, kv, config.kv_compress, config.max_step_tokens()),
       waiting_order_(make_waiting_order(config)),
       prefill_token_budget_(config.max_num_batched_tokens) {
   // Size everything a step touches once, so that steps do not allocate.
   size_t seqs = size_t(config.max_num_seqs);
   size_t tokens = size_t(config.max_num_batched_tokens);
-  // Without forks the page lists of a step hold at most every page once.
-  int64_t pages = std::min<int64_t>(
-      int64_t(seqs) * kv.layout().pages_for_tokens(config.max_model_len), kv.num_pages() + seqs);
+  // Without forks or shared prefixes the page lists of a step hold at most every page once, in
+  // every group (a sliding group's freed pages keep their place in its list).
+  const int64_t groups = kv.layout().num_groups();
+  int64_t pages =
+      groups * std::min<int64_t>(int64_t(seqs) * kv.layout().pages_for_tokens(config.max_model_len),
+                                 kv.num_pages() + seqs);
   running_.reserve(seqs);
   outcomes_.reserve(seqs);
   plan_.items.reserve(seqs);
-  plan_.page_copies.reserve(seqs);
+  plan_.page_copies.reserve(seqs * size_t(groups));
   plan_.kv_compressions.reserve(seqs);
   plan_.token_ids.reserve(tokens);
   plan_.block_table.reserve(size_t(pages));
   plan_.page_size = kv.page_size();
-  prefix_pages_.reserve(size_t(kv.layout().pages_for_tokens(config.max_model_len)));
+  plan_.kv_groups = kv.layout().num_groups();
+  prefix_pages_.reserve(size_t(groups * kv.layout().pages_for_tokens(config.max_model_len)));
+  page_row_.resize(size_t(groups));
 }
 
 // ---- Requests ----
@@ -264,26 +266,22 @@ EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
   SequenceState& seq = *waiting_[waiting_index];
   CachedPrefix prefix = find_cached_prefix(seq);
   bool joins_writer = false;
-  if (const PagesInFlight in_flight = pages_in_flight(seq, int32_t(prefix.pages.size()));
-      in_flight.writer) {
-    if (!in_flight.written_this_step) {
+  if (const PagesInFlight in_flight = pages_in_flight(seq, prefix.num_pages); in_flight.writer) {
+    // The executor stores every token's K/V of a layer before any token attends (executor.h),
+    // so the pages the writer's item fills hold its K/V when this sequence's tokens read them.
+    if (!in_flight.written_this_step ||
+        !share_pages_in_flight(prefix, *in_flight.writer, in_flight.num_pages)) {
       ++stats_.prefix_waits;
       return Admission::kStop;
     }
-    // The executor stores every token's K/V of a layer before any token attends (executor.h),
-    // so these pages hold the writer's K/V when this sequence's tokens read them.
-    std::span<const PageId> writer_pages = kv_.pages(in_flight.writer->id);
-    prefix_pages_.insert(prefix_pages_.end(), writer_pages.begin() + prefix.pages.size(),
-                         writer_pages.begin() + prefix.pages.size() + in_flight.num_pages);
-    prefix.pages = prefix_pages_;
     joins_writer = true;
   }
-  const int32_t pending = seq.total_len() - int32_t(prefix.pages.size()) * kv_.page_size();
+  const int32_t pending = seq.total_len() - prefix.num_pages * kv_.page_size();
   // With nothing decoding, a joiner's suffix goes in now even past the prefill budget (a bound on
   // how long arrivals wait, not on a stream's pauses): later it would be a step of its own,
   // cut by the inter-token target once the writer decodes.
-  const int32_t want = joins_writer && none_decoding_ ? std::min(pending, token_budget_)
-                                                      : prefill_chunk_limit(pending);
+  const int32_t want =
+      prefill_chunk_limit(pending, /*past_prefill_budget=*/joins_writer && none_decoding_);
   if (want == 0) return Admission::kBlocked;
   const bool whole = want == pending;
   if (!whole && partial_prefills_ >= config_.max_num_partial_prefills) return Admission::kBlocked;
@@ -311,9 +309,13 @@ void EngineScheduler::end_step() {
   ++step_;
 }
 
-int32_t EngineScheduler::prefill_chunk_limit(int32_t pending) const {
+int32_t EngineScheduler::prefill_chunk_limit(int32_t pending, bool past_prefill_budget) const {
+  // A chunk stays within long_prefill_token_threshold even past the prefill budget: it bounds
+  // what one step adds to a sequence (SchedulerConfig::max_step_tokens), on which the pages a
+  // sliding group or a compressed sequence holds, and so guaranteed admission's promise, rest.
   if (!config_.enable_chunked_prefill) return pending <= token_budget_ ? pending : 0;
-  int32_t n = std::min({pending, token_budget_, prefill_budget_});
+  int32_t n = std::min(pending, token_budget_);
+  if (!past_prefill_budget) n = std::min(n, prefill_budget_);
   if (config_.long_prefill_token_threshold) n = std::min(n, *config_.long_prefill_token_threshold);
   return n;
 }
@@ -324,11 +326,54 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
   if (!prefix_ || !may_skip_cached_prefix(seq)) return found;
   prefix_pages_.clear();
   const int32_t max_pages = (seq.total_len() - 1) / kv_.page_size();
-  found.cursor =
-      prefix_->match(prefix_->root(seq.cache_namespace), seq.tokens, max_pages, prefix_pages_);
-  found.pages = prefix_pages_;
-  for (PageId p : prefix_pages_) found.num_from_pool += kv_.page_state(p) == PageState::kCached;
+  const PrefixHit hit = prefix_->lookup(seq.cache_namespace, seq.tokens, max_pages, prefix_pages_);
+  found.num_pages = hit.num_pages;
+  found.cursor = hit.cursor;
+  count_prefix_pages(found);
   return found;
+}
+
+void EngineScheduler::count_prefix_pages(CachedPrefix& prefix) const {
+  // A page taken from the cached list leaves the pool and is paid by the sequence; a full
+  // group's page is held for good; a sliding page shared from a running sequence is neither.
+  prefix.pages = prefix_pages_;
+  prefix.num_from_pool = prefix.num_promised = 0;
+  const int32_t groups = kv_.layout().num_groups();
+  for (size_t i = 0; i < prefix_pages_.size(); ++i) {
+    const PageId p = prefix_pages_[i];
+    if (p == kNoPage) continue;
+    const bool from_pool = kv_.page_state(p) == PageState::kCached;
+    prefix.num_from_pool += from_pool;
+    prefix.num_promised += from_pool || !kv_.layout().group(int32_t(i) % groups).sliding();
+  }
+}
+
+bool EngineScheduler::share_pages_in_flight(CachedPrefix& prefix, const SequenceState& writer,
+                                            int32_t num_pages) {
+  // Rule: the sequence holds, in each group, what it would had it computed the shared pages
+  // itself: a full group every page, a sliding group only the pages its next query (after the
+  // shared pages) sees, kNoPage below, so a page of the cached hit's window that falls below
+  // the later window is not taken. The writer holds every page of that window: its own next
+  // query, before this step's item, is earlier (it had not yet written the first shared page),
+  // and pages leave a window only after a reported step.
+  const KVLayout& layout = kv_.layout();
+  const auto groups = size_t(layout.num_groups());
+  const int32_t shared = prefix.num_pages + num_pages;
+  prefix_pages_.resize(size_t(shared) * groups);
+  for (size_t g = 0; g < groups; ++g) {
+    std::span<const PageId> written = kv_.pages(writer.id, int32_t(g));
+    const int64_t first_seen =
+        layout.first_page_seen(int32_t(g), int64_t(shared) * kv_.page_size());
+    for (int32_t i = 0; i < shared; ++i) {
+      PageId& page = prefix_pages_[size_t(i) * groups + g];
+      if (i >= prefix.num_pages) page = written[size_t(i)];
+      if (i < first_seen) page = kNoPage;
+      if (i >= first_seen && page == kNoPage) return false;  // never a freed page
+    }
+  }
+  prefix.num_pages = shared;
+  count_prefix_pages(prefix);
+  return true;
 }
 
 EngineScheduler::PagesInFlight EngineScheduler::pages_in_flight(const SequenceState& seq,
@@ -377,14 +422,26 @@ void EngineScheduler::cache_full_pages(SequenceState& seq) {
   // A compressed sequence's slots no longer hold the tokens of their page's positions: its pages
   // are no plain prefix (its prefix-cache hit, below kv_keep_from, stays registered).
   if (seq.kv_compressed()) return;
-  std::span<const PageId> pages = kv_.pages(seq.id);
   const int32_t page_size = kv_.page_size();
   const int32_t full = seq.num_computed_tokens / page_size;
   while (seq.prefix.num_pages < full && !seq.prefix.broken) {
     const size_t i = size_t(seq.prefix.num_pages);
     std::span<const TokenId> tokens(seq.tokens.data() + i * size_t(page_size), size_t(page_size));
-    seq.prefix = prefix_->insert(seq.prefix, tokens, pages[i]);
+    for (int32_t g = 0; g < kv_.layout().num_groups(); ++g)
+      page_row_[size_t(g)] = kv_.pages(seq.id, g)[i];
+    seq.prefix = prefix_->insert(seq.prefix, tokens, page_row_);
   }
+}
+
+void EngineScheduler::free_outside_windows(const SequenceState& seq) {
+  // Rule: after a step, the sliding groups' pages below what the next query sees go back to the
+  // pool (registered ones to the cached list: the prefix cache registered them first). A
+  // compressed sequence's slots are no longer positions: it frees nothing by window.
+  if (!kv_.layout().has_sliding_groups() || seq.kv_compressed()) return;
+  const KVRelease freed = kv_.free_outside_window(seq.id, seq.num_computed_tokens);
+  if (freed.references_dropped > 0)
+    log_.record(ProgressEvent::kRelease, seq.id, freed.references_dropped,
+                freed.reservation_regained);
 }
 
 bool EngineScheduler::make_room(SequenceState& seq, int64_t tokens) {
@@ -418,7 +475,7 @@ void EngineScheduler::preempt(size_t running_index) {
 }
 
 void EngineScheduler::admit(SequenceState& seq, const CachedPrefix& prefix) {
-  const int32_t hit_tokens = int32_t(prefix.pages.size()) * kv_.page_size();
+  const int32_t hit_tokens = prefix.num_pages * kv_.page_size();
   seq.kv_evicted = 0;
   seq.kv_keep_from = seq.kv_compressed() ? hit_tokens : 0;
   int32_t reserved = capacity_.admit(seq, prefix);
@@ -444,16 +501,14 @@ void EngineScheduler::enqueue_waiting(SequenceState& seq) {
 
 void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   // Rule: the item's pages are bound now, so its slots and block table are final.
-  std::optional<KVAppend> grown = kv_.append(seq.id, num_tokens);
+  std::optional<KVAppend> grown = kv_.append(seq.id, num_tokens, &plan_.page_copies);
   if (!grown) {  // callers check the room first
     assert(false && "add_item without room");
     return;
   }
-  if (grown->copy_on_write) plan_.page_copies.push_back(*grown->copy_on_write);
 
   const int32_t start = seq.num_computed_tokens;
   const int32_t slots = seq.kv_slots();  // before this item
-  std::span<const PageId> pages = kv_.pages(seq.id);
   StepItem item;
   item.seq_id = seq.id;
   item.kind = seq.phase == SequencePhase::kDecode ? StepItemKind::kDecode : StepItemKind::kPrefill;
@@ -461,7 +516,7 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   item.num_tokens = num_tokens;
   item.token_offset = plan_.num_tokens();
   item.page_offset = int32_t(plan_.block_table.size());
-  item.num_pages = int32_t(pages.size());
+  item.num_pages = int32_t(kv_.pages(seq.id, 0).size());
   item.sample = start + num_tokens == seq.total_len() && !seq.embeds();
   item.pooling = seq.pooling;
   item.embedding = seq.embedding;
@@ -471,7 +526,10 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   item.prompt_len = seq.prompt_len;
   item.kv_compressed = seq.kv_compressed();
   item.kv_slots = slots;
-  plan_.block_table.insert(plan_.block_table.end(), pages.begin(), pages.end());
+  for (int32_t g = 0; g < plan_.kv_groups; ++g) {
+    std::span<const PageId> pages = kv_.pages(seq.id, g);
+    plan_.block_table.insert(plan_.block_table.end(), pages.begin(), pages.end());
+  }
   plan_.token_ids.insert(plan_.token_ids.end(), seq.tokens.begin() + start,
                          seq.tokens.begin() + start + num_tokens);
   plan_.items.push_back(item);
@@ -561,6 +619,7 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
       }
     }
     cache_full_pages(seq);
+    free_outside_windows(seq);
     if (item.completes_embedding()) {  // its vector is its only output
       outcomes_.push_back(SequenceOutcome{
           seq.id, std::nullopt, std::nullopt, {}, std::nullopt, std::move(seq.embedding)});
@@ -711,8 +770,7 @@ Status EngineScheduler::check_invariants() const {
       return make_error("scheduler: sequence {} is {} with {} pending tokens", s.id,
                         sequence_phase_name(s.phase), s.num_pending_tokens());
     if (capacity_.mode() == AdmissionMode::kGuaranteed &&
-        int64_t(kv_.pages(s.id).size()) + kv_.reserved_pages(s.id) <
-            capacity_.estimate(s).num_pages)
+        kv_.promised_pages(s.id) < capacity_.estimate(s).num_pages)
       return make_error("scheduler: guaranteed sequence {} lost part of its reservation", s.id);
   }
   if (!plan_outstanding_ && prefilling > config_.max_num_partial_prefills)

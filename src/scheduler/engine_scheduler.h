@@ -26,6 +26,10 @@
 // sequence's pages are released exactly once, when it finishes, is cancelled, fails, or is
 // preempted (then re-acquired on re-admission).
 //
+// With KV groups (kv/kv_layout.h), every step item carries a page list per group, and after each
+// reported step a sequence's sliding groups free the pages that left their window
+// (docs/design-notes.md "Sliding-window KV groups").
+//
 // With a prefix cache, an admitted sequence starts prefill after its longest cached page-aligned
 // prefix — never its last token, so that there are logits to sample from — sharing those pages,
 // and every full page a step completes is registered at once (so that requests running at the
@@ -184,7 +188,8 @@ class EngineScheduler {
   Admission try_admit(size_t waiting_index);
 
   // Helpers.
-  int32_t prefill_chunk_limit(int32_t pending) const;
+  // The tokens of `pending` a prefill chunk takes in this step (0: none fit).
+  int32_t prefill_chunk_limit(int32_t pending, bool past_prefill_budget = false) const;
   CachedPrefix find_cached_prefix(const SequenceState& seq);
   // Pages after the cached prefix that a running prefill is computing and `seq` could share.
   struct PagesInFlight {
@@ -193,7 +198,14 @@ class EngineScheduler {
     bool written_this_step = false;         // the writer's item in this step writes all of them
   };
   PagesInFlight pages_in_flight(const SequenceState& seq, int32_t cached_pages) const;
+  // Extends `prefix` (prefix_pages_) by the `num_pages` pages after it that `writer`'s item of
+  // this step writes; false if a page the sequence would read is no longer held (never expected).
+  bool share_pages_in_flight(CachedPrefix& prefix, const SequenceState& writer, int32_t num_pages);
+  // Points `prefix.pages` at prefix_pages_ and counts the pages that leave the pool or count in
+  // the sequence's promise.
+  void count_prefix_pages(CachedPrefix& prefix) const;
   void cache_full_pages(SequenceState& seq);
+  void free_outside_windows(const SequenceState& seq);
   // KV-Compress: orders the compression of the sequence of plan item `item` after the step when
   // its excess over its target reaches a page; applies it to the KV pages once the step ran.
   void plan_kv_compression(const SequenceState& seq, int32_t item);
@@ -228,7 +240,9 @@ class EngineScheduler {
   StepPlan plan_;
   std::vector<SequenceOutcome> outcomes_;
   SchedulerStats stats_;
-  std::vector<PageId> prefix_pages_;  // scratch of find_cached_prefix, sized at construction
+  // Scratch of find_cached_prefix, [pages][kv groups], sized at construction.
+  std::vector<PageId> prefix_pages_;
+  std::vector<PageId> page_row_;  // [kv groups] scratch of cache_full_pages
   // Compressed sequences ended since the last plan: the next plan tells the executor.
   std::vector<SeqId> kv_tables_to_release_;
 

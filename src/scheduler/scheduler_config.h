@@ -78,6 +78,12 @@ struct SchedulerConfig {
   KvCompressConfig kv_compress;
 
   Status validate() const;
+  // The most tokens one step adds to a sequence: a chunk of at most long_prefill_token_threshold
+  // with chunked prefill (when set), else the whole step's budget.
+  int32_t max_step_tokens() const {
+    return enable_chunked_prefill && long_prefill_token_threshold ? *long_prefill_token_threshold
+                                                                  : max_num_batched_tokens;
+  }
 };
 
 }  // namespace drift

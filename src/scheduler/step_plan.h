@@ -22,7 +22,8 @@ enum class StepItemKind : uint8_t {
 };
 
 // One sequence's share of the step: tokens [start_position, start_position + num_tokens) of the
-// sequence. The item attends over positions [0, context_len()) through its pages.
+// sequence. The item attends over positions [0, context_len()) through its pages: one list per
+// KV group (kv/kv_layout.h), num_pages each, where a sliding group holds kNoPage below its window.
 struct StepItem {
   SeqId seq_id = 0;
   StepItemKind kind = StepItemKind::kPrefill;
@@ -30,7 +31,7 @@ struct StepItem {
   int32_t num_tokens = 0;
   int32_t token_offset = 0;  // of its first token in token_ids
   int32_t page_offset = 0;   // of its first page in block_table
-  int32_t num_pages = 0;     // pages covering positions [0, context_len())
+  int32_t num_pages = 0;     // pages of one group covering positions [0, context_len())
   // Sample a token from the logits of the last scheduled token: true for decode and for the last
   // chunk of a prefill, false for the earlier chunks (and for every chunk of an embedding).
   bool sample = false;
@@ -80,12 +81,14 @@ struct KvCompression {
 struct StepPlan {
   uint64_t step = 0;      // the scheduler's step number
   int32_t page_size = 0;  // tokens per KV page
+  int32_t kv_groups = 1;  // KV groups: page lists per item
   std::vector<StepItem> items;
   // Token k of an item is at position start_position + k of its sequence, and its K/V go to slot
   // slot(item, k) of the KV pages: the plan carries no per-token position or slot arrays, which
   // the executor would only recompute (ForwardSequence takes a start position and a page table).
-  std::vector<TokenId> token_ids;   // [num_tokens] items' tokens, concatenated in item order
-  std::vector<PageId> block_table;  // items' page lists, concatenated in item order
+  std::vector<TokenId> token_ids;  // [num_tokens] items' tokens, concatenated in item order
+  // Items' page lists, concatenated in item order: [kv_groups][num_pages] each.
+  std::vector<PageId> block_table;
   // Copy-on-write: before running the step, copy all K/V of each src page into its dst page.
   std::vector<PageCopy> page_copies;
   // After the forward pass, in item order: the compressions the executor performs.
@@ -98,17 +101,22 @@ struct StepPlan {
 
   bool empty() const { return items.empty(); }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  // The item's page lists of every group, [kv_groups][num_pages].
   std::span<const PageId> pages(const StepItem& item) const {
-    return {block_table.data() + item.page_offset, size_t(item.num_pages)};
+    return {block_table.data() + item.page_offset, size_t(item.num_pages) * size_t(kv_groups)};
+  }
+  // Its page list of group `group`, [num_pages].
+  std::span<const PageId> group_pages(const StepItem& item, int32_t group) const {
+    return pages(item).subspan(size_t(group) * size_t(item.num_pages), size_t(item.num_pages));
   }
   std::span<const TokenId> tokens(const StepItem& item) const {
     return {token_ids.data() + item.token_offset, size_t(item.num_tokens)};
   }
-  // page * page_size + slot % page_size for the item's k-th token, at slot kv_slots + k of its
-  // sequence (its position, unless compressed).
-  int64_t slot(const StepItem& item, int32_t k) const {
+  // page * page_size + slot % page_size for the item's k-th token in group `group`, at slot
+  // kv_slots + k of its sequence (its position, unless compressed).
+  int64_t slot(const StepItem& item, int32_t k, int32_t group = 0) const {
     const int32_t at = item.kv_slots + k;
-    return int64_t(pages(item)[size_t(at / page_size)]) * page_size + at % page_size;
+    return int64_t(group_pages(item, group)[size_t(at / page_size)]) * page_size + at % page_size;
   }
   void clear() {
     items.clear();

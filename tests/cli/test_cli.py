@@ -243,3 +243,14 @@ def test_bench_measures_decode_alone_with_no_prompt():
     record = json.loads(out.stdout.strip().splitlines()[-1])
     assert [t["test"] for t in record["tests"]] == ["tg8"]
     assert record["tests"][0]["tokens_per_second"] > 0
+
+
+def test_bench_runs_the_kv_groups_the_server_runs_unless_told_not_to():
+    # gpt-oss slides every other layer (window 16): two KV groups, as drift serve makes them;
+    # --no-hybrid-kv keeps one. 40 positions pass two windows.
+    model = ROOT / "tests" / "data" / "model" / "gpt-oss-synthetic.gguf"
+    for flags, groups in (((), 2), (("--no-hybrid-kv",), 1)):
+        out = drift("bench", "-m", model, "-p", 40, "-n", 8, "-r", 1, *flags)
+        record = json.loads(out.stdout.strip().splitlines()[-1])
+        assert record["kv_groups"] == groups, flags
+        assert [t["test"] for t in record["tests"]] == ["pp40", "tg8"]

@@ -15,6 +15,7 @@
 #include "engine/sampling_defaults.h"
 #include "engine/step_cost_model.h"
 #include "executor/cpu_executor.h"
+#include "kv/kv_groups.h"
 #include "kv/prefix_cache.h"
 #include "kv_events/kv_event_queue.h"
 #include "model/model.h"
@@ -58,9 +59,11 @@ class QueueSink final : public KVEventSink {
 // attention scratch: neither may allocate), on the model at `path` (SmolLM2 by default), and
 // optionally a prefix cache that registers the pages the decodes fill and reports them as KV
 // events.
+// With `hybrid`, the KV pages are split into groups by attention kind (kv/kv_groups.h) and the
+// decodes free the sliding groups' pages that leave the window.
 void expect_decode_steps_allocate_nothing(
     kernels::KvFormat format, bool kv_events = false,
-    const std::filesystem::path& path = test::model_path(test::kSmolLm2File)) {
+    const std::filesystem::path& path = test::model_path(test::kSmolLm2File), bool hybrid = false) {
   ASSERT_TRUE(test::model_available(path));
   auto isa = select_isa(detect_cpu_features());
   ASSERT_TRUE(isa.ok());
@@ -72,8 +75,14 @@ void expect_decode_steps_allocate_nothing(
   sc.max_num_batched_tokens = 128;
   sc.max_num_seqs = 4;
   sc.max_model_len = 256;
-  KVLayout layout{int32_t(mc.n_layers), int32_t(mc.n_kv_heads), int32_t(mc.head_dim), 16};
-  auto kv = KVCacheManager::create(layout, 64);
+  std::vector<int32_t> windows;
+  for (int64_t il = 0; il < mc.n_layers; ++il)
+    windows.push_back(mc.layers[il].sliding_window ? int32_t(mc.sliding_window) : 0);
+  auto grouping = group_kv_layers(windows, hybrid);
+  ASSERT_TRUE(grouping.ok());
+  const KVLayout layout = kv_layout_with_groups(
+      KVLayout{int32_t(mc.n_layers), int32_t(mc.n_kv_heads), int32_t(mc.head_dim), 16}, *grouping);
+  auto kv = KVCacheManager::create(layout, 64 * layout.num_groups());
   ASSERT_TRUE(kv.ok());
   ProgressLog log;
   QueueSink sink(layout.page_size);
@@ -90,6 +99,9 @@ void expect_decode_steps_allocate_nothing(
   ec.max_batch_tokens = sc.max_num_batched_tokens;
   ec.max_batch_sequences = sc.max_num_seqs;
   ec.max_context = sc.max_model_len;
+  if (grouping->num_groups() > 1)
+    ec.kv_placement =
+        KvLayerPlacement{grouping->layers_per_group, grouping->layer_group, grouping->layer_slot};
   auto executor = CpuExecutor::create(**model, ec);
   ASSERT_TRUE(executor.ok()) << executor.error().message;
 
@@ -162,6 +174,10 @@ void expect_decode_steps_allocate_nothing(
   // Page boundaries were crossed (16 tokens per page).
   EXPECT_GT((*scheduler)->find(1)->total_len() / 16, first_len / 16);
   if (kv_events) EXPECT_GT(sink.counts().events, events_before) << "pages filled and reported";
+  if (hybrid) {
+    ASSERT_GT(layout.num_groups(), 1);
+    EXPECT_EQ(kv->pages(1, 1)[0], kNoPage) << "the sliding group freed what left its window";
+  }
 }
 
 // Embedding requests prefilled in chunks beside decoding sequences, to their pooled vectors:
@@ -269,6 +285,15 @@ TEST(EngineStepAllocation, DecodeStepsOfGptOssAllocateNothing) {
 
 TEST(EngineStepAllocation, DecodeStepsThatReportKvEventsAllocateNothing) {
   expect_decode_steps_allocate_nothing(kernels::KvFormat::kF16, /*kv_events=*/true);
+}
+
+// gpt-oss (window 16): every few decodes free a sliding page, with the prefix cache registering
+// pages and reporting them as events.
+TEST(EngineStepAllocation, DecodeStepsThatFreeSlidingWindowPagesAllocateNothing) {
+  expect_decode_steps_allocate_nothing(
+      kernels::KvFormat::kF16, /*kv_events=*/true,
+      std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model" / "gpt-oss-synthetic.gguf",
+      /*hybrid=*/true);
 }
 
 TEST(EngineStepAllocation, DecodeStepsWithAQuantizedKvCacheAllocateNothing) {

@@ -30,6 +30,36 @@ TEST(EngineConfig, SmallConfigResolves) {
   EXPECT_EQ(setup->scheduler.max_model_len, 128);  // the engine's value, not SchedulerConfig's
 }
 
+// A model whose layer 0 slides over 8 positions and layer 1 attends to everything: two KV groups
+// of one layer, pages of half the bytes, twice as many; the longest sequence the cache holds alone
+// counts the sliding group at a window and a step.
+TEST(EngineConfig, SlidingLayersGetKvGroupsAndTheContextTheyHold) {
+  ModelFacts model = fake_model_facts();
+  model.layer_windows = {8, 0};
+  EngineConfig c = small_config(64);
+  c.max_model_len.reset();
+  c.scheduler.max_num_batched_tokens = 8;  // steps of at most 8 tokens
+  Expected<EngineSetup> setup = resolve_engine_setup(c, model, kRam);
+  ASSERT_TRUE(setup.ok()) << setup.error().message;
+  EXPECT_EQ(setup->kv_layout.num_groups(), 2);
+  EXPECT_EQ(setup->kv_layout.num_layers, 1);
+  EXPECT_EQ(setup->kv_layout.group(1).sliding_window, 8);
+  EXPECT_EQ(setup->kv_grouping.layer_group, (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(setup->num_kv_pages, 128);
+  // The sliding group holds at most ceil((8 - 1 + 8 + 3) / 4) = 5 pages; group 0 the other 123.
+  EXPECT_EQ(setup->kv_tokens, 123 * 4);
+  EXPECT_EQ(setup->max_model_len, 256);  // the model's, no longer the cache's 256 tokens
+  // Without KV groups: one group, the 64 pages of before.
+  c.kv.hybrid = false;
+  setup = resolve_engine_setup(c, model, kRam);
+  ASSERT_TRUE(setup.ok());
+  EXPECT_EQ(setup->kv_layout.num_groups(), 1);
+  EXPECT_EQ(setup->num_kv_pages, 64);
+  EXPECT_EQ(setup->kv_tokens, 64 * 4);
+  model.layer_windows = {8};
+  EXPECT_NE(error_of(c, model).find("model.layer_windows"), std::string::npos);
+}
+
 TEST(EngineConfig, MaxModelLenDefaultsToTrainedContextCappedByTheLimit) {
   EngineConfig c = small_config();
   c.max_model_len.reset();

@@ -30,7 +30,8 @@ TEST(LoadEngine, ReportsAFileThatIsNotGguf) {
 }
 
 // The KV manager plans with KVLayout::bytes_per_page; the executor allocates
-// KvPages::bytes_per_page: the same bytes for every dtype, or a budget would not be what it says.
+// KvPages::bytes_per_page: the same bytes for every dtype and KV grouping, or a budget would not
+// be what it says.
 TEST(LoadEngine, KvLayoutAndKvPagesCountThePageAlike) {
   for (KVDtype dtype :
        {KVDtype::kF16, KVDtype::kBF16, KVDtype::kF32, KVDtype::kInt8, KVDtype::kInt4}) {
@@ -48,6 +49,14 @@ TEST(LoadEngine, KvLayoutAndKvPagesCountThePageAlike) {
         ASSERT_TRUE(layout.validate().ok());
         EXPECT_EQ(layout.bytes_per_page(),
                   uint64_t(KvPages::bytes_per_page(config, page_size, kv_format_of(dtype))))
+            << kv_dtype_name(dtype) << " head_dim " << head_dim << " page " << page_size;
+        // KV groups of one layer each (a full one and two sliding): a page holds one layer.
+        KVLayout grouped = layout;
+        grouped.num_layers = 1;
+        grouped.groups = {{0}, {8}, {8}};
+        ASSERT_TRUE(grouped.validate().ok());
+        EXPECT_EQ(grouped.bytes_per_page(),
+                  uint64_t(KvPages::bytes_per_page(config, page_size, kv_format_of(dtype), 1)))
             << kv_dtype_name(dtype) << " head_dim " << head_dim << " page " << page_size;
       }
     }

@@ -6,7 +6,8 @@
 //
 // The fake executor also checks what a real one relies on: token ids and positions match the
 // sequence's history, slot mapping matches the block table, and the K/V that an item attends over
-// (positions before its chunk) are in the pages the block table names. It keeps a shadow of every
+// (positions before its chunk; in a sliding-window KV group only those its window sees) are in the
+// pages each group's block table names — a freed page is never read. It keeps a shadow of every
 // slot — the position and token written there and a hash of the whole prefix up to it, which is
 // what K/V depends on — and verifies each read against the reader's own history, so a page that
 // was evicted, reused or rewritten under a live sequence (or a wrong prefix cache hit) fails the
@@ -109,22 +110,7 @@ class FakeExecutor : public Executor {
     for (size_t i = 0; i < plan.items.size(); ++i) {
       const StepItem& item = plan.items[i];
       if (item.kv_compressed || fails(item)) continue;
-      std::span<const PageId> pages = plan.pages(item);
-      // Writes K/V of the scheduled tokens, into pages no other sequence holds — or holds only to
-      // read them in this very step (it shares the prefix this item computes).
-      uint64_t prefix = kPrefixSeed;
-      for (int32_t p = 0; p < item.start_position; ++p)
-        prefix = extend(prefix, item.history[size_t(p)]);
-      for (int32_t k = 0; k < item.num_tokens; ++k) {
-        int32_t p = item.start_position + k;
-        PageId page = pages[size_t(p / page_size_)];
-        if (kv_.refcount(page) != 1 + same_step_readers(plan, i, page))
-          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes position "
-                        << p << " into page " << page << " with refcount " << kv_.refcount(page);
-        prefix = extend(prefix, item.history[size_t(p)]);
-        slot(pages, p) =
-            Slot{item.seq_id, p, plan.token_ids[size_t(item.token_offset + k)], prefix};
-      }
+      for (int32_t g = 0; g < plan.kv_groups; ++g) write_group(plan, i, g);
     }
     for (size_t i = 0; i < plan.items.size(); ++i) {
       const StepItem& item = plan.items[i];
@@ -136,24 +122,7 @@ class FakeExecutor : public Executor {
         result.items[i].error = Error{"injected item failure"};
         continue;
       }
-      std::span<const PageId> pages = plan.pages(item);
-      for (PageId page : pages) {
-        if (kv_.page_state(page) != PageState::kUsed)
-          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " attends over page "
-                        << page << ", which no sequence holds";
-      }
-      // Attention reads every earlier position through the block table.
-      uint64_t prefix = kPrefixSeed;
-      for (int32_t p = 0; p < item.start_position; ++p) {
-        prefix = extend(prefix, item.history[size_t(p)]);
-        const Slot& s = slot(pages, p);
-        if (s.prefix != prefix || s.position != p || s.token != item.history[size_t(p)]) {
-          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " reads position " << p
-                        << " from a slot holding position " << s.position << " of seq " << s.seq
-                        << (s.prefix != prefix ? " with another prefix" : "");
-          break;
-        }
-      }
+      for (int32_t g = 0; g < plan.kv_groups; ++g) read_group(plan, item, g);
       if (item.sample) {
         result.items[i].token =
             model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
@@ -204,30 +173,93 @@ class FakeExecutor : public Executor {
     return (prefix ^ uint64_t(uint32_t(t))) * 0x100000001B3ull + 0x9E3779B97F4A7C15ull;
   }
 
-  // A compressed item: reads each slot through the sequence's table, writes the next slots.
+  // The first position a query at `position` sees in group `group` (0: every one before it).
+  int32_t first_seen(int32_t group, int32_t position) const {
+    const KVGroup kind = kv_.layout().group(group);
+    return kind.sliding() ? std::max(0, position - kind.sliding_window + 1) : 0;
+  }
+
+  // One group of an uncompressed item: attention reads every earlier position the group's
+  // queries see through the group's block table, from pages in use.
+  void read_group(const StepPlan& plan, const StepItem& item, int32_t g) {
+    std::span<const PageId> pages = plan.group_pages(item, g);
+    for (PageId page : pages) {
+      if (page != kNoPage && kv_.page_state(page) != PageState::kUsed)
+        ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " attends over page "
+                      << page << ", which no sequence holds";
+    }
+    uint64_t prefix = kPrefixSeed;
+    const int32_t from = first_seen(g, item.start_position);
+    for (int32_t p = 0; p < item.start_position; ++p) {
+      prefix = extend(prefix, item.history[size_t(p)]);
+      if (p < from) continue;
+      if (pages[size_t(p / page_size_)] == kNoPage) {
+        ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " group " << g
+                      << " reads position " << p << " from a freed page";
+        return;
+      }
+      const Slot& s = slot(pages, p);
+      if (s.prefix != prefix || s.position != p || s.token != item.history[size_t(p)]) {
+        ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " group " << g
+                      << " reads position " << p << " from a slot holding position " << s.position
+                      << " of seq " << s.seq << (s.prefix != prefix ? " with another prefix" : "");
+        return;
+      }
+    }
+  }
+
+  // One group of uncompressed item `i`: writes the K/V of its tokens into pages no other
+  // sequence holds — or holds only to read them in this very step (it shares the prefix this
+  // item computes).
+  void write_group(const StepPlan& plan, size_t i, int32_t g) {
+    const StepItem& item = plan.items[i];
+    std::span<const PageId> pages = plan.group_pages(item, g);
+    uint64_t prefix = kPrefixSeed;
+    for (int32_t p = 0; p < item.start_position; ++p)
+      prefix = extend(prefix, item.history[size_t(p)]);
+    for (int32_t k = 0; k < item.num_tokens; ++k) {
+      int32_t p = item.start_position + k;
+      PageId page = pages[size_t(p / page_size_)];
+      if (page == kNoPage || kv_.refcount(page) != 1 + same_step_readers(plan, i, page))
+        ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes position " << p
+                      << " into page " << page << " with refcount "
+                      << (page == kNoPage ? 0 : kv_.refcount(page));
+      if (page == kNoPage) return;
+      prefix = extend(prefix, item.history[size_t(p)]);
+      slot(pages, p) = Slot{item.seq_id, p, plan.token_ids[size_t(item.token_offset + k)], prefix};
+    }
+  }
+
+  // A compressed item: reads each slot through the sequence's table (in every group alike, but
+  // for a sliding group's slots below its window, which may have no page), writes the next slots.
   void run_compressed(const StepPlan& plan, const StepItem& item, ItemResult& r) {
-    std::span<const PageId> pages = plan.pages(item);
     auto [it, created] = tables_.try_emplace(item.seq_id);
     std::vector<int32_t>& table = it->second;
     if (created)
       for (int32_t p = 0; p < item.kv_slots; ++p) table.push_back(p);
     ASSERT_EQ(int32_t(table.size()), item.kv_slots) << "seq " << item.seq_id;
-    for (int32_t j = 0; j < item.kv_slots; ++j) {
-      const Slot& s = slot(pages, j);
-      const int32_t p = table[size_t(j)];
-      ASSERT_TRUE(s.position == p && s.token == item.history[size_t(p)])
-          << "step " << plan.step << " seq " << item.seq_id << " reads slot " << j
-          << " expecting position " << p << ", which holds position " << s.position;
+    for (int32_t g = 0; g < plan.kv_groups; ++g) {
+      std::span<const PageId> pages = plan.group_pages(item, g);
+      for (int32_t j = 0; j < item.kv_slots; ++j) {
+        const int32_t p = table[size_t(j)];
+        if (p < first_seen(g, item.start_position)) continue;
+        ASSERT_NE(pages[size_t(j / page_size_)], kNoPage)
+            << "step " << plan.step << " seq " << item.seq_id << " reads a freed page";
+        const Slot& s = slot(pages, j);
+        ASSERT_TRUE(s.position == p && s.token == item.history[size_t(p)])
+            << "step " << plan.step << " seq " << item.seq_id << " group " << g << " reads slot "
+            << j << " expecting position " << p << ", which holds position " << s.position;
+      }
+      for (int32_t k = 0; k < item.num_tokens; ++k) {
+        const int32_t at = item.kv_slots + k, p = item.start_position + k;
+        const PageId page = pages[size_t(at / page_size_)];
+        if (kv_.refcount(page) != 1)
+          ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes slot " << at
+                        << " into page " << page << " with refcount " << kv_.refcount(page);
+        slot(pages, at) = Slot{item.seq_id, p, item.history[size_t(p)], 0};
+      }
     }
-    for (int32_t k = 0; k < item.num_tokens; ++k) {
-      const int32_t at = item.kv_slots + k, p = item.start_position + k;
-      const PageId page = pages[size_t(at / page_size_)];
-      if (kv_.refcount(page) != 1)
-        ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes slot " << at
-                      << " into page " << page << " with refcount " << kv_.refcount(page);
-      slot(pages, at) = Slot{item.seq_id, p, item.history[size_t(p)], 0};
-      table.push_back(p);
-    }
+    for (int32_t k = 0; k < item.num_tokens; ++k) table.push_back(item.start_position + k);
     if (item.sample)
       r.token = model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
   }
@@ -242,29 +274,34 @@ class FakeExecutor : public Executor {
     std::vector<int32_t> kept;
     select_kept_entries(compress_, c.positions, c.keep_from, table, metric, c.num_slots, kept);
     ASSERT_EQ(int32_t(kept.size()), c.num_slots) << "seq " << item.seq_id;
-    std::span<const PageId> pages = plan.pages(item);
-    for (size_t j = 0; j < kept.size(); ++j) {
-      if (kept[j] == int32_t(j)) continue;
-      const PageId page = pages[j / size_t(page_size_)];
-      if (kv_.refcount(page) != 1 || kv_.cacheable(page))
-        ADD_FAILURE() << "compression of seq " << item.seq_id << " writes shared page " << page;
-      slot(pages, int32_t(j)) = slot(pages, kept[j]);
-      table[j] = table[size_t(kept[j])];
+    for (int32_t g = 0; g < plan.kv_groups; ++g) {
+      std::span<const PageId> pages = plan.group_pages(item, g);
+      for (size_t j = 0; j < kept.size(); ++j) {
+        if (kept[j] == int32_t(j)) continue;
+        const PageId page = pages[j / size_t(page_size_)];
+        if (page == kNoPage || kv_.refcount(page) != 1 || kv_.cacheable(page))
+          ADD_FAILURE() << "compression of seq " << item.seq_id << " writes shared page " << page;
+        if (page == kNoPage) return;
+        slot(pages, int32_t(j)) = slot(pages, kept[j]);
+      }
     }
+    for (size_t j = 0; j < kept.size(); ++j) table[j] = table[size_t(kept[j])];
     table.resize(kept.size());
     ++compressions_run_;
   }
 
-  // Items of the plan other than `writer` that hold `page` wholly before their chunk: they only
-  // read it, after this step's writes.
+  // Items of the plan other than `writer` that hold `page` (in any group) wholly before their
+  // chunk: they only read it, after this step's writes.
   int32_t same_step_readers(const StepPlan& plan, size_t writer, PageId page) const {
     int32_t readers = 0;
     for (size_t j = 0; j < plan.items.size(); ++j) {
       if (j == writer) continue;
-      std::span<const PageId> pages = plan.pages(plan.items[j]);
-      for (size_t g = 0; g < pages.size(); ++g)
-        if (pages[g] == page && int32_t(g + 1) * page_size_ <= plan.items[j].start_position)
-          ++readers;
+      for (int32_t g = 0; g < plan.kv_groups; ++g) {
+        std::span<const PageId> pages = plan.group_pages(plan.items[j], g);
+        for (size_t k = 0; k < pages.size(); ++k)
+          if (pages[k] == page && int32_t(k + 1) * page_size_ <= plan.items[j].start_position)
+            ++readers;
+      }
     }
     return readers;
   }
@@ -286,6 +323,7 @@ class FakeExecutor : public Executor {
       ASSERT_GT(item.num_tokens, 0);
       ASSERT_NE(item.sampling, nullptr);
       ASSERT_EQ(item.num_pages, (item.kv_slots + item.num_tokens + page_size_ - 1) / page_size_);
+      ASSERT_EQ(plan.kv_groups, kv_.layout().num_groups());
       if (!item.kv_compressed) ASSERT_EQ(item.kv_slots, item.start_position);
       ASSERT_LE(size_t(item.context_len()), item.history.size());
       ASSERT_EQ(item.sample, size_t(item.context_len()) == item.history.size() &&
@@ -296,17 +334,19 @@ class FakeExecutor : public Executor {
         ASSERT_TRUE(item.sample);
       }
       (item.kind == StepItemKind::kDecode ? decode : prefill) += item.num_tokens;
-      std::span<const PageId> pages = plan.pages(item);
       for (int32_t k = 0; k < item.num_tokens; ++k) {
         int32_t p = item.start_position + k;
         size_t flat = size_t(item.token_offset + k);
         ASSERT_EQ(plan.token_ids[flat], item.history[size_t(p)]);
         const int32_t at = item.kv_slots + k;
-        ASSERT_EQ(plan.slot(item, k),
-                  int64_t(pages[size_t(at / page_size_)]) * page_size_ + at % page_size_);
+        for (int32_t g = 0; g < plan.kv_groups; ++g) {
+          std::span<const PageId> pages = plan.group_pages(item, g);
+          ASSERT_EQ(plan.slot(item, k, g),
+                    int64_t(pages[size_t(at / page_size_)]) * page_size_ + at % page_size_);
+        }
       }
       offset += item.num_tokens;
-      page_offset += item.num_pages;
+      page_offset += item.num_pages * plan.kv_groups;
     }
     ASSERT_EQ(offset, plan.num_tokens());
     ASSERT_EQ(size_t(page_offset), plan.block_table.size());
@@ -346,9 +386,11 @@ struct RequestRecord {
 class Driver {
  public:
   // `prefix_cache`: the hash of a prefix cache over the KV pages, or none for no prefix caching.
+  // `kv_groups`: the KV groups' windows (kv_layout.h), group 0 first; empty: one group.
   Driver(const SchedulerConfig& config, int32_t num_pages, int32_t page_size, FakeModel model = {},
-         std::vector<TokenId> eos = {0}, std::optional<PrefixHashFn> prefix_cache = std::nullopt)
-      : kv_(make_kv(num_pages, page_size)),
+         std::vector<TokenId> eos = {0}, std::optional<PrefixHashFn> prefix_cache = std::nullopt,
+         std::vector<KVGroup> kv_groups = {})
+      : kv_(make_kv(num_pages, page_size, std::move(kv_groups))),
         model_(model),
         prefix_(prefix_cache ? std::make_unique<PrefixCache>(kv_, *prefix_cache) : nullptr),
         scheduler_(make_scheduler(config, std::move(eos))),
@@ -450,8 +492,9 @@ class Driver {
   int32_t max_tokens_in_a_step() const { return max_tokens_in_a_step_; }
 
  private:
-  static KVCacheManager make_kv(int32_t num_pages, int32_t page_size) {
+  static KVCacheManager make_kv(int32_t num_pages, int32_t page_size, std::vector<KVGroup> groups) {
     KVLayout layout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 8, .page_size = page_size};
+    layout.groups = std::move(groups);
     auto kv = KVCacheManager::create(layout, num_pages);
     EXPECT_TRUE(kv.ok());
     return std::move(kv).value();

@@ -38,14 +38,19 @@ TEST(NoAllocation, CountingAllocatorSeesAllocations) {
 
 // With the prefix cache, decode steps that fill a page register it, and finishing sequences
 // leave their pages cached: neither may allocate.
-void steady_decode_allocates_nothing(AdmissionMode mode, bool prefix_caching) {
-  SCOPED_TRACE(std::string(admission_mode_name(mode)) + (prefix_caching ? " + prefix cache" : ""));
+// With sliding-window KV groups, decode steps also free the pages that leave the window.
+void steady_decode_allocates_nothing(AdmissionMode mode, bool prefix_caching,
+                                     std::vector<KVGroup> groups = {}) {
+  SCOPED_TRACE(std::string(admission_mode_name(mode)) + (prefix_caching ? " + prefix cache" : "") +
+               (groups.empty() ? "" : " + sliding groups"));
   SchedulerConfig c;
   c.admission = mode;
   c.max_num_seqs = 16;
   c.max_num_batched_tokens = 256;
   c.max_model_len = 512;
-  auto kv = KVCacheManager::create(KVLayout{2, 2, 8, 4}, 1024);
+  KVLayout layout{2, 2, 8, 4};
+  layout.groups = groups;
+  auto kv = KVCacheManager::create(layout, 1024 * layout.num_groups());
   ASSERT_TRUE(kv.ok());
   ProgressLog log;
   std::unique_ptr<PrefixCache> cache =
@@ -104,6 +109,13 @@ TEST(NoAllocation, SteadyDecodeStepsAllocateNothingInGuaranteedMode) {
 TEST(NoAllocation, SteadyDecodeStepsAllocateNothingInOptimisticMode) {
   steady_decode_allocates_nothing(AdmissionMode::kOptimistic, false);
   steady_decode_allocates_nothing(AdmissionMode::kOptimistic, true);
+}
+
+TEST(NoAllocation, SteadyDecodeStepsAllocateNothingWithSlidingWindowGroups) {
+  for (AdmissionMode mode : {AdmissionMode::kGuaranteed, AdmissionMode::kOptimistic}) {
+    steady_decode_allocates_nothing(mode, false, {{0}, {8}, {8}});
+    steady_decode_allocates_nothing(mode, true, {{0}, {8}, {8}});
+  }
 }
 
 }  // namespace

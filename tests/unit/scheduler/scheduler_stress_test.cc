@@ -22,13 +22,18 @@ struct StressCase {
   bool chunked;
   bool prefer_decode;
   bool prefix_cache = false;
+  // KV groups (kv_layout.h); empty: one. With sliding groups, every step frees what leaves the
+  // windows and the fake executor checks no freed page is read.
+  std::vector<KVGroup> kv_groups = {};
 };
 
 std::string name_of(const StressCase& c) {
+  std::string groups;
+  for (const KVGroup& g : c.kv_groups) groups += "/" + std::to_string(g.sliding_window);
   return std::string(admission_mode_name(c.admission)) + "/" +
          std::string(scheduler_policy_name(c.policy)) + (c.chunked ? "/chunked" : "/whole") +
          (c.prefer_decode ? "/decode-first" : "/prefill-first") +
-         (c.prefix_cache ? "/prefix-cache" : "");
+         (c.prefix_cache ? "/prefix-cache" : "") + (groups.empty() ? "" : "/groups" + groups);
 }
 
 // With the prefix cache, prompts share prefixes: one of 3 "system prompts" of 0 to 21 tokens
@@ -66,9 +71,13 @@ void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* r
   c.max_overtakes = int32_t(seed % 3) * 4;  // 0 (strict order), 4, 8
   FakeModel model;
   model.eos_one_in = 23;
-  // 112 token slots: room for a few requests at once; some requests can never fit.
-  Driver d(c, /*num_pages=*/28, /*page_size=*/4, model, {model.eos},
-           sc.prefix_cache ? std::optional<PrefixHashFn>(default_prefix_hash) : std::nullopt);
+  // 112 token slots: room for a few requests at once; some requests can never fit. With sliding
+  // groups, 96 slots and 8 pages a sliding group: more than a window and a step, less than all.
+  const int32_t groups = std::max<int32_t>(1, int32_t(sc.kv_groups.size()));
+  Driver d(c, /*num_pages=*/groups == 1 ? 28 : 24 + 8 * (groups - 1), /*page_size=*/4, model,
+           {model.eos},
+           sc.prefix_cache ? std::optional<PrefixHashFn>(default_prefix_hash) : std::nullopt,
+           sc.kv_groups);
 
   std::mt19937 rng(seed);
   SeqId next_id = 1;
@@ -196,7 +205,10 @@ void run_random(const StressCase& sc, uint32_t seed, int submit_steps, size_t* r
   }
   if (sc.prefix_cache) {
     const PrefixCacheStats& ps = d.prefix_cache()->stats();
-    EXPECT_GT(ps.hit_tokens, ps.queried_tokens / 20) << "the test should hit the cache";
+    // A hit needs, in a sliding group, the pages of the window before it, which left the pool's
+    // use first and so are evicted first under this pressure: fewer hits.
+    EXPECT_GT(ps.hit_tokens, ps.queried_tokens / (sc.kv_groups.empty() ? 20 : 60))
+        << "the test should hit the cache";
     EXPECT_GT(ps.evictions, 0u) << "the test should evict";
     if (prefix_waits) *prefix_waits += d.scheduler().stats().prefix_waits;
   }
@@ -236,6 +248,23 @@ TEST(SchedulerStress, PrefixCacheUnderRandomSubmitsCancelsAndKvPressure) {
         }
   EXPECT_GT(requests, 4000u);
   EXPECT_GT(waits, 20u) << "requests should wait for pages in flight";
+}
+
+// The same with sliding-window KV groups: windows of 6 and 13 tokens (across page boundaries
+// and not), one sliding group or two beside the full one.
+TEST(SchedulerStress, SlidingWindowGroupsUnderRandomSubmitsCancelsAndKvPressure) {
+  int cases = 0;
+  size_t requests = 0;
+  for (AdmissionMode m : {AdmissionMode::kGuaranteed, AdmissionMode::kOptimistic})
+    for (bool chunked : {true, false})
+      for (bool prefix_cache : {false, true}) {
+        const std::vector<KVGroup> groups =
+            cases % 2 ? std::vector<KVGroup>{{0}, {6}} : std::vector<KVGroup>{{0}, {13}, {6}};
+        run_random({m, SchedulerPolicy::kFcfs, chunked, cases % 3 != 0, prefix_cache, groups},
+                   900 + uint32_t(cases), 400, &requests);
+        ++cases;
+      }
+  EXPECT_GT(requests, 1300u);
 }
 
 // 64 requests with KV room for about 8 at a time.

@@ -6,24 +6,26 @@
 #include <cstring>
 
 #include "kernels/fp16.h"
+#include "kernels/kv_int4.h"
 
 namespace drift::kernels {
 namespace {
 
 // Element (slot, e) is element `index` of the data part: e * page_size + slot for keys,
-// slot * dim + e for values; its scale is scales[scale_index].
+// slot * dim + e for values; its scale is scales[scale_index] (int8, int4 values) or, for int4
+// keys, sub-scale scale_index and master `slot`.
 struct Place {
   int64_t index;
   int64_t scale_index;
 };
 
 Place key_place(KvFormat f, int64_t dim, int64_t page_size, int64_t slot, int64_t e) {
-  const int64_t group = kv_group_size(f, dim);
+  const int64_t group = kv_key_group(f, dim);
   return {e * page_size + slot, group ? (e / group) * page_size + slot : 0};
 }
 
 Place value_place(KvFormat f, int64_t dim, int64_t slot, int64_t e) {
-  const int64_t group = kv_group_size(f, dim);
+  const int64_t group = kv_value_group(f, dim);
   return {slot * dim + e, group ? slot * (dim / group) + e / group : 0};
 }
 
@@ -32,29 +34,6 @@ uint16_t* scales_of(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size) 
 }
 const uint16_t* scales_of(KvFormat f, const uint8_t* block, int64_t dim, int64_t page_size) {
   return reinterpret_cast<const uint16_t*>(block + kv_data_bytes(f, dim, page_size));
-}
-
-// The int4 code whose level is nearest to y (y in units of the scale; ties to the lower level).
-// Midpoints between consecutive levels (exact in fp32: halves of integers). A value above
-// kInt4Midpoints[c] is nearer level c + 1 than level c (a tie goes to the lower level).
-constexpr std::array<float, 16> int4_midpoints() {
-  std::array<float, 16> t{};
-  for (int c = 0; c < 15; ++c) t[c] = (kKvInt4Levels[c] + kKvInt4Levels[c + 1]) / 2.0f;
-  t[15] = INFINITY;
-  return t;
-}
-constexpr std::array<float, 16> kInt4Midpoints = int4_midpoints();
-
-// The code of the level nearest to y: a binary search over the midpoints (4 comparisons; the
-// store runs it for every element of every scale tried).
-// Branch-free: the comparisons go either way at random, and mispredicted branches made the
-// search cost 35 cycles per element.
-uint8_t int4_code(float y) {
-  int code = 8 * static_cast<int>(y > kInt4Midpoints[7]);
-  code += 4 * static_cast<int>(y > kInt4Midpoints[code + 3]);
-  code += 2 * static_cast<int>(y > kInt4Midpoints[code + 1]);
-  code += static_cast<int>(y > kInt4Midpoints[code]);
-  return static_cast<uint8_t>(code);
 }
 
 void put(KvFormat f, uint8_t* data, int64_t index, float x, float inv_scale) {
@@ -77,13 +56,8 @@ void put(KvFormat f, uint8_t* data, int64_t index, float x, float inv_scale) {
       data[index] = static_cast<uint8_t>(static_cast<int8_t>(c));
       return;
     }
-    case KvFormat::kInt4: {
-      const uint8_t code = int4_code(x * inv_scale);
-      uint8_t& byte = data[index / 2];
-      byte = (index & 1) ? static_cast<uint8_t>((byte & 0x0f) | (code << 4))
-                         : static_cast<uint8_t>((byte & 0xf0) | code);
+    case KvFormat::kInt4:  // whole rows: store_int4_key / store_int4_value
       return;
-    }
   }
 }
 
@@ -122,69 +96,103 @@ uint16_t int8_scale(const float* x, int64_t n) {
   return f32_to_fp16(std::min(amax / 127.0f, 65504.0f));
 }
 
-// The fp16 scale of an int4 group. Sixteen levels are coarse, so for keys the scale is searched:
-// the element of largest magnitude m is put at the far end of the codebook's longer side (level
-// -127, scale -m / 127, negative when m is positive) times each factor of kInt4KeyShrink, and the
-// candidate with the least squared error over the group wins. A factor below 1 clips a lone
-// extreme element a little to round the others more finely; above 1 puts m on an inner level.
-// Keys carry all of int4's perplexity cost (values through int4 cost nothing measurable), so
-// values take the plain scale: the search runs for every group of every token and layer.
-// docs/design-notes.md has the measurements of each choice.
-constexpr float kInt4KeyShrink[] = {1.25f, 1.2f, 1.15f, 1.1f, 1.05f, 1.0f,
-                                    0.95f, 0.9f, 0.85f, 0.8f, 0.75f, 0.7f};
-constexpr float kInt4End = -127.0f;
-
-uint16_t int4_scale(const float* x, int64_t n, bool search) {
-  float m = 0.0f;
-  for (int64_t u = 0; u < n; ++u)
-    if (std::fabs(x[u]) > std::fabs(m)) m = x[u];
-  if (!search) return f32_to_fp16(std::clamp(m / kInt4End, -65504.0f, 65504.0f));
-  uint16_t best = 0;
-  float best_error = INFINITY;
-  for (float shrink : kInt4KeyShrink) {
-    const uint16_t s16 = f32_to_fp16(std::clamp(m / kInt4End * shrink, -65504.0f, 65504.0f));
-    const float s = fp16_to_f32(s16);
-    const float inv = s != 0.0f ? 1.0f / s : 0.0f;
-    float error = 0.0f;
-    for (int64_t u = 0; u < n; ++u) {
-      const float d = x[u] - static_cast<float>(kKvInt4Levels[int4_code(x[u] * inv)]) * s;
-      error += d * d;
-    }
-    if (error < best_error) best_error = error, best = s16;
-  }
-  return best;
-}
-
-// Stores x[dim] through `place(e)`, group by group (rotated first when the format says so).
+// Stores x[dim] through `place(e)`: the float types element by element, int8 group by group
+// (rotated first when the format says so).
 template <typename PlaceFn>
 void store_row(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size, const float* x,
-               bool is_key, PlaceFn place) {
-  uint16_t* scales = scales_of(f, block, dim, page_size);
-  const int64_t group = kv_group_size(f, dim);
+               int64_t group, PlaceFn place) {
   if (group == 0) {
     for (int64_t e = 0; e < dim; ++e) put(f, block, place(e).index, x[e], 0.0f);
     return;
   }
-  // Rotation blocks of kKvGroup elements hold whole scale groups (int4's are smaller).
+  uint16_t* scales = scales_of(f, block, dim, page_size);
   const bool rotated = kv_format_rotated(f, dim);
-  const int64_t span = rotated ? kKvGroup : group;
-  for (int64_t b0 = 0; b0 < dim; b0 += span) {
+  for (int64_t g0 = 0; g0 < dim; g0 += group) {
     float rot[kKvGroup];
-    const float* xb = x + b0;
+    const float* xg = x + g0;
     if (rotated) {
-      std::memcpy(rot, xb, sizeof rot);
+      std::memcpy(rot, xg, sizeof rot);
       kv_rotate(rot, kKvGroup);
-      xb = rot;
+      xg = rot;
     }
-    for (int64_t g0 = 0; g0 < span; g0 += group) {
-      const float* xg = xb + g0;
-      const uint16_t s16 =
-          f == KvFormat::kInt8 ? int8_scale(xg, group) : int4_scale(xg, group, is_key);
-      scales[place(b0 + g0).scale_index] = s16;
-      const float s = fp16_to_f32(s16);
-      const float inv = s != 0.0f ? 1.0f / s : 0.0f;
-      for (int64_t u = 0; u < group; ++u) put(f, block, place(b0 + g0 + u).index, xg[u], inv);
+    const uint16_t s16 = int8_scale(xg, group);
+    scales[place(g0).scale_index] = s16;
+    const float s = fp16_to_f32(s16);
+    const float inv = s != 0.0f ? 1.0f / s : 0.0f;
+    for (int64_t u = 0; u < group; ++u) put(f, block, place(g0 + u).index, xg[u], inv);
+  }
+}
+
+// Code c into the nibble of data element `index`.
+void put_code(uint8_t* data, int64_t index, uint8_t code) {
+  uint8_t& byte = data[index / 2];
+  byte = (index & 1) ? static_cast<uint8_t>((byte & 0x0f) | (code << 4))
+                     : static_cast<uint8_t>((byte & 0xf0) | code);
+}
+
+// The sub-scale of a key group (x[16], largest element m) with the least squared error among the
+// candidates (kv_int4.h).
+int8_t search_key_sub(const float* x, float m, float unit) {
+  int8_t subs[kv_int4::kCandidates];
+  kv_int4::key_candidates(m, unit, subs);
+  int8_t best = 0;
+  float best_error = INFINITY;
+  for (int8_t sub : subs) {
+    const float error = kv_int4::group_error(x, kv_int4::key_scale(sub, unit));
+    if (error < best_error) best_error = error, best = sub;
+  }
+  int8_t near[kv_int4::kNeighbours];
+  kv_int4::neighbour_subs(best, near);
+  for (int8_t sub : near) {
+    const float error = kv_int4::group_error(x, kv_int4::key_scale(sub, unit));
+    if (error < best_error) best_error = error, best = sub;
+  }
+  return best;
+}
+
+// int4 key row: the rotated row's largest magnitude gives the master (a first pass), then each
+// group of 16 its searched sub-scale and codes.
+void store_int4_key(uint8_t* block, int64_t dim, int64_t page_size, int64_t slot, const float* x) {
+  float amax = 0.0f;
+  for (int64_t b0 = 0; b0 < dim; b0 += kKvGroup) {
+    float rot[kKvGroup];
+    std::memcpy(rot, x + b0, sizeof rot);
+    kv_rotate(rot, kKvGroup);
+    for (float r : rot) amax = std::max(amax, std::fabs(r));
+  }
+  const uint16_t master = kv_int4::key_master(amax);
+  const float unit = kv_int4::key_unit(master);
+  std::memcpy(block + kv_int4_masters_offset(dim, page_size) + 2 * slot, &master, 2);
+  int8_t* subs = reinterpret_cast<int8_t*>(block + kv_int4_subs_offset(dim, page_size));
+  for (int64_t b0 = 0; b0 < dim; b0 += kKvGroup) {
+    float rot[kKvGroup];
+    std::memcpy(rot, x + b0, sizeof rot);
+    kv_rotate(rot, kKvGroup);
+    for (int64_t g0 = 0; g0 < kKvGroup; g0 += kKvInt4KeyGroup) {
+      const float* xg = rot + g0;
+      const int8_t sub = search_key_sub(xg, kv_int4::signed_max(xg, kKvInt4KeyGroup), unit);
+      subs[(b0 + g0) / kKvInt4KeyGroup * page_size + slot] = sub;
+      const float s = kv_int4::key_scale(sub, unit), inv = kv_int4::inverse(s);
+      for (int64_t u = 0; u < kKvInt4KeyGroup; ++u)
+        put_code(block, (b0 + g0 + u) * page_size + slot, kv_int4::code_of(xg[u] * inv));
     }
+  }
+}
+
+// int4 value row: per group (one or two rotation blocks), the plain scale and the codes.
+void store_int4_value(uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                      const float* x) {
+  const int64_t group = kv_value_group(KvFormat::kInt4, dim);
+  uint16_t* scales = scales_of(KvFormat::kInt4, block, dim, page_size) + slot * (dim / group);
+  for (int64_t g0 = 0; g0 < dim; g0 += group) {
+    float rot[kKvInt4ValueGroup];
+    std::memcpy(rot, x + g0, group * sizeof(float));
+    kv_rotate(rot, group);
+    const uint16_t s16 = kv_int4::value_scale(kv_int4::signed_max(rot, group));
+    scales[g0 / group] = s16;
+    const float inv = kv_int4::inverse(fp16_to_f32(s16));
+    for (int64_t u = 0; u < group; ++u)
+      put_code(block, slot * dim + g0 + u, kv_int4::code_of(rot[u] * inv));
   }
 }
 
@@ -215,29 +223,45 @@ Status kv_format_check(KvFormat format, int64_t dim, int64_t page_size) {
   return Status::Ok();
 }
 
-int64_t kv_block_bytes(KvFormat format, int64_t dim, int64_t page_size) {
-  const int64_t group = kv_group_size(format, dim);
+int64_t kv_key_block_bytes(KvFormat format, int64_t dim, int64_t page_size) {
+  const int64_t group = kv_key_group(format, dim);
+  int64_t scale_bytes = group ? (dim / group) * page_size * 2 : 0;
+  if (format == KvFormat::kInt4) scale_bytes = page_size * 2 + (dim / group) * page_size;
+  return (kv_data_bytes(format, dim, page_size) + scale_bytes + 3) / 4 * 4;
+}
+
+int64_t kv_value_block_bytes(KvFormat format, int64_t dim, int64_t page_size) {
+  const int64_t group = kv_value_group(format, dim);
   const int64_t scale_bytes = group ? (dim / group) * page_size * 2 : 0;
   return (kv_data_bytes(format, dim, page_size) + scale_bytes + 3) / 4 * 4;
 }
 
 void kv_store_key(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
                   const float* x) {
-  store_row(f, block, dim, page_size, x, /*is_key=*/true,
+  if (f == KvFormat::kInt4) return store_int4_key(block, dim, page_size, slot, x);
+  store_row(f, block, dim, page_size, x, kv_key_group(f, dim),
             [&](int64_t e) { return key_place(f, dim, page_size, slot, e); });
 }
 
 void kv_store_value(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
                     const float* x) {
-  store_row(f, block, dim, page_size, x, /*is_key=*/false,
+  if (f == KvFormat::kInt4) return store_int4_value(block, dim, page_size, slot, x);
+  store_row(f, block, dim, page_size, x, kv_value_group(f, dim),
             [&](int64_t e) { return value_place(f, dim, slot, e); });
 }
 
 float kv_load_key(KvFormat f, const uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
                   int64_t e) {
   const Place p = key_place(f, dim, page_size, slot, e);
+  if (f == KvFormat::kInt4) {
+    uint16_t master;
+    std::memcpy(&master, block + kv_int4_masters_offset(dim, page_size) + 2 * slot, 2);
+    const auto sub =
+        static_cast<int8_t>(block[kv_int4_subs_offset(dim, page_size) + p.scale_index]);
+    return get(f, block, p.index, kv_int4::key_scale(sub, kv_int4::key_unit(master)));
+  }
   const float scale =
-      kv_group_size(f, dim) ? fp16_to_f32(scales_of(f, block, dim, page_size)[p.scale_index]) : 0;
+      kv_key_group(f, dim) ? fp16_to_f32(scales_of(f, block, dim, page_size)[p.scale_index]) : 0;
   return get(f, block, p.index, scale);
 }
 
@@ -245,7 +269,7 @@ float kv_load_value(KvFormat f, const uint8_t* block, int64_t dim, int64_t page_
                     int64_t e) {
   const Place p = value_place(f, dim, slot, e);
   const float scale =
-      kv_group_size(f, dim) ? fp16_to_f32(scales_of(f, block, dim, page_size)[p.scale_index]) : 0;
+      kv_value_group(f, dim) ? fp16_to_f32(scales_of(f, block, dim, page_size)[p.scale_index]) : 0;
   return get(f, block, p.index, scale);
 }
 

@@ -7,13 +7,21 @@
 //                                                                  g * page_size + j)
 //   values data [page_size][dim]   scales [page_size][groups]
 // Element types: f16, bf16, f32 (no scales); int8: a fp16 scale per kKvGroup elements of a row
-// (per row when dim is not a multiple of kKvGroup); int4: a fp16 scale per kKvInt4Group elements,
-// two codes a byte, the even slot (keys) or even element (values) in the low nibble. x ~= level *
-// scale with level the code itself in [-127, 127] (int8) or kKvInt4Levels[code] for the 4-bit
-// code (int4, whose scale may be negative).
+// (per row when dim is not a multiple of kKvGroup), codes in [-127, 127]; int4: two codes a byte,
+// the even slot (keys) or even element (values) in the low nibble, a code standing for the level
+// kKvInt4Levels[code] in units of its scale (which may be negative), and:
+//   int4 keys    after the codes, a fp16 master per slot [page_size], then an int8 sub-scale per
+//                kKvInt4KeyGroup elements [dim / 16][page_size]; the scale of group g of slot j is
+//                float(sub) * (fp32(master) * 2^-7). A sub-scale costs half the bits of a fp16
+//                scale and, searched against the row's master, rounds keys as well
+//                (docs/design-notes.md).
+//   int4 values  a fp16 scale per kv_value_group elements (64, or 32 when dim is not a multiple
+//                of 64) [page_size][dim / group]: values' rounding costs less than keys', so they
+//                take the coarser scales (docs/design-notes.md has the measurements).
 //
 // DEQUANTIZED ELEMENT (what attention multiplies, the same on every ISA): fp32(x) for the float
-// types, float(level) * fp32(scale) for int8/int4 — one rounding, exact in SIMD too.
+// types, float(level) * fp32(scale) for int8 and int4 values, float(level) * scale for int4 keys
+// with the scale above (a product of an int8, a fp16 and a power of two: exact in fp32).
 //
 // ROTATED ROWS (int8/int4 with dim % kKvGroup == 0): each group of kKvGroup elements of a key or
 // value row is stored as H x, H the normalised 32x32 Hadamard matrix (orthogonal and symmetric: H H
@@ -34,8 +42,9 @@ namespace drift::kernels {
 
 enum class KvFormat : uint8_t { kF16, kBF16, kF32, kInt8, kInt4 };
 
-inline constexpr int64_t kKvGroup = 32;      // elements per rotation and per int8 scale
-inline constexpr int64_t kKvInt4Group = 16;  // elements per int4 scale (docs/design-notes.md)
+inline constexpr int64_t kKvGroup = 32;           // elements per rotation and per int8 scale
+inline constexpr int64_t kKvInt4KeyGroup = 16;    // key elements per int4 sub-scale
+inline constexpr int64_t kKvInt4ValueGroup = 64;  // value elements per int4 scale (dim % 64 == 0)
 // The value of each int4 code, in units of the scale: a codebook denser near zero (llama.cpp's
 // IQ4_NL levels), because rotated K/V elements are close to normally distributed and evenly
 // spaced levels spend most codes on rare large values. Ascending, so the nearest is found in order.
@@ -66,11 +75,17 @@ constexpr int64_t kv_format_bits(KvFormat format) {
       return 16;
   }
 }
-// Elements sharing one scale: kKvGroup for int8 (dim if dim is not a multiple of it),
-// kKvInt4Group for int4, 0 for the float types.
-constexpr int64_t kv_group_size(KvFormat format, int64_t dim) {
+// Elements of a key / value row sharing one scale: kKvGroup for int8 (dim if dim is not a
+// multiple of it); for int4 kKvInt4KeyGroup (keys) and kKvInt4ValueGroup or, when dim is not a
+// multiple of it, kKvGroup (values); 0 for the float types.
+constexpr int64_t kv_key_group(KvFormat format, int64_t dim) {
   if (format == KvFormat::kInt8) return dim % kKvGroup == 0 ? kKvGroup : dim;
-  if (format == KvFormat::kInt4) return kKvInt4Group;
+  if (format == KvFormat::kInt4) return kKvInt4KeyGroup;
+  return 0;
+}
+constexpr int64_t kv_value_group(KvFormat format, int64_t dim) {
+  if (format == KvFormat::kInt8) return dim % kKvGroup == 0 ? kKvGroup : dim;
+  if (format == KvFormat::kInt4) return dim % kKvInt4ValueGroup == 0 ? kKvInt4ValueGroup : kKvGroup;
   return 0;
 }
 // An error unless blocks of `dim` elements x `page_size` slots can be stored in `format` (int4
@@ -81,8 +96,16 @@ Status kv_format_check(KvFormat format, int64_t dim, int64_t page_size);
 constexpr int64_t kv_data_bytes(KvFormat format, int64_t dim, int64_t page_size) {
   return dim * page_size * kv_format_bits(format) / 8;
 }
-// Bytes of one block: data plus fp16 scales, rounded up to 4 bytes.
-int64_t kv_block_bytes(KvFormat format, int64_t dim, int64_t page_size);
+// Offsets in an int4 key block: the fp16 masters, then the int8 sub-scales.
+constexpr int64_t kv_int4_masters_offset(int64_t dim, int64_t page_size) {
+  return kv_data_bytes(KvFormat::kInt4, dim, page_size);
+}
+constexpr int64_t kv_int4_subs_offset(int64_t dim, int64_t page_size) {
+  return kv_int4_masters_offset(dim, page_size) + 2 * page_size;
+}
+// Bytes of one key / value block: data plus scales, rounded up to 4 bytes.
+int64_t kv_key_block_bytes(KvFormat format, int64_t dim, int64_t page_size);
+int64_t kv_value_block_bytes(KvFormat format, int64_t dim, int64_t page_size);
 
 // Quantizes/converts one token's row x[dim] into slot `slot` of a key block (transposed) or a
 // value block.
@@ -90,7 +113,6 @@ void kv_store_key(KvFormat format, uint8_t* block, int64_t dim, int64_t page_siz
                   const float* x);
 void kv_store_value(KvFormat format, uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
                     const float* x);
-
 // The dequantized element e of slot `slot` (the scalar reference of every SIMD loader).
 float kv_load_key(KvFormat format, const uint8_t* block, int64_t dim, int64_t page_size,
                   int64_t slot, int64_t e);

@@ -27,14 +27,23 @@ uint16_t* scales_of(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size) 
 
 }  // namespace
 
-// Element e of a key slot is data element e * page_size + slot; scale g is g * page_size + slot.
+// Element e of a key slot is data element e * page_size + slot; scale g is g * page_size + slot
+// (int8), or the slot's master and its sub-scales [g][slot] (int4).
 void kv_copy_key_slot(KvFormat f, const uint8_t* src, int64_t src_slot, uint8_t* dst,
                       int64_t dst_slot, int64_t dim, int64_t page_size) {
   const int64_t bits = kv_format_bits(f);
   for (int64_t e = 0; e < dim; ++e)
     copy_element(src, e * page_size + src_slot, dst, e * page_size + dst_slot, bits);
-  const int64_t group = kv_group_size(f, dim);
+  const int64_t group = kv_key_group(f, dim);
   if (group == 0) return;
+  if (f == KvFormat::kInt4) {
+    const int64_t masters = kv_int4_masters_offset(dim, page_size);
+    std::memmove(dst + masters + 2 * dst_slot, src + masters + 2 * src_slot, 2);
+    const int64_t subs = kv_int4_subs_offset(dim, page_size);
+    for (int64_t g = 0; g < dim / group; ++g)
+      dst[subs + g * page_size + dst_slot] = src[subs + g * page_size + src_slot];
+    return;
+  }
   const uint16_t* from = scales_of(f, src, dim, page_size);
   uint16_t* to = scales_of(f, dst, dim, page_size);
   for (int64_t g = 0; g < dim / group; ++g)
@@ -54,7 +63,7 @@ void kv_copy_value_slot(KvFormat f, const uint8_t* src, int64_t src_slot, uint8_
     std::memmove(dst + dst_slot * row_bytes, src + src_slot * row_bytes,
                  static_cast<size_t>(row_bytes));
   }
-  const int64_t group = kv_group_size(f, dim);
+  const int64_t group = kv_value_group(f, dim);
   if (group == 0) return;
   const int64_t groups = dim / group;
   std::memmove(scales_of(f, dst, dim, page_size) + dst_slot * groups,

@@ -131,7 +131,7 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm256_setzero_ps();
   paged_kv::ValueRowCursor row(kv, first);
-  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_block_bytes(F, DV, kv.page_size),
+  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
                                   last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   for (int64_t p = first; p <= last; ++p, row.next()) {
     if (row.slot() == 0 || p == first) ahead.at(row.page());
@@ -182,7 +182,7 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   // Scores of 8 positions per register; the key lanes of each element serve every query.
   __m256 m[N];
   for (int i = 0; i < N; ++i) m[i] = _mm256_set1_ps(-INFINITY);
-  paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_block_bytes(F, D, kv.page_size),
+  paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(F, D, kv.page_size),
                                   last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   int64_t pb = base;
   for (; pb + 8 * (B - 1) <= last; pb += 8 * B) {

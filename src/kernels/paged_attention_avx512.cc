@@ -47,12 +47,21 @@ inline __m512 exp16(__m512 x) {
 }
 
 // Scales of group g of key slots [slot, slot + 16) (a multiple of 16), as lanes (unused for the
-// float types).
+// float types); int4's as paged_kv::key_scales8 computes them.
 template <KvFormat F>
 inline __m512 key_scales16(const uint8_t* block, int64_t D, int64_t ps, int64_t slot, int64_t g) {
-  if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4)
+  if constexpr (F == KvFormat::kInt8)
     return _mm512_cvtph_ps(_mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(block + kv_data_bytes(F, D, ps) + 2 * (g * ps + slot))));
+  if constexpr (F == KvFormat::kInt4) {
+    const __m512 unit = _mm512_mul_ps(
+        _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(block + kv_int4_masters_offset(D, ps) + 2 * slot))),
+        _mm512_set1_ps(0x1p-7f));
+    const __m512 subs = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(block + kv_int4_subs_offset(D, ps) + g * ps + slot))));
+    return _mm512_mul_ps(subs, unit);
+  }
   return _mm512_setzero_ps();
 }
 
@@ -371,7 +380,7 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm512_setzero_ps();
   paged_kv::ValueRowCursor row(kv, first);
-  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_block_bytes(F, DV, kv.page_size),
+  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
                                   last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   for (int64_t p = first; p <= last; ++p, row.next()) {
     if (row.slot() == 0 || p == first) ahead.at(row.page());
@@ -429,7 +438,7 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
 
   __m512 m[N];
   for (int i = 0; i < N; ++i) m[i] = _mm512_set1_ps(-INFINITY);
-  paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_block_bytes(F, D, kv.page_size),
+  paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(F, D, kv.page_size),
                                   last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   int64_t pb = base;
   for (; pb + 16 * (B - 1) <= last; pb += 16 * B) {

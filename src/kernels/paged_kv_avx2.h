@@ -89,10 +89,10 @@ class BlockPrefetcher {
   int64_t next_ = 0;
 };
 
-// The scale group containing each element: all of them for the float types (scale unused).
+// The elements of a key row sharing a scale: all of them for the float types (scale unused).
 template <KvFormat F>
 inline int64_t group_of(int64_t dim) {
-  if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4) return kv_group_size(F, dim);
+  if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4) return kv_key_group(F, dim);
   return dim;
 }
 
@@ -101,12 +101,14 @@ inline int64_t group_of(int64_t dim) {
 // row and 8 or 16 elements, and a 64-bit division there cost more than the conversion).
 template <KvFormat F>
 inline int64_t value_scale_column(int64_t dim, int64_t d) {
-  if constexpr (F == KvFormat::kInt4) return d / kKvInt4Group;
+  if constexpr (F == KvFormat::kInt4)
+    return dim % kKvInt4ValueGroup == 0 ? d / kKvInt4ValueGroup : d / kKvGroup;
   return dim % kKvGroup == 0 ? d / kKvGroup : 0;
 }
 template <KvFormat F>
 inline int64_t value_scales_per_row(int64_t dim) {
-  if constexpr (F == KvFormat::kInt4) return dim / kKvInt4Group;
+  if constexpr (F == KvFormat::kInt4)
+    return dim % kKvInt4ValueGroup == 0 ? dim / kKvInt4ValueGroup : dim / kKvGroup;
   return dim % kKvGroup == 0 ? dim / kKvGroup : 1;
 }
 
@@ -139,13 +141,20 @@ inline __m256 int8x8(const uint8_t* p) {
       _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
-// Scales of group g of key slots [slot, slot + 8) (a multiple of 8), as lanes.
+// Scales of group g of key slots [slot, slot + 8) (a multiple of 8), as lanes. int4: the
+// sub-scales times the slots' units (kv_int4.h: float(sub) * (fp32(master) * 2^-7)).
 template <KvFormat F>
 inline __m256 key_scales8(const uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
                           int64_t g) {
-  if constexpr (F == KvFormat::kInt8 || F == KvFormat::kInt4) {
+  if constexpr (F == KvFormat::kInt8) {
     const uint8_t* scales = block + kv_data_bytes(F, dim, page_size);
     return fp16x8(scales + 2 * (g * page_size + slot));
+  }
+  if constexpr (F == KvFormat::kInt4) {
+    const __m256 unit = _mm256_mul_ps(
+        fp16x8(block + kv_int4_masters_offset(dim, page_size) + 2 * slot), _mm256_set1_ps(0x1p-7f));
+    return _mm256_mul_ps(int8x8(block + kv_int4_subs_offset(dim, page_size) + g * page_size + slot),
+                         unit);
   }
   return _mm256_setzero_ps();
 }

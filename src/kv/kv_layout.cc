@@ -77,14 +77,21 @@ Status KVLayout::validate() const {
 }
 
 uint64_t KVLayout::bytes_per_page() const {
-  const uint64_t data = uint64_t(head_dim) * uint64_t(page_size) * kv_dtype_bits(dtype) / 8;
-  uint64_t scales = 0;  // fp16, one per group of a slot's elements
-  if (dtype == KVDtype::kInt8)
-    scales =
-        (head_dim % kKVGroup == 0 ? uint64_t(head_dim / kKVGroup) : 1) * uint64_t(page_size) * 2;
-  if (dtype == KVDtype::kInt4) scales = uint64_t(head_dim / kKVInt4Group) * uint64_t(page_size) * 2;
-  const uint64_t block = (data + scales + 3) / 4 * 4;
-  return uint64_t{2} * uint64_t(num_layers) * uint64_t(num_kv_heads) * block;
+  const uint64_t dim = uint64_t(head_dim), slots = uint64_t(page_size);
+  const uint64_t data = dim * slots * kv_dtype_bits(dtype) / 8;
+  uint64_t key_scales = 0, value_scales = 0;
+  if (dtype == KVDtype::kInt8) {  // fp16, one per group of a slot's elements
+    key_scales = (head_dim % kKVGroup == 0 ? dim / kKVGroup : 1) * slots * 2;
+    value_scales = key_scales;
+  }
+  if (dtype == KVDtype::kInt4) {
+    key_scales = slots * 2 + dim / kKVInt4KeyGroup * slots;  // fp16 masters, int8 sub-scales
+    const uint64_t value_group = head_dim % kKVInt4ValueGroup == 0 ? kKVInt4ValueGroup : kKVGroup;
+    value_scales = dim / value_group * slots * 2;
+  }
+  const uint64_t key_block = (data + key_scales + 3) / 4 * 4;
+  const uint64_t value_block = (data + value_scales + 3) / 4 * 4;
+  return uint64_t(num_layers) * uint64_t(num_kv_heads) * (key_block + value_block);
 }
 
 int64_t KVLayout::pages_for_tokens(int64_t num_tokens) const {

@@ -12,12 +12,14 @@ namespace drift {
 
 // Element type of the stored K/V values (independent of the weights' type). int8 stores a code
 // per element and a fp16 scale per kKVGroup elements of a token's row of one head (per row when
-// head_dim is not a multiple of kKVGroup); int4 two codes a byte and a fp16 scale per
-// kKVInt4Group elements (head_dim must be a multiple of kKVGroup) — the executor's
-// kernels/kv_format.h, whose byte counts bytes_per_page() repeats.
+// head_dim is not a multiple of kKVGroup); int4 two codes a byte, keys a fp16 master per row and
+// an int8 sub-scale per kKVInt4KeyGroup elements, values a fp16 scale per kKVInt4ValueGroup
+// elements (kKVGroup when head_dim is not a multiple of it); head_dim must be a multiple of
+// kKVGroup — the executor's kernels/kv_format.h, whose byte counts bytes_per_page() repeats.
 enum class KVDtype : uint8_t { kF16, kF32, kBF16, kInt8, kInt4 };
 inline constexpr int32_t kKVGroup = 32;
-inline constexpr int32_t kKVInt4Group = 16;
+inline constexpr int32_t kKVInt4KeyGroup = 16;
+inline constexpr int32_t kKVInt4ValueGroup = 64;
 
 std::string_view kv_dtype_name(KVDtype dtype);  // "f16", "f32", "bf16", "int8", "int4"
 std::optional<KVDtype> parse_kv_dtype(std::string_view name);
@@ -53,8 +55,9 @@ struct KVLayout {
   // An error naming the first field out of range, or a page too large to address.
   Status validate() const;
 
-  // The memory of one page: 2 * num_layers * num_kv_heads blocks of head_dim x page_size elements
-  // plus their scales (int8/int4), each rounded up to 4 bytes. Only for a validated layout.
+  // The memory of one page: num_layers * num_kv_heads key blocks and as many value blocks of
+  // head_dim x page_size elements plus their scales (int8/int4), each rounded up to 4 bytes. Only
+  // for a validated layout.
   uint64_t bytes_per_page() const;
   // Pages that hold `num_tokens` tokens (rounded up), in one group.
   int64_t pages_for_tokens(int64_t num_tokens) const;

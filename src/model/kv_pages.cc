@@ -28,8 +28,8 @@ void KvPages::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 int64_t KvPages::bytes_per_page(const ModelConfig& c, int64_t page_size, kernels::KvFormat format,
                                 int64_t layers_per_page) {
   return (layers_per_page > 0 ? layers_per_page : c.n_layers) * c.n_kv_heads *
-         (kernels::kv_block_bytes(format, c.head_dim, page_size) +
-          kernels::kv_block_bytes(format, c.head_dim_v, page_size));
+         (kernels::kv_key_block_bytes(format, c.head_dim, page_size) +
+          kernels::kv_value_block_bytes(format, c.head_dim_v, page_size));
 }
 
 Expected<KvPages> KvPages::create(const ModelConfig& c, int64_t num_pages, int64_t page_size,
@@ -81,8 +81,8 @@ Expected<KvPages> KvPages::create(const ModelConfig& c, int64_t num_pages, int64
   pages.n_kv_heads_ = c.n_kv_heads;
   pages.head_dim_ = c.head_dim;
   pages.head_dim_v_ = c.head_dim_v;
-  pages.key_block_bytes_ = kernels::kv_block_bytes(format, c.head_dim, page_size);
-  pages.value_block_bytes_ = kernels::kv_block_bytes(format, c.head_dim_v, page_size);
+  pages.key_block_bytes_ = kernels::kv_key_block_bytes(format, c.head_dim, page_size);
+  pages.value_block_bytes_ = kernels::kv_value_block_bytes(format, c.head_dim_v, page_size);
   pages.layer_bytes_ = c.n_kv_heads * (pages.key_block_bytes_ + pages.value_block_bytes_);
   pages.page_bytes_ = pages.layer_bytes_ * layers_per_page;
   pages.num_groups_ = num_groups;

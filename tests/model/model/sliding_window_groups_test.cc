@@ -122,9 +122,10 @@ class SlidingWindowGroups {
           if (kv.group_of(il) != g) continue;
           for (int64_t h = 0; h < c.n_kv_heads; ++h) {
             std::memset(kv.keys(page, il, h), 0xFF,
-                        size_t(kernels::kv_block_bytes(kv.format(), c.head_dim, kPageSize)));
-            std::memset(kv.values(page, il, h), 0xFF,
-                        size_t(kernels::kv_block_bytes(kv.format(), c.head_dim_v, kPageSize)));
+                        size_t(kernels::kv_key_block_bytes(kv.format(), c.head_dim, kPageSize)));
+            std::memset(
+                kv.values(page, il, h), 0xFF,
+                size_t(kernels::kv_value_block_bytes(kv.format(), c.head_dim_v, kPageSize)));
           }
         }
         page = -1;

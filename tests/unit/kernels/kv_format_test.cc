@@ -14,15 +14,18 @@
 
 #include "kernel_test_util.h"
 #include "kernels/fp16.h"
+#include "kernels/kv_int4.h"
 
 namespace drift::kernels {
 namespace {
 
 // The largest |x - read(x)| a format allows for an element of a group with largest magnitude
-// amax. Float types round once (fp16: 2^-11 relative, bf16: 2^-8; f32 exact). int8/int4: the code
-// is x / s rounded to nearest (error s / 2), s = fp16(amax / max_code) rounds by up to 2^-11
-// relative, so a clamped extreme code errs by at most amax * 2^-11 more. int4 may clip more (see
-// int4_scale): its bound is looser, its squared error is tested below.
+// amax. Float types round once (fp16: 2^-11 relative, bf16: 2^-8; f32 exact). int8: the code is
+// x / s rounded to nearest (error s / 2), s = fp16(amax / 127) rounds by up to 2^-11 relative, so
+// a clamped extreme code errs by at most amax * 2^-11 more. int4 values: the largest element sits
+// on level -127 and the others within [-127 s, 127 s], at most half the widest gap (24 / 2) from a
+// level or 127 - 113 = 14 above the top one, so 14.5 s with the scale's and the products'
+// roundings. int4 keys: see key_error_bound.
 double allowed_error(KvFormat f, float x, float amax) {
   switch (f) {
     case KvFormat::kF16:
@@ -34,45 +37,79 @@ double allowed_error(KvFormat f, float x, float amax) {
     case KvFormat::kInt8:
       return amax / 127.0 * (0.5 + 0x1p-10) + amax * 0x1p-11;
     case KvFormat::kInt4:
-      // |scale| = amax / 8 shrunk by at most 0.8: half a step, or a clipped extreme element's
-      // amax - 8 * |scale| <= 0.2 amax.
-      return std::max(amax / 16.0, 0.2 * amax) * (1 + 0x1p-10) + amax * 0x1p-11;
+      return amax * 14.5 / 127.0;
   }
   return 0.0;
 }
 
+// The squared error over an int4 key group (x[16], rotated) with sub-scale `sub` of `unit`, in
+// double, each element on its nearest level.
+double key_group_error(const float* x, int sub, float unit) {
+  const double s = static_cast<double>(sub) * unit;
+  double error = 0;
+  for (int u = 0; u < 16; ++u) {
+    double best = INFINITY;
+    for (int8_t level : kKvInt4Levels) best = std::min(best, std::fabs(x[u] - level * s));
+    error += best * best;
+  }
+  return error;
+}
+
+// An int4 key group's searched sub-scale errs no more in total than the plain one (largest
+// element m at level -127: m / -127 rounded to the row's sub-scale grid), which is among the
+// candidates; so no element errs by more than the square root of the plain scale's total (to the
+// search's fp32 roundings).
+double key_error_bound(const float* x, float unit) {
+  const int sub = static_cast<int>(
+      std::clamp(std::nearbyint(kv_int4::signed_max(x, 16) / -127.0 / unit), -127.0, 127.0));
+  return std::sqrt(key_group_error(x, sub, unit)) * (1 + 1e-5);
+}
+
 TEST(KvFormat, KeysAndValuesReadBackWithinTheFormatsError) {
   std::mt19937 rng(5);
-  const int64_t dim = 64, page_size = 16;
+  const int64_t page_size = 16;
   for (KvFormat f :
        {KvFormat::kF16, KvFormat::kBF16, KvFormat::kF32, KvFormat::kInt8, KvFormat::kInt4}) {
-    std::vector<uint8_t> kblock(kv_block_bytes(f, dim, page_size), 0xa5);
-    std::vector<uint8_t> vblock(kv_block_bytes(f, dim, page_size), 0x5a);
-    std::vector<std::vector<float>> rows(page_size);
-    std::vector<int64_t> order(page_size);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);  // neighbours written before and after
-    for (int64_t j : order) {
-      rows[j] = testing::random_floats(dim, rng, 3.0f);
-      rows[j][j % dim] = 40.0f * (j % 2 ? 1 : -1);  // an outlier per row
-      kv_store_key(f, kblock.data(), dim, page_size, j, rows[j].data());
-      kv_store_value(f, vblock.data(), dim, page_size, j, rows[j].data());
-    }
-    const int64_t group = kv_group_size(f, dim) ? kv_group_size(f, dim) : dim;
-    for (int64_t j = 0; j < page_size; ++j) {
-      // A rotated format stores H x: compare the stored elements with H x (the error bound is
-      // the quantizer's, in the rotated space).
-      std::vector<float> want = rows[j];
-      if (kv_format_rotated(f, dim)) kv_rotate(want.data(), dim);
-      for (int64_t e = 0; e < dim; ++e) {
-        const int64_t g0 = e / group * group;
-        float amax = 0;
-        for (int64_t u = g0; u < g0 + group; ++u) amax = std::max(amax, std::fabs(want[u]));
-        const double tol = allowed_error(f, want[e], amax);
-        EXPECT_LE(std::fabs(kv_load_key(f, kblock.data(), dim, page_size, j, e) - want[e]), tol)
-            << int(f) << " slot " << j << " e " << e;
-        EXPECT_LE(std::fabs(kv_load_value(f, vblock.data(), dim, page_size, j, e) - want[e]), tol)
-            << int(f) << " slot " << j << " e " << e;
+    for (int64_t dim : {int64_t{64}, int64_t{96}}) {
+      std::vector<uint8_t> kblock(kv_key_block_bytes(f, dim, page_size), 0xa5);
+      std::vector<uint8_t> vblock(kv_value_block_bytes(f, dim, page_size), 0x5a);
+      std::vector<std::vector<float>> rows(page_size);
+      std::vector<int64_t> order(page_size);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);  // neighbours written before and after
+      for (int64_t j : order) {
+        rows[j] = testing::random_floats(dim, rng, 3.0f);
+        rows[j][j % dim] = 40.0f * (j % 2 ? 1 : -1);  // an outlier per row
+        kv_store_key(f, kblock.data(), dim, page_size, j, rows[j].data());
+        kv_store_value(f, vblock.data(), dim, page_size, j, rows[j].data());
+      }
+      const int64_t key_group = kv_key_group(f, dim) ? kv_key_group(f, dim) : dim;
+      const int64_t value_group = kv_value_group(f, dim) ? kv_value_group(f, dim) : dim;
+      for (int64_t j = 0; j < page_size; ++j) {
+        // A rotated format stores H x: compare the stored elements with H x (the error bound is
+        // the quantizer's, in the rotated space).
+        std::vector<float> want = rows[j];
+        if (kv_format_rotated(f, dim)) kv_rotate(want.data(), dim);
+        float row_amax = 0;
+        for (float w : want) row_amax = std::max(row_amax, std::fabs(w));
+        const float unit = kv_int4::key_unit(kv_int4::key_master(row_amax));
+        auto amax_of = [&](int64_t e, int64_t group) {
+          float amax = 0;
+          for (int64_t u = e / group * group; u < (e / group + 1) * group; ++u)
+            amax = std::max(amax, std::fabs(want[u]));
+          return amax;
+        };
+        for (int64_t e = 0; e < dim; ++e) {
+          const double key_tol = f == KvFormat::kInt4
+                                     ? key_error_bound(&want[e / 16 * 16], unit)
+                                     : allowed_error(f, want[e], amax_of(e, key_group));
+          EXPECT_LE(std::fabs(kv_load_key(f, kblock.data(), dim, page_size, j, e) - want[e]),
+                    key_tol)
+              << int(f) << " dim " << dim << " slot " << j << " e " << e;
+          EXPECT_LE(std::fabs(kv_load_value(f, vblock.data(), dim, page_size, j, e) - want[e]),
+                    allowed_error(f, want[e], amax_of(e, value_group)))
+              << int(f) << " dim " << dim << " slot " << j << " e " << e;
+        }
       }
     }
   }
@@ -93,69 +130,74 @@ TEST(KvFormat, RotationIsItsOwnInverseAndSpreadsAnOutlier) {
   for (float v : spike) EXPECT_FLOAT_EQ(std::fabs(v), 32.0f / std::sqrt(32.0f));
 }
 
-// The int4 codebook and scale search (kv_format.h): per group, never worse than the codebook with
-// the plain scale (largest element -> level -127), which the search includes; over many groups of
-// Gaussian values, a clearly smaller error than evenly spaced codes -8 .. 7 with the largest
-// element at -8 (the format before the codebook, whose KV cache cost SmolLM2 5% perplexity).
+// The int4 codebook and key scale search (kv_int4.h): per group, never worse than the plain
+// scale on the same sub-scale grid (largest element -> level -127), which the search includes;
+// over many groups of Gaussian values, a clearly smaller error than evenly spaced codes -8 .. 7
+// with the largest element at -8 and an exact fp32 scale (the format before the codebook, whose
+// KV cache cost SmolLM2 5% perplexity).
 TEST(KvFormat, Int4CodebookAndScaleSearchBeatEvenCodes) {
   std::mt19937 rng(13);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto nearest_level = [](float y) {
-    float best = kKvInt4Levels[0];
-    for (int8_t level : kKvInt4Levels)
-      if (std::fabs(y - level) < std::fabs(y - best)) best = level;
-    return best;
-  };
   double total_searched = 0, total_even = 0;
   for (int trial = 0; trial < 200; ++trial) {
     float x[32];
     for (float& v : x) v = normal(rng);
-    std::vector<uint8_t> block(kv_block_bytes(KvFormat::kInt4, 32, 2));
+    std::vector<uint8_t> block(kv_key_block_bytes(KvFormat::kInt4, 32, 2));
     // Stored rotated: compare in the rotated space.
     kv_store_key(KvFormat::kInt4, block.data(), 32, 2, 0, x);
     float hx[32];
     std::copy(x, x + 32, hx);
     kv_rotate(hx, 32);
-    double searched_error = 0, plain_error = 0, even_error = 0;
-    for (int g0 = 0; g0 < 32; g0 += kKvInt4Group) {
-      float m = 0;
-      for (int e = g0; e < g0 + kKvInt4Group; ++e)
-        if (std::fabs(hx[e]) > std::fabs(m)) m = hx[e];
-      const float plain = fp16_to_f32(f32_to_fp16(-m / 127));
-      const float even = fp16_to_f32(f32_to_fp16(-m / 8));
-      for (int e = g0; e < g0 + kKvInt4Group; ++e) {
+    float amax = 0;
+    for (float v : hx) amax = std::max(amax, std::fabs(v));
+    const float unit = kv_int4::key_unit(kv_int4::key_master(amax));
+    for (int g0 = 0; g0 < 32; g0 += kKvInt4KeyGroup) {
+      double searched_error = 0, even_error = 0;
+      const float m = kv_int4::signed_max(hx + g0, 16);
+      const double even = -m / 8.0;
+      for (int e = g0; e < g0 + kKvInt4KeyGroup; ++e) {
         const double got = kv_load_key(KvFormat::kInt4, block.data(), 32, 2, 0, e);
         searched_error += (got - hx[e]) * (got - hx[e]);
-        const double p = nearest_level(hx[e] / plain) * plain;
-        plain_error += (p - hx[e]) * (p - hx[e]);
-        const double q = std::clamp(std::nearbyint(hx[e] * (1.0f / even)), -8.0f, 7.0f) * even;
+        const double q = std::clamp(std::nearbyint(hx[e] / even), -8.0, 7.0) * even;
         even_error += (q - hx[e]) * (q - hx[e]);
       }
+      const int plain = static_cast<int>(std::nearbyint(m / -127.0 / unit));
+      EXPECT_LE(searched_error, key_group_error(hx + g0, plain, unit) * (1 + 1e-5)) << trial;
+      total_searched += searched_error;
+      total_even += even_error;
     }
-    EXPECT_LE(searched_error, plain_error * (1 + 1e-5)) << trial;
-    total_searched += searched_error;
-    total_even += even_error;
   }
   EXPECT_LT(total_searched, 0.9 * total_even) << total_searched / total_even;
-  std::printf("int4 squared error vs even codes: %.3f\n", total_searched / total_even);
+  std::printf("int4 key squared error vs even codes: %.3f\n", total_searched / total_even);
 }
 
 TEST(KvFormat, AZeroRowReadsZero) {
   for (KvFormat f : {KvFormat::kInt8, KvFormat::kInt4}) {
-    std::vector<uint8_t> block(kv_block_bytes(f, 32, 2), 0xff);
+    std::vector<uint8_t> keys(kv_key_block_bytes(f, 32, 2), 0xff);
+    std::vector<uint8_t> values(kv_value_block_bytes(f, 32, 2), 0xff);
     const std::vector<float> zero(32, 0.0f);
-    kv_store_value(f, block.data(), 32, 2, 1, zero.data());
-    for (int64_t e = 0; e < 32; ++e) EXPECT_EQ(kv_load_value(f, block.data(), 32, 2, 1, e), 0.0f);
+    kv_store_key(f, keys.data(), 32, 2, 1, zero.data());
+    kv_store_value(f, values.data(), 32, 2, 1, zero.data());
+    for (int64_t e = 0; e < 32; ++e) {
+      EXPECT_EQ(kv_load_key(f, keys.data(), 32, 2, 1, e), 0.0f);
+      EXPECT_EQ(kv_load_value(f, values.data(), 32, 2, 1, e), 0.0f);
+    }
   }
 }
 
 TEST(KvFormat, BlockBytesHoldCodesAndScales) {
-  EXPECT_EQ(kv_block_bytes(KvFormat::kF16, 64, 16), 2048);
-  EXPECT_EQ(kv_block_bytes(KvFormat::kF32, 64, 16), 4096);
-  EXPECT_EQ(kv_block_bytes(KvFormat::kInt8, 64, 16), 1024 + 64);
-  EXPECT_EQ(kv_block_bytes(KvFormat::kInt8, 72, 16), 1152 + 32);  // one scale per row
-  EXPECT_EQ(kv_block_bytes(KvFormat::kInt4, 64, 16), 512 + 128);
-  EXPECT_EQ(kv_block_bytes(KvFormat::kInt4, 256, 16), 2048 + 512);
+  EXPECT_EQ(kv_key_block_bytes(KvFormat::kF16, 64, 16), 2048);
+  EXPECT_EQ(kv_value_block_bytes(KvFormat::kF32, 64, 16), 4096);
+  EXPECT_EQ(kv_key_block_bytes(KvFormat::kInt8, 64, 16), 1024 + 64);
+  EXPECT_EQ(kv_value_block_bytes(KvFormat::kInt8, 72, 16), 1152 + 32);  // one scale per row
+  // int4 keys: codes, a fp16 master per slot, an int8 sub-scale per 16 elements and slot.
+  EXPECT_EQ(kv_key_block_bytes(KvFormat::kInt4, 64, 16), 512 + 32 + 64);
+  EXPECT_EQ(kv_key_block_bytes(KvFormat::kInt4, 256, 16), 2048 + 32 + 256);
+  EXPECT_EQ(kv_key_block_bytes(KvFormat::kInt4, 32, 2), 32 + 4 + 4);
+  // int4 values: codes, a fp16 scale per 64 elements (32 when the row is not whole 64s).
+  EXPECT_EQ(kv_value_block_bytes(KvFormat::kInt4, 64, 16), 512 + 32);
+  EXPECT_EQ(kv_value_block_bytes(KvFormat::kInt4, 256, 16), 2048 + 128);
+  EXPECT_EQ(kv_value_block_bytes(KvFormat::kInt4, 96, 16), 768 + 96);
   EXPECT_TRUE(kv_format_check(KvFormat::kInt4, 64, 16).ok());
   EXPECT_FALSE(kv_format_check(KvFormat::kInt4, 48, 16).ok());
   EXPECT_FALSE(kv_format_check(KvFormat::kInt4, 64, 15).ok());

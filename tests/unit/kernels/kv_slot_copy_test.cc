@@ -25,8 +25,8 @@ struct Blocks {
 };
 
 Blocks filled(KvFormat f, int64_t dim, int64_t page_size, std::mt19937& rng) {
-  Blocks b{std::vector<uint8_t>(kv_block_bytes(f, dim, page_size)),
-           std::vector<uint8_t>(kv_block_bytes(f, dim, page_size))};
+  Blocks b{std::vector<uint8_t>(kv_key_block_bytes(f, dim, page_size)),
+           std::vector<uint8_t>(kv_value_block_bytes(f, dim, page_size))};
   for (int64_t j = 0; j < page_size; ++j) {
     kv_store_key(f, b.keys.data(), dim, page_size, j, testing::random_floats(dim, rng, 3).data());
     kv_store_value(f, b.values.data(), dim, page_size, j,

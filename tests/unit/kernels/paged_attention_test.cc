@@ -51,8 +51,8 @@ KvSetup make_setup(int64_t head_dim, int64_t head_dim_v, int64_t positions, int6
   s.shape = {head_dim, head_dim_v, 1.0f / std::sqrt(static_cast<float>(head_dim))};
   const int64_t n_pages = (positions + s.page_size - 1) / s.page_size;
   // K and V blocks share one stride (and a spare byte, so no block starts aligned).
-  s.page_stride = std::max(kv_block_bytes(format, head_dim, page_size),
-                           kv_block_bytes(format, head_dim_v, page_size)) +
+  s.page_stride = std::max(kv_key_block_bytes(format, head_dim, page_size),
+                           kv_value_block_bytes(format, head_dim_v, page_size)) +
                   4;
   s.keys.assign(n_pages * s.page_stride, 0);
   s.values.assign(n_pages * s.page_stride, 0);

@@ -31,19 +31,29 @@ TEST(KVLayout, QuantizedPagesCountCodesAndScales) {
   l.head_dim = 72;  // not whole groups: one scale per row
   EXPECT_EQ(l.bytes_per_page(), 16u * (72 * 16 + 32));
   l.head_dim = 64;
-  // int4: 512 code bytes + 4 groups x 16 slots x 2 bytes = 640 per block.
+  // int4: keys 512 code bytes + 16 fp16 masters + 4 groups x 16 int8 sub-scales = 608, values
+  // 512 + 16 fp16 scales (one per 64 elements) = 544.
   l.dtype = KVDtype::kInt4;
-  EXPECT_EQ(l.bytes_per_page(), 16u * 640);
-  // So a fixed budget holds 1.88x (int8) and 3.2x (int4) the pages of f16.
+  EXPECT_EQ(l.bytes_per_page(), 8u * (608 + 544));
+  l.head_dim = 256;  // keys 2048 + 32 + 16 x 16, values 2048 + 4 x 16 x 2
+  EXPECT_EQ(l.bytes_per_page(), 8u * (2336 + 2176));
+  l.head_dim = 96;  // values: a scale per 32 elements
+  EXPECT_EQ(l.bytes_per_page(), 8u * ((768 + 32 + 96) + (768 + 3 * 16 * 2)));
+  l.head_dim = 64;
+  // So a fixed budget holds 1.88x (int8) and 3.56x (int4) the pages of f16.
   const auto f16_pages =
       kv_pages_for_budget(KVLayout{.num_layers = 2, .num_kv_heads = 4, .head_dim = 64},
                           KVMemoryBudget::of_bytes(64u << 20), 0);
   const auto int8_pages = kv_pages_for_budget(
       KVLayout{.num_layers = 2, .num_kv_heads = 4, .head_dim = 64, .dtype = KVDtype::kInt8},
       KVMemoryBudget::of_bytes(64u << 20), 0);
-  ASSERT_TRUE(f16_pages.ok() && int8_pages.ok());
+  const auto int4_pages = kv_pages_for_budget(
+      KVLayout{.num_layers = 2, .num_kv_heads = 4, .head_dim = 64, .dtype = KVDtype::kInt4},
+      KVMemoryBudget::of_bytes(64u << 20), 0);
+  ASSERT_TRUE(f16_pages.ok() && int8_pages.ok() && int4_pages.ok());
   EXPECT_EQ(*f16_pages, (64 << 20) / (16 * 2048));
   EXPECT_EQ(*int8_pages, (64 << 20) / (16 * 1088));
+  EXPECT_EQ(*int4_pages, (64 << 20) / (8 * 1152));
 }
 
 TEST(KVLayout, Int4NeedsWholeGroups) {

@@ -2,7 +2,7 @@
 // *_avx512.cc file compiled with that ISA's flags, and is called only after the dispatcher in the
 // matching portable .cc file has been asked for that ISA (which the caller checked the CPU has).
 // The vector ops (norm, softmax, activations, elementwise, RoPE) have AVX2
-// implementations only; the AVX-512 ISA uses them.
+// implementations only; the AVX-512 ISA uses them. The int4 KV stores have both.
 #pragma once
 
 #include <cstdint>
@@ -38,10 +38,19 @@ void mul(const float* a, const float* b, float* y, int64_t n);
 void scale(const float* x, float s, float* y, int64_t n);
 void rope_apply(RopeLayout layout, const float* cache, int64_t n_dims, float* x, int64_t n_heads,
                 int64_t head_stride);
+// int4 KV rows (kv_format.h), bitwise kv_store_key / kv_store_value's.
+void kv_store_int4_key(uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                       const float* x);
+void kv_store_int4_value(uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                         const float* x);
 }  // namespace avx2
 
 namespace avx512 {
 const MatmulKernels& matmul_kernels();
+void kv_store_int4_key(uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                       const float* x);
+void kv_store_int4_value(uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                         const float* x);
 }  // namespace avx512
 
 }  // namespace drift::kernels

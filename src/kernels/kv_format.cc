@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/dispatch.h"
 #include "kernels/fp16.h"
 #include "kernels/kv_int4.h"
 
@@ -248,6 +249,24 @@ void kv_store_value(KvFormat f, uint8_t* block, int64_t dim, int64_t page_size, 
   if (f == KvFormat::kInt4) return store_int4_value(block, dim, page_size, slot, x);
   store_row(f, block, dim, page_size, x, kv_value_group(f, dim),
             [&](int64_t e) { return value_place(f, dim, slot, e); });
+}
+
+void kv_store_key(Isa isa, KvFormat f, uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
+                  const float* x) {
+  if (f == KvFormat::kInt4 && isa == Isa::kAvx512)
+    return avx512::kv_store_int4_key(block, dim, page_size, slot, x);
+  if (f == KvFormat::kInt4 && isa == Isa::kAvx2)
+    return avx2::kv_store_int4_key(block, dim, page_size, slot, x);
+  kv_store_key(f, block, dim, page_size, slot, x);
+}
+
+void kv_store_value(Isa isa, KvFormat f, uint8_t* block, int64_t dim, int64_t page_size,
+                    int64_t slot, const float* x) {
+  if (f == KvFormat::kInt4 && isa == Isa::kAvx512)
+    return avx512::kv_store_int4_value(block, dim, page_size, slot, x);
+  if (f == KvFormat::kInt4 && isa == Isa::kAvx2)
+    return avx2::kv_store_int4_value(block, dim, page_size, slot, x);
+  kv_store_value(f, block, dim, page_size, slot, x);
 }
 
 float kv_load_key(KvFormat f, const uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,

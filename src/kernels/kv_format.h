@@ -32,10 +32,15 @@
 // rotates its queries in and its outputs back (paged_attention.cc). Measured in
 // docs/design-notes.md: without it int4 loses 26% perplexity on SmolLM2, int8 with one scale per
 // 256-wide Gemma row 1.1%.
+//
+// STORES: kv_store_key / kv_store_value without an Isa are the scalar reference; with one, the int4
+// stores run that ISA's code (kv_store_avx2.cc, kv_store_avx512.cc), bitwise equal to the
+// reference for finite rows (the other formats take the reference).
 #pragma once
 
 #include <cstdint>
 
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace drift::kernels {
@@ -108,11 +113,16 @@ int64_t kv_key_block_bytes(KvFormat format, int64_t dim, int64_t page_size);
 int64_t kv_value_block_bytes(KvFormat format, int64_t dim, int64_t page_size);
 
 // Quantizes/converts one token's row x[dim] into slot `slot` of a key block (transposed) or a
-// value block.
+// value block: the scalar reference, and the same bits through `isa`'s code.
 void kv_store_key(KvFormat format, uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
                   const float* x);
 void kv_store_value(KvFormat format, uint8_t* block, int64_t dim, int64_t page_size, int64_t slot,
                     const float* x);
+void kv_store_key(Isa isa, KvFormat format, uint8_t* block, int64_t dim, int64_t page_size,
+                  int64_t slot, const float* x);
+void kv_store_value(Isa isa, KvFormat format, uint8_t* block, int64_t dim, int64_t page_size,
+                    int64_t slot, const float* x);
+
 // The dequantized element e of slot `slot` (the scalar reference of every SIMD loader).
 float kv_load_key(KvFormat format, const uint8_t* block, int64_t dim, int64_t page_size,
                   int64_t slot, int64_t e);

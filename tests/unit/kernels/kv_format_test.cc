@@ -203,5 +203,100 @@ TEST(KvFormat, BlockBytesHoldCodesAndScales) {
   EXPECT_FALSE(kv_format_check(KvFormat::kInt4, 64, 15).ok());
 }
 
+// H t in double, rounded to float: a row whose rotation gives back t to within the last bits.
+std::vector<float> unrotated(const std::vector<double>& t) {
+  std::vector<double> y = t;
+  for (size_t b0 = 0; b0 < y.size(); b0 += 32) {
+    for (size_t h = 1; h < 32; h *= 2)
+      for (size_t i = b0; i < b0 + 32; i += 2 * h)
+        for (size_t j = i; j < i + h; ++j) {
+          const double a = y[j], b = y[j + h];
+          y[j] = a + b;
+          y[j + h] = a - b;
+        }
+  }
+  std::vector<float> x(y.size());
+  for (size_t i = 0; i < y.size(); ++i) x[i] = static_cast<float>(y[i] / std::sqrt(32.0));
+  return x;
+}
+
+// Rows that exercise the stores' edge cases: Gaussian, with a large outlier, all zeros (signed
+// zeros included), tiny (the key master near fp16's subnormals), huge (the master and scales
+// clamped to fp16's range), near float's largest (every candidate's squared error overflows to
+// inf, rotated sums stay finite), two elements of equal magnitude and opposite signs (the first
+// wins), and rows whose rotated elements fall on the codebook's midpoints under a power-of-two
+// value scale (level -127 first): which code each gets depends on the last bit of the rotation, so
+// a store that rotates in another order of operations writes other codes.
+std::vector<float> store_test_row(int kind, int64_t dim, std::mt19937& rng) {
+  std::vector<float> x = testing::random_floats(dim, rng, 2.0f);
+  if (kind == 6) {
+    std::vector<double> t(dim);
+    for (int64_t e = 0; e < dim; ++e)
+      t[e] = (e % 32 == 0 ? -127.0 : kv_int4::kMidpoints[rng() % 15]) / 64.0;
+    return unrotated(t);
+  }
+  switch (kind) {
+    case 1:
+      x[rng() % dim] = 90.0f;
+      break;
+    case 2:
+      for (int64_t e = 0; e < dim; ++e) x[e] = (e % 3 == 0) ? -0.0f : 0.0f;
+      break;
+    case 3:
+      for (float& v : x) v *= 1e-7f;
+      break;
+    case 4:
+      for (float& v : x) v *= 1e5f;
+      x[0] = 3e8f;
+      break;
+    case 5:
+      for (int64_t e = 0; e < dim; ++e) x[e] = (e % 2 ? 1.0f : -1.0f) * ((e % 5) + 1.0f);
+      break;
+    case 7:
+      for (float& v : x) v *= 1e36f;
+      break;
+    default:
+      break;
+  }
+  return x;
+}
+
+// Every ISA's int4 store writes the scalar reference's bytes: whole blocks compared after every
+// slot was written in a shuffled order over the same random bytes (neighbouring nibbles kept).
+TEST(KvStore, EveryIsaWritesTheScalarBytes) {
+  std::mt19937 rng(21);
+  for (int64_t dim : {int64_t{32}, int64_t{64}, int64_t{96}, int64_t{128}, int64_t{256}}) {
+    for (int64_t page_size : {int64_t{2}, int64_t{16}}) {
+      std::vector<std::vector<float>> rows;
+      for (int64_t j = 0; j < page_size; ++j)
+        rows.push_back(store_test_row(static_cast<int>(j % 8), dim, rng));
+      std::vector<int64_t> order(page_size);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<uint8_t> garbage(kv_key_block_bytes(KvFormat::kInt4, dim, page_size) +
+                                   kv_value_block_bytes(KvFormat::kInt4, dim, page_size));
+      for (uint8_t& b : garbage) b = static_cast<uint8_t>(rng());
+      auto store = [&](Isa isa) {
+        std::vector<uint8_t> keys(
+            garbage.begin(), garbage.begin() + kv_key_block_bytes(KvFormat::kInt4, dim, page_size));
+        std::vector<uint8_t> values(garbage.begin() + keys.size(), garbage.end());
+        for (int64_t j : order) {
+          kv_store_key(isa, KvFormat::kInt4, keys.data(), dim, page_size, j, rows[j].data());
+          kv_store_value(isa, KvFormat::kInt4, values.data(), dim, page_size, j, rows[j].data());
+        }
+        return std::pair(keys, values);
+      };
+      const auto want = store(Isa::kScalar);
+      for (Isa isa : testing::isas_under_test()) {
+        const auto got = store(isa);
+        EXPECT_EQ(got.first, want.first)
+            << testing::isa_label(isa) << " keys dim " << dim << " page " << page_size;
+        EXPECT_EQ(got.second, want.second)
+            << testing::isa_label(isa) << " values dim " << dim << " page " << page_size;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace drift::kernels

@@ -3,16 +3,19 @@
 budget (`drift serve`).
 
   bench/kv_compress.py serve [--requests 64] [--prompt-tokens 1500] [--max-tokens 128]
-      [--kv-mib 128] [--keeps 1,0.5] [--batch-tokens 128] [--json out.json]
+      [--kv-mib 128] [--keeps 1,0.5] [--dtypes f16] [--batch-tokens 128] [--json out.json]
 
-Serve: for each kv_keep, a fresh `drift serve --kv-mib M --kv-keep R` (guaranteed admission, so
-every admitted request completes), and all requests sent at once (distinct prompts of about
---prompt-tokens tokens, greedy, ignore_eos, --max-tokens each). Reports the wall time, output and
-total tokens per second, and the most requests running at once (vllm:num_requests_running,
-sampled every 0.1 s) — how many conversations the same memory serves.
+Serve: for each KV dtype and kv_keep, a fresh `drift serve --kv-mib M --kv-cache-dtype D
+--kv-keep R` (guaranteed admission, so every admitted request completes), and all requests sent
+at once (distinct prompts of about --prompt-tokens tokens, greedy, ignore_eos, --max-tokens each).
+Reports the KV pages the budget holds (drift:kv_pages_total), the wall time, output and total
+tokens per second, and the most requests running at once (vllm:num_requests_running, sampled
+every 0.1 s) — how many conversations the same memory serves. With --keeps 1 and
+--prompt-tokens + --max-tokens = 1024 it counts the 1,024-token sequences each dtype runs at once.
 
   bench/kv_compress.py perplexity [--models SmolLM2-135M-Instruct.Q4_1,gemma-3-270m-q4_k_m]
-      [--file /usr/share/common-licenses/GPL-3] [-c 2048] [--keeps 0.5,0.25] [--dtypes f16,int8]
+      [--file /usr/share/common-licenses/GPL-3] [-c 2048] [--keeps 0.5,0.25]
+      [--dtypes f16,int8,int4]
       [--json out.json] [--png docs/kv_compress_perplexity.png]
 
 For each model and KV dtype: the uncompressed perplexity, then each policy (attention, window) at
@@ -108,17 +111,17 @@ def plot(rows, path):
     print(f"wrote {path}", file=sys.stderr)
 
 
-def serve_once(args, keep):
-    extra = ["--kv-mib", str(args.kv_mib), "--parallel", str(args.requests), "--batch-tokens",
-             str(args.batch_tokens), "--max-queued", str(args.requests * 2), "--threads",
-             str(args.threads), "--no-prefix-cache", "--kv-keep", str(keep), "--kv-evict",
-             args.policy]
+def serve_once(args, dtype, keep):
+    extra = ["--kv-mib", str(args.kv_mib), "--kv-cache-dtype", dtype, "--parallel",
+             str(args.requests), "--batch-tokens", str(args.batch_tokens), "--max-queued",
+             str(args.requests * 2), "--threads", str(args.threads), "--no-prefix-cache",
+             "--kv-keep", str(keep), "--kv-evict", args.policy]
     # About one token a word of bench/offline.py's list with SmolLM2's tokenizer (measured).
     words = max(1, args.prompt_tokens)
     prompts = [f"Request {i}. " + " ".join(WORDS[(i * 7919 + j * 31) % len(WORDS)]
                                            for j in range(words)) for i in range(args.requests)]
     with ServerProcess.drift(args.model, extra, drift=args.drift) as server:
-        running, stop = [], threading.Event()
+        running, pages, stop = [], [], threading.Event()
 
         def sample():
             while not stop.is_set():
@@ -128,6 +131,9 @@ def serve_once(args, keep):
                                   re.M)
                     if m:
                         running.append(float(m.group(1)))
+                    m = re.search(r"^drift:kv_pages_total(?:\{[^}]*\})? ([0-9.e+]+)", text, re.M)
+                    if m:
+                        pages.append(float(m.group(1)))
                 except OSError:
                     pass
                 time.sleep(0.1)
@@ -146,7 +152,8 @@ def serve_once(args, keep):
     done = [r for r in results if r.error is None and r.usage]
     prompt_tokens = sum(r.usage["prompt_tokens"] for r in done)
     output_tokens = sum(r.usage["completion_tokens"] for r in done)
-    return {"kv_keep": keep, "completed": len(done), "failed": len(results) - len(done),
+    return {"dtype": dtype, "kv_keep": keep, "kv_pages": max(pages, default=0),
+            "completed": len(done), "failed": len(results) - len(done),
             "wall_s": wall, "output_tps": output_tokens / wall,
             "total_tps": (prompt_tokens + output_tokens) / wall,
             "mean_prompt_tokens": prompt_tokens / max(1, len(done)),
@@ -155,16 +162,20 @@ def serve_once(args, keep):
 
 def serve_sweep(args):
     rows = []
-    for keep in (float(k) for k in args.keeps.split(",")):
-        r = serve_once(args, keep)
-        print(f"kv_keep {keep}: {r}", file=sys.stderr)
-        rows.append(r)
-    lines = ["| kv_keep | completed | wall s | output tok/s | total tok/s | most running at once |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for dtype in args.dtypes.split(","):
+        for keep in (float(k) for k in args.keeps.split(",")):
+            r = serve_once(args, dtype, keep)
+            print(f"{dtype} kv_keep {keep}: {r}", file=sys.stderr)
+            rows.append(r)
+    lines = ["| KV dtype | kv_keep | KV pages (tokens, 16 a page) | prompt tokens (mean) | "
+             "completed | wall s | output tok/s | total tok/s | most running at once |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        lines.append(f"| {r['kv_keep']:g} | {r['completed']}/{r['completed'] + r['failed']} | "
-                     f"{r['wall_s']:.1f} | {r['output_tps']:.1f} | {r['total_tps']:.1f} | "
-                     f"{r['max_running']:.0f} |")
+        done = f"{r['completed']}/{r['completed'] + r['failed']}"
+        lines.append(f"| {r['dtype']} | {r['kv_keep']:g} | {r['kv_pages']:.0f} "
+                     f"({16 * r['kv_pages']:,.0f}) | {r['mean_prompt_tokens']:.0f} | {done} | "
+                     f"{r['wall_s']:.1f} | "
+                     f"{r['output_tps']:.1f} | {r['total_tps']:.1f} | {r['max_running']:.0f} |")
     return rows, "\n".join(lines)
 
 
@@ -179,7 +190,7 @@ def main():
     ppl.add_argument("-c", "--ctx", type=int, default=2048)
     ppl.add_argument("-t", "--threads", type=int, default=2)
     ppl.add_argument("--keeps", default="0.5,0.25")
-    ppl.add_argument("--dtypes", default="f16,int8")
+    ppl.add_argument("--dtypes", default="f16,int8,int4")
     ppl.add_argument("--extra", default="", help="more flags for the compressed runs")
     ppl.add_argument("--json")
     ppl.add_argument("--png")
@@ -193,6 +204,7 @@ def main():
     srv.add_argument("--batch-tokens", type=int, default=128,
                      help="chunk size: a compressed prompt is held whole only one chunk at a time")
     srv.add_argument("--keeps", default="1,0.5")
+    srv.add_argument("--dtypes", default="f16", help="KV cache dtypes, each run with every keep")
     srv.add_argument("--policy", default="attention")
     srv.add_argument("-t", "--threads", type=int, default=2)
     srv.add_argument("--json")

@@ -399,9 +399,10 @@ EngineScheduler::PagesInFlight EngineScheduler::pages_in_flight(const SequenceSt
         r->num_computed_tokens >= end || r->prefix.broken || r->kv_compressed())
       continue;
     // The cached pages are the same content for both (a hit chains every page before it).
-    if (!std::ranges::equal(std::span<const TokenId>(r->tokens.data(), size_t(end - page_size)),
-                            std::span<const TokenId>(seq.tokens.data(), size_t(end - page_size))) ||
-        !same_page(*r, cached_pages))
+    // same_page first: it checks that the writer's prompt reaches `end`.
+    if (!same_page(*r, cached_pages) ||
+        !std::ranges::equal(std::span<const TokenId>(r->tokens.data(), size_t(end - page_size)),
+                            std::span<const TokenId>(seq.tokens.data(), size_t(end - page_size))))
       continue;
     found.writer = r;
     found.num_pages = 1;

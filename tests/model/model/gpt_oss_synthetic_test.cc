@@ -52,7 +52,7 @@ TEST(GptOssSynthetic, LogitsMatchLlamaCppWithinTwiceItsOwnError) {
   auto runner = ModelRunner::load(kModel, n);
   ASSERT_NE(runner, nullptr);
   ASSERT_EQ(runner->config().arch, Architecture::kGptOss);
-  ASSERT_EQ(runner->config().n_expert, 8);
+  ASSERT_EQ(runner->config().n_expert, 5);
   ASSERT_EQ(runner->config().n_expert_used, 4);
   ASSERT_TRUE(runner->config().layers[0].sliding_window);
   ASSERT_FALSE(runner->config().layers[1].sliding_window);

@@ -427,11 +427,10 @@ void OpenAIService::tokenize(const HttpRequest& request,
                           {"count", tokens->size()},
                           {"max_model_len", model->engine->setup().max_model_len}});
   };
-  off_io_thread(request, exchange, std::move(work),
-                [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
-                       std::string reply) {
-                  reply_json(request, exchange, 200, std::move(reply));
-                });
+  off_io_thread(
+      request, exchange, std::move(work),
+      [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+             std::string reply) { reply_json(request, exchange, 200, std::move(reply)); });
 }
 
 void OpenAIService::detokenize(const HttpRequest& request,
@@ -448,11 +447,10 @@ void OpenAIService::detokenize(const HttpRequest& request,
     if (!text.ok()) return bad_request(text.error().message, "tokens");
     return dump_json(json{{"prompt", *text}, {"content", *text}});
   };
-  off_io_thread(request, exchange, std::move(work),
-                [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
-                       std::string reply) {
-                  reply_json(request, exchange, 200, std::move(reply));
-                });
+  off_io_thread(
+      request, exchange, std::move(work),
+      [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+             std::string reply) { reply_json(request, exchange, 200, std::move(reply)); });
 }
 
 void OpenAIService::completions(const HttpRequest& request,

@@ -1,7 +1,8 @@
 // Sliding-window KV groups through the whole engine on Gemma 3 (window 512): four requests that
-// share a ~1,550-token document (three windows), run at once with chunked prefill and the prefix cache, get
-// bitwise the same tokens and top-5 log-probabilities with their sliding layers freeing pages as
-// with every layer kept (`kv.hybrid` off), and the hybrid engine reports its groups and frees.
+// share a ~1,550-token document (three windows), run at once with chunked prefill and the prefix
+// cache, get bitwise the same tokens and top-5 log-probabilities with their sliding layers freeing
+// pages as with every layer kept (`kv.hybrid` off), and the hybrid engine reports its groups and
+// frees.
 #include <gtest/gtest.h>
 
 #include <condition_variable>

@@ -16,7 +16,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
 }  // namespace avx2
 namespace avx512 {
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch);
+                     const AttentionQueries& queries, float* scratch, ValueRowCache* cache);
 }  // namespace avx512
 
 namespace {
@@ -76,9 +76,9 @@ int64_t inner_scratch_floats(const AttentionShape& shape, int64_t max_last) {
 }
 
 void attend_block(Isa isa, const AttentionShape& shape, const PagedKv& kv,
-                  const AttentionQueries& queries, float* scratch) {
+                  const AttentionQueries& queries, float* scratch, ValueRowCache* cache) {
   if (isa == Isa::kAvx512 && kv.page_size % 8 == 0)
-    return avx512::paged_attention(shape, kv, queries, scratch);
+    return avx512::paged_attention(shape, kv, queries, scratch, cache);
   if (isa == Isa::kAvx2 && kv.page_size % 8 == 0)
     return avx2::paged_attention(shape, kv, queries, scratch);
   for (int64_t i = 0; i < queries.n; ++i)
@@ -99,10 +99,15 @@ int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_
   return rotated_query_floats(shape) + inner_scratch_floats(shape, max_last);
 }
 
+int64_t paged_attention_value_cache_rows(const AttentionShape& shape, int64_t max_last) {
+  constexpr int64_t kMaxBytes = int64_t{4} << 20;
+  return std::min(max_last + 1, kMaxBytes / (4 * shape.head_dim_v));
+}
+
 // A rotated format (kv_format.h) stores H k and H v: attention runs on H q and gives H o, which
 // is rotated back (H H = I). Other formats go straight to the paths.
 void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch) {
+                     const AttentionQueries& queries, float* scratch, ValueRowCache* cache) {
   float* inner = scratch + rotated_query_floats(shape);
   AttentionQueries rotated = queries;
   if (kv_format_rotated(kv.format, shape.head_dim)) {
@@ -113,7 +118,7 @@ void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
       rotated.q[i] = q;
     }
   }
-  attend_block(isa, shape, kv, rotated, inner);
+  attend_block(isa, shape, kv, rotated, inner, cache);
   if (kv_format_rotated(kv.format, shape.head_dim_v))
     for (int64_t i = 0; i < queries.n; ++i) kv_rotate(queries.out[i], shape.head_dim_v);
 }

@@ -79,12 +79,44 @@ struct AttentionShape {
   float scale;
 };
 
+// Value rows dequantized to fp32 by earlier calls, kept for the next calls over the same K/V.
+// A prefill's blocks of one sequence and KV head each read every value row up to their last
+// query's position, so converting the rows afresh for each block of 16 queries converted the
+// same rows once per block (~8% of the prefill attention at 1K context on AVX-512). Used by the
+// AVX-512 path for blocks of several tokens; the others ignore it. The rows are the exact
+// elements every path reads, so results do not change.
+//
+// The caller owns the memory and calls reset() whenever the K/V behind a (values, page_table)
+// pair may have changed — before each layer's attention of a step — and never shares one cache
+// between threads.
+struct ValueRowCache {
+  float* rows = nullptr;  // [capacity][head_dim_v]: position begin + r in row r
+  int64_t capacity = 0;   // rows
+  // What the rows hold: positions [begin, end) of the value blocks at `values` through
+  // `page_table`, in `format`.
+  const uint8_t* values = nullptr;
+  const int32_t* page_table = nullptr;
+  KvFormat format = KvFormat::kF16;
+  int64_t begin = 0, end = 0;
+
+  void reset() {
+    values = nullptr;
+    page_table = nullptr;
+    begin = end = 0;
+  }
+};
+
 // Floats of scratch one call needs for queries reaching position `max_last`.
 int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last);
 
+// Rows a ValueRowCache should hold for queries reaching position `max_last` (at most 4 MiB of
+// them: past that a block converts its own rows, as without a cache).
+int64_t paged_attention_value_cache_rows(const AttentionShape& shape, int64_t max_last);
+
 // Computes out for each query of the block; scratch: paged_attention_scratch_floats floats,
-// 32-byte aligned.
+// 32-byte aligned. `cache` (optional): value rows shared with the calls before and after this one.
 void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch);
+                     const AttentionQueries& queries, float* scratch,
+                     ValueRowCache* cache = nullptr);
 
 }  // namespace drift::kernels

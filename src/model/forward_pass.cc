@@ -81,6 +81,8 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
   f->scores_per_thread_ =
       (kernels::paged_attention_scratch_floats(shape, limits.max_context - 1) + 8 + 7) / 8 * 8;
   f->scores_.resize(static_cast<size_t>(limits.threads) * f->scores_per_thread_);
+  f->value_cache_rows_ = kernels::paged_attention_value_cache_rows(shape, limits.max_context - 1);
+  f->value_cache_.resize(static_cast<size_t>(limits.threads * f->value_cache_rows_ * c.head_dim_v));
   f->token_sequence_.resize(T);
   f->output_tokens_.resize(T);
   f->output_sequences_.resize(limits.max_sequences);
@@ -535,6 +537,10 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
         (reinterpret_cast<uintptr_t>(&scores_[static_cast<size_t>(index) * scores_per_thread_]) +
          31) /
         32 * 32);
+    // This thread's converted value rows, empty at each layer's start (the KV just changed).
+    kernels::ValueRowCache value_rows{
+        &value_cache_[static_cast<size_t>(index * value_cache_rows_ * c.head_dim_v)],
+        value_cache_rows_};
     // Blocks are dealt out in turn (block b to thread b mod count), not in contiguous ranges:
     // a block's cost grows with its tokens' positions, so in a prefill the last range would
     // hold the most expensive blocks (with 2 threads, 3/4 of the work) and the others would
@@ -577,7 +583,7 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
           if (sinks != nullptr) queries.sink[lane] = sinks[h];  // gpt-oss: the head's sink logit
         }
         if (adds_metric) queries.metric = s.heads->metric_sums(il, kvh);
-        kernels::paged_attention(isa_, shape, view, queries, scratch);
+        kernels::paged_attention(isa_, shape, view, queries, scratch, &value_rows);
       }
       base += n_blocks;
     }

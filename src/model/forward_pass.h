@@ -117,6 +117,10 @@ class ForwardPass {
   // queries, converted K/V rows); attend() hands the kernel a 32-byte aligned start within it.
   std::vector<float> scores_;
   int64_t scores_per_thread_ = 0;
+  // [threads][value_cache_rows_][head_dim_v]: each thread's value rows converted to fp32 during
+  // one layer's attention (kernels::ValueRowCache).
+  std::vector<float> value_cache_;
+  int64_t value_cache_rows_ = 0;
   std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch
   // The batch of the tokens whose final state is read (output_batch), sized at creation.
   std::vector<int32_t> output_tokens_;             // [T]

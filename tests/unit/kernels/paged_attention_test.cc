@@ -79,7 +79,8 @@ struct Query {
 // Runs `block` (at most kAttentionLanes queries) and returns their outputs; `sinks`: query i's
 // sink logit is (*sinks)[i].
 std::vector<std::vector<float>> run(Isa isa, const KvSetup& s, const std::vector<Query>& block,
-                                    const std::vector<float>* sinks = nullptr) {
+                                    const std::vector<float>* sinks = nullptr,
+                                    ValueRowCache* cache = nullptr) {
   int64_t max_last = 0;
   for (const Query& q : block) max_last = std::max(max_last, q.last);
   std::vector<float> scratch(paged_attention_scratch_floats(s.shape, max_last) + 8);
@@ -96,7 +97,7 @@ std::vector<std::vector<float>> run(Isa isa, const KvSetup& s, const std::vector
     if (sinks != nullptr) qs.sink[i] = (*sinks)[i];
   }
   qs.has_sinks = sinks != nullptr;
-  paged_attention(isa, s.shape, s.kv(), qs, aligned);
+  paged_attention(isa, s.shape, s.kv(), qs, aligned, cache);
   return out;
 }
 
@@ -166,6 +167,69 @@ TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
           }
         }
       }
+    }
+  }
+}
+
+// A value-row cache shared by the calls of a prefill, as the forward pass shares one per thread
+// and layer, changes no result: blocks whose ranges grow (rows added to the cache), a block over
+// another KV in between (the cache must notice and reload), a sliding window that starts past
+// the cached rows, a range larger than a small cache (converted per block), and K/V rewritten
+// after a reset().
+TEST(PagedAttention, ValueRowCacheChangesNoResult) {
+  uint32_t seed = 41;
+  for (KvFormat format : {KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
+    const int64_t positions = 300;
+    KvSetup a = make_setup(64, 64, positions, 16, seed++, 16, format);
+    const KvSetup b = make_setup(64, 64, positions, 16, seed++, 16, format);
+    auto causal = [](int64_t first_token, int64_t n, int64_t window = 0) {
+      std::vector<Query> block;  // n tokens x 3 heads sharing a KV head (16 queries at most)
+      for (int64_t i = 0; i < std::min<int64_t>(16, 3 * n); ++i) {
+        const int64_t last = first_token + i / 3;
+        block.push_back({i, window > 0 ? std::max<int64_t>(0, last - window + 1) : 0, last});
+      }
+      return block;
+    };
+    struct Call {
+      const KvSetup* kv;
+      std::vector<Query> block;
+    };
+    std::vector<Call> calls;
+    for (int64_t t = 0; t + 6 <= 120; t += 6) calls.push_back({&a, causal(t, 6)});
+    calls.push_back({&b, causal(200, 6)});
+    for (int64_t t = 120; t + 6 <= positions; t += 6) calls.push_back({&a, causal(t, 6)});
+    calls.push_back({&a, causal(250, 6, 40)});  // rows [211, 255]: inside the cached ones
+    calls.push_back({&b, causal(280, 6, 20)});  // rows [261, 285]: a new start
+    calls.push_back({&b, causal(100, 6)});      // before the cached start
+    const std::vector<uint8_t> a_values = a.values;
+    const KvSetup other = make_setup(64, 64, positions, 16, seed++, 16, format);
+    for (Isa isa : isas_under_test()) {
+      std::copy(a_values.begin(), a_values.end(), a.values.begin());  // undo the rewrite below
+      std::vector<float> rows(paged_attention_value_cache_rows(a.shape, positions - 1) * 64);
+      ValueRowCache cache{rows.data(), paged_attention_value_cache_rows(a.shape, positions - 1)};
+      std::vector<float> small_rows(40 * 64);
+      ValueRowCache small{small_rows.data(), 40};
+      for (size_t c = 0; c < calls.size(); ++c) {
+        const auto want = run(Isa::kScalar, *calls[c].kv, calls[c].block);
+        for (ValueRowCache* used : {&cache, &small}) {
+          const auto got = run(isa, *calls[c].kv, calls[c].block, nullptr, used);
+          for (size_t i = 0; i < want.size(); ++i)
+            for (int64_t d = 0; d < 64; ++d)
+              ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
+                  << isa_label(isa) << " " << format_name(format) << " call " << c << " query " << i
+                  << " d=" << d << (used == &small ? " (small cache)" : "");
+        }
+      }
+      // Rewrite a's value rows in place (same address, other bytes), reset (as the forward pass
+      // does at each layer), run again: the cache must not serve the old rows.
+      (void)run(isa, a, causal(290, 3), nullptr, &cache);
+      std::copy(other.values.begin(), other.values.end(), a.values.begin());
+      cache.reset();
+      const auto want = run(Isa::kScalar, a, causal(290, 3));
+      const auto got = run(isa, a, causal(290, 3), nullptr, &cache);
+      for (size_t i = 0; i < want.size(); ++i)
+        for (int64_t d = 0; d < 64; ++d)
+          ASSERT_EQ(bits(got[i][d]), bits(want[i][d])) << isa_label(isa) << " after reset";
     }
   }
 }

@@ -12,7 +12,7 @@
 namespace drift::kernels {
 namespace avx2 {
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch);
+                     const AttentionQueries& queries, float* scratch, ValueRowCache* cache);
 }  // namespace avx2
 namespace avx512 {
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
@@ -80,7 +80,7 @@ void attend_block(Isa isa, const AttentionShape& shape, const PagedKv& kv,
   if (isa == Isa::kAvx512 && kv.page_size % 8 == 0)
     return avx512::paged_attention(shape, kv, queries, scratch, cache);
   if (isa == Isa::kAvx2 && kv.page_size % 8 == 0)
-    return avx2::paged_attention(shape, kv, queries, scratch);
+    return avx2::paged_attention(shape, kv, queries, scratch, cache);
   for (int64_t i = 0; i < queries.n; ++i)
     attend_one(shape, kv, queries.q[i], queries.first[i], queries.last[i], query_sink(queries, i),
                queries.out[i], scratch,
@@ -97,6 +97,20 @@ int64_t rotated_query_floats(const AttentionShape& shape) {
 
 int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_last) {
   return rotated_query_floats(shape) + inner_scratch_floats(shape, max_last);
+}
+
+bool ValueRowCache::prepare(const PagedKv& kv, int64_t p0, int64_t p1, int64_t* missing) {
+  if (rows == nullptr || p1 - p0 + 1 > capacity) return false;
+  const bool same_kv = values == kv.values && page_table == kv.page_table && format == kv.format;
+  if (!same_kv || p0 < begin || p0 > end || p1 + 1 - begin > capacity) {
+    values = kv.values;
+    page_table = kv.page_table;
+    format = kv.format;
+    begin = end = p0;
+  }
+  *missing = end;
+  end = std::max(end, p1 + 1);
+  return true;
 }
 
 int64_t paged_attention_value_cache_rows(const AttentionShape& shape, int64_t max_last) {

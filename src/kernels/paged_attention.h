@@ -81,10 +81,10 @@ struct AttentionShape {
 
 // Value rows dequantized to fp32 by earlier calls, kept for the next calls over the same K/V.
 // A prefill's blocks of one sequence and KV head each read every value row up to their last
-// query's position, so converting the rows afresh for each block of 16 queries converted the
-// same rows once per block (~8% of the prefill attention at 1K context on AVX-512). Used by the
-// AVX-512 path for blocks of several tokens; the others ignore it. The rows are the exact
-// elements every path reads, so results do not change.
+// query's position, so converting the rows afresh for each block of queries converted the same
+// rows once per block (~8% of the prefill attention at 1K context on AVX-512). Used by the SIMD
+// paths for blocks of several tokens; the scalar one and decode ignore it. The rows are the
+// exact elements every path reads, so results do not change.
 //
 // The caller owns the memory and calls reset() whenever the K/V behind a (values, page_table)
 // pair may have changed — before each layer's attention of a step — and never shares one cache
@@ -104,6 +104,11 @@ struct ValueRowCache {
     page_table = nullptr;
     begin = end = 0;
   }
+  // For a block reading value rows [p0, p1] of `kv`: false when they do not fit (the block then
+  // converts its own); else the rows from *missing to p1 are the caller's to write at row(),
+  // after which the cache holds [p0, p1] (*missing > p1: it held them all).
+  bool prepare(const PagedKv& kv, int64_t p0, int64_t p1, int64_t* missing);
+  float* row(int64_t p, int64_t head_dim_v) const { return rows + (p - begin) * head_dim_v; }
 };
 
 // Floats of scratch one call needs for queries reaching position `max_last`.

@@ -50,6 +50,18 @@ void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, fl
   }
 }
 
+// Value rows [p0, p1] as fp32 from the cache, converting only the rows it does not hold yet;
+// null when the cache cannot hold them (then the caller converts them per block).
+template <KvFormat F>
+const float* cached_value_rows(ValueRowCache* cache, const PagedKv& kv, int64_t DV, int64_t p0,
+                               int64_t p1) {
+  int64_t missing;
+  if (cache == nullptr || !cache->prepare(kv, p0, p1, &missing)) return nullptr;
+  if (missing <= p1)
+    convert_value_rows<F>(kv, DV, missing, p1 + 1 - missing, cache->row(missing, DV));
+  return cache->row(p0, DV);
+}
+
 // Lanes that see position p: first <= p <= last.
 __m256 visible(__m256i first, __m256i last, int64_t p) {
   const __m256i pv = _mm256_set1_epi32(static_cast<int32_t>(p));
@@ -252,7 +264,7 @@ void attend_one_token_group(const AttentionShape& shape, const PagedKv& kv,
 
 template <KvFormat F>
 void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
-                        const AttentionQueries& queries, float* scratch) {
+                        const AttentionQueries& queries, float* scratch, ValueRowCache* cache) {
   const int64_t D = shape.head_dim, DV = shape.head_dim_v, n = queries.n;
   // Inactive lanes copy lane 0's range and have q = 0; their results are never stored.
   alignas(32) int32_t first_a[kLanes], last_a[kLanes];
@@ -323,9 +335,12 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
 
   // Weighted values, 8 output dimensions at a time over blocks of value rows.
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
+  // Row p of the values at rows + (p - p0) * DV, or per block in vf.
+  const float* rows = cached_value_rows<F>(cache, kv, DV, p0, p1);
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
-    convert_value_rows<F>(kv, DV, pb, np, vf);
+    const float* block_rows = rows != nullptr ? rows + (pb - p0) * DV : vf;
+    if (rows == nullptr) convert_value_rows<F>(kv, DV, pb, np, vf);
     // W output dimensions of every lane's query over the block's rows; W is a template
     // parameter so that the accumulators stay in registers (8 but for a row's last chunk).
     auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
@@ -334,7 +349,7 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
       for (int64_t j = 0; j < np; ++j) {
         const int64_t p = pb + j;
         const __m256 w = _mm256_load_ps(scores + (p - base) * kLanes);
-        const float* v = vf + j * DV + dc;
+        const float* v = block_rows + j * DV + dc;
         if (p >= all_from && p <= all_to) {
           for (int u = 0; u < W; ++u)
             acc[u] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(v + u), acc[u]);
@@ -369,15 +384,15 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
 
 template <KvFormat F>
 void attend(bool one_range, const AttentionShape& shape, const PagedKv& kv,
-            const AttentionQueries& queries, float* scratch) {
+            const AttentionQueries& queries, float* scratch, ValueRowCache* cache) {
   if (one_range) return attend_one_token_group<F>(shape, kv, queries, scratch);
-  attend_query_lanes<F>(shape, kv, queries, scratch);
+  attend_query_lanes<F>(shape, kv, queries, scratch, cache);
 }
 
 }  // namespace
 
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch) {
+                     const AttentionQueries& queries, float* scratch, ValueRowCache* cache) {
   if (queries.n > kLanes) {
     // Two blocks of at most 8: a query's result does not depend on its block.
     AttentionQueries half{};
@@ -393,7 +408,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
         half.out[i] = queries.out[from + i];
         half.sink[i] = queries.sink[from + i];
       }
-      paged_attention(shape, kv, half, scratch);
+      paged_attention(shape, kv, half, scratch, cache);
     }
     return;
   }
@@ -402,15 +417,15 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
     one_range &= queries.first[i] == queries.first[0] && queries.last[i] == queries.last[0];
   switch (kv.format) {
     case KvFormat::kF16:
-      return attend<KvFormat::kF16>(one_range, shape, kv, queries, scratch);
+      return attend<KvFormat::kF16>(one_range, shape, kv, queries, scratch, cache);
     case KvFormat::kBF16:
-      return attend<KvFormat::kBF16>(one_range, shape, kv, queries, scratch);
+      return attend<KvFormat::kBF16>(one_range, shape, kv, queries, scratch, cache);
     case KvFormat::kF32:
-      return attend<KvFormat::kF32>(one_range, shape, kv, queries, scratch);
+      return attend<KvFormat::kF32>(one_range, shape, kv, queries, scratch, cache);
     case KvFormat::kInt8:
-      return attend<KvFormat::kInt8>(one_range, shape, kv, queries, scratch);
+      return attend<KvFormat::kInt8>(one_range, shape, kv, queries, scratch, cache);
     case KvFormat::kInt4:
-      return attend<KvFormat::kInt4>(one_range, shape, kv, queries, scratch);
+      return attend<KvFormat::kInt4>(one_range, shape, kv, queries, scratch, cache);
   }
 }
 

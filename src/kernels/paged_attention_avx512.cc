@@ -18,7 +18,7 @@
 namespace drift::kernels {
 namespace avx2 {
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
-                     const AttentionQueries& queries, float* scratch);
+                     const AttentionQueries& queries, float* scratch, ValueRowCache* cache);
 }  // namespace avx2
 
 namespace avx512 {
@@ -178,21 +178,11 @@ __mmask16 visible(__m512i first, __m512i last, int64_t p) {
 template <KvFormat F>
 const float* cached_value_rows(ValueRowCache* cache, const PagedKv& kv, int64_t DV, int64_t p0,
                                int64_t p1) {
-  if (cache == nullptr || p1 - p0 + 1 > cache->capacity) return nullptr;
-  const bool same_kv = cache->values == kv.values && cache->page_table == kv.page_table &&
-                       cache->format == kv.format;
-  if (!same_kv || p0 < cache->begin || p0 > cache->end || p1 + 1 - cache->begin > cache->capacity) {
-    cache->values = kv.values;
-    cache->page_table = kv.page_table;
-    cache->format = kv.format;
-    cache->begin = cache->end = p0;
-  }
-  if (p1 + 1 > cache->end) {
-    convert_value_rows<F>(kv, DV, cache->end, p1 + 1 - cache->end,
-                          cache->rows + (cache->end - cache->begin) * DV);
-    cache->end = p1 + 1;
-  }
-  return cache->rows + (p0 - cache->begin) * DV;
+  int64_t missing;
+  if (cache == nullptr || !cache->prepare(kv, p0, p1, &missing)) return nullptr;
+  if (missing <= p1)
+    convert_value_rows<F>(kv, DV, missing, p1 + 1 - missing, cache->row(missing, DV));
+  return cache->row(p0, DV);
 }
 
 template <KvFormat F>
@@ -567,7 +557,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
     }
   }
   if (one_range || queries.n <= 8 || kv.page_size % 16 != 0)
-    return avx2::paged_attention(shape, kv, queries, scratch);
+    return avx2::paged_attention(shape, kv, queries, scratch, cache);
   switch (kv.format) {
     case KvFormat::kF16:
       return attend_query_lanes<KvFormat::kF16>(shape, kv, queries, scratch, cache);

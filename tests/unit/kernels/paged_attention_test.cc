@@ -321,13 +321,14 @@ TEST(PagedAttention, DecodeGroupsOfEverySizeEqualScalar) {
   }
 }
 
-// Value rows whose length is not a multiple of 8 (the last output chunk is narrower), prefill
-// and decode blocks.
+// Key and value rows whose length is not a multiple of 8 (the last chunk of the queries' copy
+// and of the output is narrower), prefill and decode blocks.
 TEST(PagedAttention, ValueRowsOfAnyLengthEqualScalar) {
   for (KvFormat format : {KvFormat::kF16, KvFormat::kBF16, KvFormat::kF32, KvFormat::kInt8}) {
-    for (int64_t head_dim_v : {36, 13}) {
-      const KvSetup s =
-          make_setup(64, head_dim_v, 100, 16, 60 + static_cast<uint32_t>(head_dim_v), 16, format);
+    for (auto [head_dim, head_dim_v] :
+         {std::pair<int64_t, int64_t>{64, 36}, {64, 13}, {36, 36}, {20, 13}}) {
+      const KvSetup s = make_setup(head_dim, head_dim_v, 100, 16,
+                                   60 + static_cast<uint32_t>(head_dim + head_dim_v), 16, format);
       for (const auto& block : blocks(100)) {
         const auto want = run(Isa::kScalar, s, block);
         for (Isa isa : isas_under_test()) {
@@ -335,8 +336,8 @@ TEST(PagedAttention, ValueRowsOfAnyLengthEqualScalar) {
           for (size_t i = 0; i < block.size(); ++i)
             for (int64_t d = 0; d < head_dim_v; ++d)
               ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
-                  << isa_label(isa) << " " << format_name(format) << " head_dim_v=" << head_dim_v
-                  << " query " << i << " d=" << d;
+                  << isa_label(isa) << " " << format_name(format) << " head_dim=" << head_dim
+                  << " head_dim_v=" << head_dim_v << " query " << i << " d=" << d;
         }
       }
     }

@@ -188,6 +188,8 @@ Status ForwardPass::validate_heads(const ForwardSequence& s) const {
 Status ForwardPass::run(const ForwardBatch& batch, KvPages& kv, ThreadPool& pool,
                         std::span<float> logits, std::span<float> hidden) {
   DRIFT_RETURN_IF_ERROR(validate(batch, kv, logits, hidden));
+  if (kv.format() == kernels::KvFormat::kInt4 && !key_offsets_ready_)
+    DRIFT_RETURN_IF_ERROR(calibrate_key_offsets(pool));
   if (pool.size() > max_threads_)
     return make_error("thread pool of {} is larger than the {} threads the pass was sized for",
                       pool.size(), max_threads_);
@@ -386,6 +388,7 @@ void ForwardPass::project_and_store_kv(int64_t il, const ForwardBatch& batch, Kv
       const int64_t pos = s.start_pos + (t - s.token_begin);
       add_qkv_bias(l, t);
       normalize_qk_heads(l, t);
+      if (!recorded_keys_.empty()) record_keys(t, il);
       rotate_qk(il, t, pos, rope_cache);
       store_kv(il, t, s, pos, kv);  // each token its own slot: threads never share a write
     }
@@ -430,7 +433,7 @@ void ForwardPass::normalize_qk_heads(const LayerWeights& l, int64_t t) {
 
 // RoPE of token t's q and k heads at position `pos`, with the layer's base (gemma3's local
 // layers differ) and the model's frequency factors, if any.
-void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cache) {
+kernels::RopeParams ForwardPass::rope_params(int64_t il) const {
   const ModelConfig& c = config_;
   kernels::RopeParams rope;
   rope.n_dims = c.rope_dims;
@@ -441,7 +444,12 @@ void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cach
   rope.ext_factor = c.rope_ext_factor;
   rope.corr_dims[0] = c.layers[il].rope_corr_dims[0];
   rope.corr_dims[1] = c.layers[il].rope_corr_dims[1];
-  kernels::rope_cache(rope, pos, rope_cache);
+  return rope;
+}
+
+void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cache) {
+  const ModelConfig& c = config_;
+  kernels::rope_cache(rope_params(il), pos, rope_cache);
   const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
                                                              : kernels::RopeLayout::kRopeNeox;
   kernels::rope_apply(isa_, layout, rope_cache, c.rope_dims, &q_[t * c.q_dim()], c.n_heads,
@@ -455,8 +463,12 @@ void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cach
 void ForwardPass::store_kv(int64_t il, int64_t t, const ForwardSequence& s, int64_t pos,
                            KvPages& kv) {
   const ModelConfig& c = config_;
-  const float* k = &k_[t * c.kv_dim()];
+  float* k = &k_[t * c.kv_dim()];
   const float* v = &v_[t * c.v_dim()];
+  if (kv.format() == kernels::KvFormat::kInt4 && !key_offsets_.empty()) {
+    const float* offset = &key_offsets_[il * c.kv_dim()];
+    for (int64_t i = 0; i < c.kv_dim(); ++i) k[i] -= offset[i];
+  }
   const std::span<const int32_t> pages = kv.layer_pages(s.page_table, il);
   for (int64_t h = 0; h < c.n_kv_heads; ++h) {
     const int64_t at = slot_of(s, il, h, pos);

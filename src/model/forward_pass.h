@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/rope.h"
 #include "model/expert_ffn.h"
 #include "model/forward_batch.h"
 #include "model/kv_pages.h"
@@ -45,6 +46,13 @@ class ForwardPass {
 
   const ForwardLimits& limits() const { return limits_; }
 
+  // Stores int4 keys as they are, without the offsets taken off them by default (key_offsets_):
+  // for the measurements and tests that compare the two. Call before the first run.
+  void disable_int4_key_offsets() {
+    key_offsets_.clear();
+    key_offsets_ready_ = true;
+  }
+
  private:
   ForwardPass(const Model& model, ForwardLimits limits);
 
@@ -66,6 +74,8 @@ class ForwardPass {
   void add_qkv_bias(const LayerWeights& l, int64_t t);
   void normalize_qk_heads(const LayerWeights& l, int64_t t);
   void rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cache);
+  kernels::RopeParams rope_params(int64_t il) const;
+  void record_keys(int64_t t, int64_t il);
   void store_kv(int64_t il, int64_t t, const ForwardSequence& s, int64_t pos, KvPages& kv);
   void add_attention_output(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);
   void add_to_residual(const WeightVector& post_norm, int64_t n_tokens, ThreadPool& pool,
@@ -89,6 +99,8 @@ class ForwardPass {
                       ThreadPool& pool);
   void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, int64_t x_stride,
                            int64_t n_tokens, ThreadPool& pool);
+  // forward_key_offsets.cc: key_offsets_ from a calibration pass (first run with an int4 cache).
+  Status calibrate_key_offsets(ThreadPool& pool);
   void attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
   // fn(begin, end, thread) over the token rows [0, n_tokens): split over the pool when there are
   // enough rows to pay for its barrier, else all on this thread (thread 0).
@@ -127,6 +139,18 @@ class ForwardPass {
   std::vector<ForwardSequence> output_sequences_;  // [max_sequences]
   ForwardBatch output_batch_;
   std::vector<float> rope_cache_;  // [threads][rope_dims] cos/sin of a thread's token and layer
+  // int4 caches store each key minus a fixed offset per (layer, KV head, channel): the mean key
+  // after RoPE (forward_key_offsets.cc). Softmax is unchanged by a logit added to every position a
+  // query sees, and q . (k - o) = q . k - q . o, so attention reads the shifted keys as they are;
+  // without the keys' large common part, their 4-bit rounding is finer (docs/design-notes.md).
+  // [n_layers][kv_dim], empty until the first run with an int4 cache (or for models with sink
+  // logits, whose extra softmax term a shift would change).
+  std::vector<float> key_offsets_;
+  bool key_offsets_ready_ = false;
+  // While this pass calibrates another's offsets: every token's keys before RoPE,
+  // [max_tokens][n_layers][kv_dim] (summed afterwards in token order, so that the offsets do not
+  // depend on how the tokens were split over threads); empty otherwise.
+  std::vector<float> recorded_keys_;
   int64_t xq_row_bytes_ = 0;
   int64_t sums_row_bytes_ = 0;
   int64_t xn_stride_ = 0;

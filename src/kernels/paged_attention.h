@@ -109,6 +109,16 @@ struct ValueRowCache {
   // after which the cache holds [p0, p1] (*missing > p1: it held them all).
   bool prepare(const PagedKv& kv, int64_t p0, int64_t p1, int64_t* missing);
   float* row(int64_t p, int64_t head_dim_v) const { return rows + (p - begin) * head_dim_v; }
+  // Value rows [p0, p1] as fp32 rows of head_dim_v, converting through convert(p, n, out) (rows
+  // [p, p + n) into out) only the ones not held yet; null when they do not fit.
+  template <class Convert>
+  const float* rows_for(const PagedKv& kv, int64_t head_dim_v, int64_t p0, int64_t p1,
+                        Convert convert) {
+    int64_t missing;
+    if (!prepare(kv, p0, p1, &missing)) return nullptr;
+    if (missing <= p1) convert(missing, p1 + 1 - missing, row(missing, head_dim_v));
+    return row(p0, head_dim_v);
+  }
 };
 
 // Floats of scratch one call needs for queries reaching position `max_last`.

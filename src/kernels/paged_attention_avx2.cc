@@ -50,18 +50,6 @@ void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, fl
   }
 }
 
-// Value rows [p0, p1] as fp32 from the cache, converting only the rows it does not hold yet;
-// null when the cache cannot hold them (then the caller converts them per block).
-template <KvFormat F>
-const float* cached_value_rows(ValueRowCache* cache, const PagedKv& kv, int64_t DV, int64_t p0,
-                               int64_t p1) {
-  int64_t missing;
-  if (cache == nullptr || !cache->prepare(kv, p0, p1, &missing)) return nullptr;
-  if (missing <= p1)
-    convert_value_rows<F>(kv, DV, missing, p1 + 1 - missing, cache->row(missing, DV));
-  return cache->row(p0, DV);
-}
-
 // In place, an 8x8 transpose: lane j of a[i] becomes lane i of a[j].
 inline void transpose8(__m256 (&a)[8]) {
   __m256 t[8];
@@ -371,7 +359,11 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   // Weighted values, 8 output dimensions at a time over blocks of value rows.
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
   // Row p of the values at rows + (p - p0) * DV, or per block in vf.
-  const float* rows = cached_value_rows<F>(cache, kv, DV, p0, p1);
+  const float* rows = cache == nullptr
+                          ? nullptr
+                          : cache->rows_for(kv, DV, p0, p1, [&](int64_t p, int64_t n, float* out) {
+                              convert_value_rows<F>(kv, DV, p, n, out);
+                            });
   for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
     const float* block_rows = rows != nullptr ? rows + (pb - p0) * DV : vf;

@@ -83,8 +83,7 @@ Status ForwardPass::calibrate_key_offsets(ThreadPool& pool) {
     mean[j] = static_cast<float>(sum[j] / static_cast<double>(n - 1));
   // The offset: the mean turned by RoPE at each position, averaged.
   const int64_t positions = std::min(limits_.max_context, kRopePositions);
-  const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
-                                                             : kernels::RopeLayout::kRopeNeox;
+  const kernels::RopeLayout layout = rope_layout();
   std::vector<double> average(kv_dim);
   std::vector<float> turned(kv_dim), cache(c.rope_dims);
   key_offsets_.assign(c.n_layers * kv_dim, 0.0f);

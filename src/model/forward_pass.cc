@@ -447,11 +447,15 @@ kernels::RopeParams ForwardPass::rope_params(int64_t il) const {
   return rope;
 }
 
+kernels::RopeLayout ForwardPass::rope_layout() const {
+  return config_.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
+                                                      : kernels::RopeLayout::kRopeNeox;
+}
+
 void ForwardPass::rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cache) {
   const ModelConfig& c = config_;
   kernels::rope_cache(rope_params(il), pos, rope_cache);
-  const auto layout = c.rope_layout == RopeLayout::kAdjacent ? kernels::RopeLayout::kRopeNormal
-                                                             : kernels::RopeLayout::kRopeNeox;
+  const kernels::RopeLayout layout = rope_layout();
   kernels::rope_apply(isa_, layout, rope_cache, c.rope_dims, &q_[t * c.q_dim()], c.n_heads,
                       c.head_dim);
   kernels::rope_apply(isa_, layout, rope_cache, c.rope_dims, &k_[t * c.kv_dim()], c.n_kv_heads,

@@ -75,6 +75,7 @@ class ForwardPass {
   void normalize_qk_heads(const LayerWeights& l, int64_t t);
   void rotate_qk(int64_t il, int64_t t, int64_t pos, float* rope_cache);
   kernels::RopeParams rope_params(int64_t il) const;
+  kernels::RopeLayout rope_layout() const;  // the model's pair layout, in the kernels' terms
   void record_keys(int64_t t, int64_t il);
   void store_kv(int64_t il, int64_t t, const ForwardSequence& s, int64_t pos, KvPages& kv);
   void add_attention_output(const LayerWeights& l, int64_t n_tokens, ThreadPool& pool);

@@ -73,6 +73,16 @@ static inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+// bf16 attention operands (paged_attention.h, bf16 K/V): a bf16 of magnitude below 2^-40 counts as
+// zero. Products and sums of such operands are then multiples of 2^-94 and never subnormal, the
+// one range where vdpbf16ps (which flushes subnormals) and two fmas (which keep them) differ.
+inline constexpr uint16_t kBf16TinyBits = 0x2B80;  // 2^-40 as bf16 bits
+static inline uint16_t bf16_flush_tiny(uint16_t h) {
+  return (h & 0x7fffu) < kBf16TinyBits ? static_cast<uint16_t>(h & 0x8000u) : h;
+}
+// x rounded to such an operand (to nearest even), as a float.
+static inline float bf16_operand(float x) { return bf16_to_f32(bf16_flush_tiny(f32_to_bf16(x))); }
+
 // Row converters: dst[i] = convert(src[i]) for i in [0, n).
 void convert_f32_to_fp16(Isa isa, const float* src, uint16_t* dst, int64_t n);
 void convert_fp16_to_f32(Isa isa, const uint16_t* src, float* dst, int64_t n);

@@ -45,7 +45,8 @@ void put(KvFormat f, uint8_t* data, int64_t index, float x, float inv_scale) {
       return;
     }
     case KvFormat::kBF16: {
-      const uint16_t h = f32_to_bf16(x);
+      // Tiny elements stored as zero: the operands the bf16 attention order needs.
+      const uint16_t h = bf16_flush_tiny(f32_to_bf16(x));
       std::memcpy(data + 2 * index, &h, 2);
       return;
     }

@@ -6,10 +6,11 @@
 //   keys   data [dim][page_size]   scales [groups][page_size]   (scale of slot j, group g at
 //                                                                  g * page_size + j)
 //   values data [page_size][dim]   scales [page_size][groups]
-// Element types: f16, bf16, f32 (no scales); int8: a fp16 scale per kKvGroup elements of a row
-// (per row when dim is not a multiple of kKvGroup), codes in [-127, 127]; int4: two codes a byte,
-// the even slot (keys) or even element (values) in the low nibble, a code standing for the level
-// kKvInt4Levels[code] in units of its scale (which may be negative), and:
+// Element types: f16, bf16 (an element of magnitude below 2^-40 stored as zero: the bf16
+// attention order of paged_attention.h needs it), f32 (no scales); int8: a fp16 scale per kKvGroup
+// elements of a row (per row when dim is not a multiple of kKvGroup), codes in [-127, 127]; int4:
+// two codes a byte, the even slot (keys) or even element (values) in the low nibble, a code
+// standing for the level kKvInt4Levels[code] in units of its scale (which may be negative), and:
 //   int4 keys    after the codes, a fp16 master per slot [page_size], then an int8 sub-scale per
 //                kKvInt4KeyGroup elements [dim / 16][page_size]; the scale of group g of slot j is
 //                float(sub) * (fp32(master) * 2^-7). A sub-scale costs half the bits of a fp16

@@ -7,6 +7,7 @@
 
 #include "kernels/attention_metric.h"
 #include "kernels/exp_approx.h"
+#include "kernels/fp16.h"
 #include "kernels/kv_format.h"
 
 namespace drift::kernels {
@@ -31,27 +32,35 @@ const uint8_t* value_block(const PagedKv& kv, int64_t p) {
 
 // One query; `metric` non-null: its squared probabilities are added there too. `sink`: its sink
 // logit (-inf: none).
+// (q is already q' in the bf16 order.)
 void attend_one(const AttentionShape& shape, const PagedKv& kv, const float* q, int64_t first,
                 int64_t last, float sink, float* out, float* s, float* metric) {
+  const bool bf16 = attends_in_bf16(kv.format);
   float m = sink;
   for (int64_t p = first; p <= last; ++p) {
     const uint8_t* k = key_block(kv, p);
     const int64_t slot = p % kv.page_size;
     float acc = 0.0f;
-    for (int64_t e = 0; e < shape.head_dim; ++e)
+    for (int64_t i = 0; i < shape.head_dim; ++i) {
+      const int64_t e = bf16 ? pair_swapped(i, shape.head_dim) : i;
       acc = std::fma(q[e], kv_load_key(kv.format, k, shape.head_dim, kv.page_size, slot, e), acc);
+    }
     s[p - first] = acc * shape.scale;
     m = std::max(m, s[p - first]);
   }
   double sum = 0.0;
   for (int64_t p = first; p <= last; ++p) {
     s[p - first] = exp_approx(s[p - first] - m);
+    if (bf16) s[p - first] = bf16_operand(s[p - first]);
     sum += static_cast<double>(s[p - first]);
   }
   sum += static_cast<double>(exp_approx(sink - m));
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t d = 0; d < shape.head_dim_v; ++d) out[d] = 0.0f;
-  for (int64_t p = first; p <= last; ++p) {
+  // In the bf16 order, i runs over whole pairs and p = i ^ 1 skips what is out of [first, last].
+  for (int64_t i = bf16 ? first & ~int64_t{1} : first; i <= (bf16 ? last | 1 : last); ++i) {
+    const int64_t p = bf16 ? i ^ 1 : i;
+    if (p < first || p > last) continue;
     const uint8_t* v = value_block(kv, p);
     const int64_t slot = p % kv.page_size;
     for (int64_t d = 0; d < shape.head_dim_v; ++d)
@@ -87,8 +96,8 @@ void attend_block(Isa isa, const AttentionShape& shape, const PagedKv& kv,
                asks_metric(queries.metric, queries.metric_lanes, i) ? queries.metric : nullptr);
 }
 
-// Rotated queries, kAttentionLanes x head_dim floats, come first in the scratch (a multiple of 16
-// floats, so the paths' part keeps the caller's alignment).
+// Rotated (or bf16 order) queries, kAttentionLanes x head_dim floats, come first in the scratch (a
+// multiple of 16 floats, so the paths' part keeps the caller's alignment).
 int64_t rotated_query_floats(const AttentionShape& shape) {
   return (kAttentionLanes * shape.head_dim + 15) / 16 * 16;
 }
@@ -99,13 +108,16 @@ int64_t paged_attention_scratch_floats(const AttentionShape& shape, int64_t max_
   return rotated_query_floats(shape) + inner_scratch_floats(shape, max_last);
 }
 
-bool ValueRowCache::prepare(const PagedKv& kv, int64_t p0, int64_t p1, int64_t* missing) {
+bool ValueRowCache::prepare(const PagedKv& kv, int64_t p0, int64_t p1, int64_t* missing,
+                            bool as_pairs) {
   if (rows == nullptr || p1 - p0 + 1 > capacity) return false;
-  const bool same_kv = values == kv.values && page_table == kv.page_table && format == kv.format;
+  const bool same_kv = values == kv.values && page_table == kv.page_table && format == kv.format &&
+                       pairs == as_pairs;
   if (!same_kv || p0 < begin || p0 > end || p1 + 1 - begin > capacity) {
     values = kv.values;
     page_table = kv.page_table;
     format = kv.format;
+    pairs = as_pairs;
     begin = end = p0;
   }
   *missing = end;
@@ -129,6 +141,12 @@ void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
       float* q = scratch + i * shape.head_dim;
       std::copy(queries.q[i], queries.q[i] + shape.head_dim, q);
       kv_rotate(q, shape.head_dim);
+      rotated.q[i] = q;
+    }
+  } else if (attends_in_bf16(kv.format)) {  // q' of the bf16 order, for every path
+    for (int64_t i = 0; i < queries.n; ++i) {
+      float* q = scratch + i * shape.head_dim;
+      for (int64_t e = 0; e < shape.head_dim; ++e) q[e] = bf16_operand(queries.q[i][e]);
       rotated.q[i] = q;
     }
   }

@@ -22,6 +22,20 @@
 // of the softmax and has no value), -inf without sinks: then max and sum are bitwise those of
 // plain softmax (exp_approx(-inf) = +0).
 // where k_p[e], v_p[d] are the dequantized elements of kv_format.h (fp32(x), or code * scale).
+//
+// BF16 ORDER (bf16 K/V): the products are of two bf16 operands, what AVX-512 BF16's vdpbf16ps
+// computes 32 to an instruction (twice an fma's), added in its order. With
+//   q'[e] = bf16_operand(q[e]), w'[p] = bf16_operand(w[p])   (kernels/fp16.h: to nearest even,
+//   magnitudes below 2^-40 to zero; stored bf16 K/V elements are such operands already),
+//   s[p] = (fma chain over e in pair-swapped order of q'[e] * k_p[e], from +0) * scale
+//   sum  = double sum of w'[p] in increasing p, then + double(exp_approx(sink - m))
+//   o[d] = fma chain over the visible p in pair-swapped order of w'[p] * v_p[d], from +0
+// where pair-swapped order is 1, 0, 3, 2, ... (2j + 1 before 2j; an index whose partner is out of
+// the range alone): vdpbf16ps adds the odd product of a pair first. Such operands keep every
+// product and partial sum a multiple of 2^-94, never subnormal, so the fma chain is bitwise what
+// vdpbf16ps (which flushes subnormals) gives, and the paths without it run it with fmas. A chain
+// never holds -0, so a zero product leaves it as it is: vdpbf16ps may add a partner the query does
+// not see with weight 0.
 // For a rotated format (int4) q is first rotated (kv_rotate) and out rotated back at the end, by
 // the same scalar code on every ISA.
 // A query's result depends only on its own q, its range and the K/V rows in that range — not on
@@ -38,6 +52,11 @@
 namespace drift::kernels {
 
 inline constexpr int64_t kAttentionLanes = 16;  // queries per block (one AVX-512 register)
+
+// Whether a KV format's attention runs in the bf16 order above (bf16 K/V) or the fp32 one.
+constexpr bool attends_in_bf16(KvFormat format) { return format == KvFormat::kBF16; }
+// Term i of a chain of n in pair-swapped order.
+constexpr int64_t pair_swapped(int64_t i, int64_t n) { return (i ^ 1) < n ? (i ^ 1) : i; }
 
 // K and V of one (layer, KV head) across pages: the block of page `pg` is at base + pg * stride.
 // Keys are stored transposed, [head_dim][page_size] (element e of the page's positions side by
@@ -97,6 +116,7 @@ struct ValueRowCache {
   const uint8_t* values = nullptr;
   const int32_t* page_table = nullptr;
   KvFormat format = KvFormat::kF16;
+  bool pairs = false;  // rows (rows_for) or bf16 pairs (pairs_for)
   int64_t begin = 0, end = 0;
 
   void reset() {
@@ -107,7 +127,7 @@ struct ValueRowCache {
   // For a block reading value rows [p0, p1] of `kv`: false when they do not fit (the block then
   // converts its own); else the rows from *missing to p1 are the caller's to write at row(),
   // after which the cache holds [p0, p1] (*missing > p1: it held them all).
-  bool prepare(const PagedKv& kv, int64_t p0, int64_t p1, int64_t* missing);
+  bool prepare(const PagedKv& kv, int64_t p0, int64_t p1, int64_t* missing, bool as_pairs = false);
   float* row(int64_t p, int64_t head_dim_v) const { return rows + (p - begin) * head_dim_v; }
   // Value rows [p0, p1] as fp32 rows of head_dim_v, converting through convert(p, n, out) (rows
   // [p, p + n) into out) only the ones not held yet; null when they do not fit.
@@ -117,6 +137,20 @@ struct ValueRowCache {
     int64_t missing;
     if (!prepare(kv, p0, p1, &missing)) return nullptr;
     if (missing <= p1) convert(missing, p1 + 1 - missing, row(missing, head_dim_v));
+    return row(p0, head_dim_v);
+  }
+  // The bf16 order's value pairs for AVX-512 BF16 (p0 even): pair (x, x + 1), x even, as
+  // head_dim_v dwords of two bf16 (x + 1's in the high half, zero while x + 1 > p1) at row(x), for
+  // x in [p0, p1]; convert(x0, out) writes the pairs from x0 to p1 from row(x0) on. A pair that was
+  // written with a zero partner is written again once its partner is in a range: the partner's
+  // row may not have existed before.
+  template <class Convert>
+  const float* pairs_for(const PagedKv& kv, int64_t head_dim_v, int64_t p0, int64_t p1,
+                         Convert convert) {
+    int64_t missing;
+    if (!prepare(kv, p0, p1, &missing, /*as_pairs=*/true)) return nullptr;
+    const int64_t x0 = missing & ~int64_t{1};
+    if (missing <= p1) convert(x0, row(x0, head_dim_v));
     return row(p0, head_dim_v);
   }
 };

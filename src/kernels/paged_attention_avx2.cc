@@ -118,7 +118,8 @@ inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int
     __m256 group_scale[B];
     for (int b = 0; b < B; ++b)
       group_scale[b] = paged_kv::key_scales8<F>(block[b], D, ps, slot[b], g0 / group);
-    for (int64_t e = g0; e < g0 + group; ++e) {
+    for (int64_t t = g0; t < g0 + group; ++t) {
+      const int64_t e = attends_in_bf16(F) ? pair_swapped(t, D) : t;
       __m256 k[B];
       for (int b = 0; b < B; ++b)
         k[b] = paged_kv::keys8<F>(block[b], ps, slot[b], e, group_scale[b]);
@@ -153,15 +154,29 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const
   paged_kv::ValueRowCursor row(kv, first);
   paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
                                   last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
-  for (int64_t p = first; p <= last; ++p, row.next()) {
-    if (row.slot() == 0 || p == first) ahead.at(row.page());
+  // Adds position p's row, read at `at`, to every query's chains.
+  auto add_row = [&](int64_t p, const paged_kv::ValueRowCursor& at) {
     __m256 v[C];
     for (int c = 0; c < C; ++c)
-      v[c] = paged_kv::values8<F>(row.block(), DV, kv.page_size, row.slot(), d0 + 8 * c, width[c]);
+      v[c] = paged_kv::values8<F>(at.block(), DV, kv.page_size, at.slot(), d0 + 8 * c, width[c]);
     for (int i = 0; i < Q; ++i) {
       const __m256 w = _mm256_set1_ps(weights[i * span + (p - base)]);
       for (int c = 0; c < C; ++c) o[i][c] = _mm256_fmadd_ps(w, v[c], o[i][c]);
     }
+  };
+  for (int64_t p = first; p <= last; ++p, row.next()) {
+    if (row.slot() == 0 || p == first) ahead.at(row.page());
+    if (attends_in_bf16(F) && p % 2 == 0 && p < last) {  // the pair p, p + 1: p + 1 first
+      paged_kv::ValueRowCursor odd = row;
+      odd.next();
+      if (odd.slot() == 0) ahead.at(odd.page());
+      add_row(p + 1, odd);
+      add_row(p, row);
+      ++p;
+      row.next();
+      continue;
+    }
+    add_row(p, row);
   }
   for (int i = 0; i < Q; ++i) {
     const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum[i]));
@@ -224,7 +239,9 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t j = 0; j < span; j += 8) {
     for (int i = 0; i < N; ++i) {
       float* s = scores + i * span + j;
-      _mm256_storeu_ps(s, exp8(_mm256_sub_ps(_mm256_loadu_ps(s), mi[i])));
+      __m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(s), mi[i]));
+      if constexpr (attends_in_bf16(F)) w = bf16_operand8(w);
+      _mm256_storeu_ps(s, w);
     }
     for (int l = 0; l < 8; ++l)
       for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j + l]);
@@ -324,7 +341,8 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
                                    [&](int64_t e, __m256 k) { _mm256_store_ps(kf + e * 8, k); });
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int64_t e = 0; e < D; ++e) {
+    for (int64_t t = 0; t < D; ++t) {
+      const int64_t e = attends_in_bf16(F) ? pair_swapped(t, D) : t;
       const __m256 qe = _mm256_load_ps(qT + e * kLanes);
       for (int j = 0; j < 8; ++j)
         acc[j] = _mm256_fmadd_ps(qe, _mm256_broadcast_ss(kf + e * 8 + j), acc[j]);
@@ -345,7 +363,8 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   __m256d sum_lo = _mm256_setzero_pd(), sum_hi = _mm256_setzero_pd();
   for (int64_t p = p0; p <= p1; ++p) {
     float* s = scores + (p - base) * kLanes;
-    const __m256 w = exp8(_mm256_sub_ps(_mm256_load_ps(s), m));
+    __m256 w = exp8(_mm256_sub_ps(_mm256_load_ps(s), m));
+    if constexpr (attends_in_bf16(F)) w = bf16_operand8(w);
     _mm256_store_ps(s, w);
     sum_lo = _mm256_add_pd(sum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(w)));
     sum_hi = _mm256_add_pd(sum_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(w, 1)));
@@ -358,22 +377,25 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
 
   // Weighted values, 8 output dimensions at a time over blocks of value rows.
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
-  // Row p of the values at rows + (p - p0) * DV, or per block in vf.
+  // Row p of the values at rows + (p - v0) * DV, or per block in vf. In the bf16 order blocks
+  // start at an even position (p0 - 1 is seen by no lane) so that no pair straddles two.
+  const int64_t v0 = attends_in_bf16(F) ? p0 & ~int64_t{1} : p0;
   const float* rows = cache == nullptr
                           ? nullptr
-                          : cache->rows_for(kv, DV, p0, p1, [&](int64_t p, int64_t n, float* out) {
+                          : cache->rows_for(kv, DV, v0, p1, [&](int64_t p, int64_t n, float* out) {
                               convert_value_rows<F>(kv, DV, p, n, out);
                             });
-  for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
+  for (int64_t pb = v0; pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
-    const float* block_rows = rows != nullptr ? rows + (pb - p0) * DV : vf;
+    const float* block_rows = rows != nullptr ? rows + (pb - v0) * DV : vf;
     if (rows == nullptr) convert_value_rows<F>(kv, DV, pb, np, vf);
     // W output dimensions of every lane's query over the block's rows; W is a template
     // parameter so that the accumulators stay in registers (8 but for a row's last chunk).
     auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
       __m256 acc[W];
       for (int u = 0; u < W; ++u) acc[u] = _mm256_load_ps(oT + (dc + u) * kLanes);
-      for (int64_t j = 0; j < np; ++j) {
+      for (int64_t t = 0; t < np; ++t) {
+        const int64_t j = attends_in_bf16(F) ? pair_swapped(t, np) : t;
         const int64_t p = pb + j;
         const __m256 w = _mm256_load_ps(scores + (p - base) * kLanes);
         const float* v = block_rows + j * DV + dc;

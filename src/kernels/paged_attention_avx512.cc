@@ -9,9 +9,11 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/attention_avx512.h"
 #include "kernels/attention_metric.h"
 #include "kernels/attention_sinks.h"
 #include "kernels/exp_approx.h"
+#include "kernels/fp16.h"
 #include "kernels/paged_attention.h"
 #include "kernels/paged_kv_avx2.h"
 
@@ -22,29 +24,23 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
 }  // namespace avx2
 
 namespace avx512 {
+namespace bf16 {  // paged_attention_avx512_bf16.cc, for CPUs with AVX-512 BF16
+// Scores of the 16 query lanes over positions [base, p1] (base a multiple of 16) as
+// attend_query_lanes stores them, from query_pairs [16][(D + 1) / 2]: dword j of query i holds
+// q'[2j] (low half) and q'[2j + 1]. Returns the lanes' running max.
+__m512 score_rows(const uint32_t* query_pairs, int64_t D, const PagedKv& kv, int64_t base,
+                  int64_t p1, __m512i first, __m512i last, float scale, float* scores);
+// Value pairs (ValueRowCache::pairs_for's layout) from x0 (even) to p1 into out.
+void convert_value_pairs(const PagedKv& kv, int64_t DV, int64_t x0, int64_t p1, float* out);
+// oT[d][lane] += the weighted values of positions [pb, pb + np) (pb even): weights in rows of
+// 16 lanes from `weights` (bf16 operands; row np is read when np is odd), value pairs from `pairs`.
+void weigh_value_block(const float* weights, int64_t np, const float* pairs, int64_t DV, float* oT);
+}  // namespace bf16
+
 namespace {
 
 constexpr int kLanes = 16;
 constexpr int64_t kValueBlock = 32;
-
-// exp_approx on 16 lanes, bit-identical: the operations of exp_approx.h, with 2^n applied by
-// vscalefps (one rounding, as the scalar path's two exact power-of-two factors give).
-inline __m512 exp16(__m512 x) {
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
-  const __m512 round = _mm512_set1_ps(kExpRound);
-  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(kExpLog2e), round), round);
-  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kExpLn2Lo),
-                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(kExpLn2Hi), xc));
-  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kExpC5), r, _mm512_set1_ps(kExpC4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC1));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC0));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-  p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-  return _mm512_mask_mov_ps(_mm512_scalef_ps(p, n), nan, x);
-}
 
 // Scales of group g of key slots [slot, slot + 16) (a multiple of 16), as lanes (unused for the
 // float types); int4's as paged_kv::key_scales8 computes them.
@@ -138,41 +134,6 @@ void convert_value_rows(const PagedKv& kv, int64_t dim, int64_t p, int64_t n, fl
   }
 }
 
-// In place, a 16x16 transpose: lane j of a[i] becomes lane i of a[j].
-inline void transpose16(__m512 (&a)[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved
-    t[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {  // 4x4 blocks within each 128-bit lane
-    a[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    a[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    a[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    a[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  // Then the 4x4 arrangement of those 128-bit blocks.
-  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
-  const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-  for (int g = 0; g < 2; ++g)
-    for (int r = 0; r < 4; ++r) {
-      t[8 * g + r] = _mm512_permutex2var_ps(a[8 * g + r], lo, a[8 * g + 4 + r]);
-      t[8 * g + 4 + r] = _mm512_permutex2var_ps(a[8 * g + r], hi, a[8 * g + 4 + r]);
-    }
-  const __m512i lo2 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-  const __m512i hi2 =
-      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  for (int r = 0; r < 8; ++r) {
-    a[r] = _mm512_permutex2var_ps(t[r], lo2, t[8 + r]);
-    a[8 + r] = _mm512_permutex2var_ps(t[r], hi2, t[8 + r]);
-  }
-}
-
-__mmask16 visible(__m512i first, __m512i last, int64_t p) {
-  const __m512i pv = _mm512_set1_epi32(static_cast<int32_t>(p));
-  return _mm512_cmple_epi32_mask(first, pv) & _mm512_cmple_epi32_mask(pv, last);
-}
-
 template <KvFormat F>
 void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
                         const AttentionQueries& queries, float* scratch, ValueRowCache* cache) {
@@ -194,13 +155,15 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m512i last = _mm512_load_si512(last_a);
   const int64_t base = p0 / 16 * 16;
 
-  // Scratch (64-byte aligned parts): qv [16][D], scores [p1 - base + 1][16], vf [32][DV],
-  // oT [DV][16].
+  // Scratch (64-byte aligned parts): qv [16][D], scores [p1 - base + 1][16] (and a row past
+  // p1), vf [32][DV], oT [DV][16], bf16 query pairs [16][(D + 1) / 2] (paged_attention.cc
+  // allots the floats the AVX2 path converts a key block into, 8 D, which they fit in).
   auto round16 = [](int64_t v) { return (v + 15) / 16 * 16; };
   float* qv = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
   float* scores = qv + round16(D * kLanes);
   float* vf = scores + round16(p1 + 1) * kLanes;
   float* oT = vf + round16(kValueBlock * DV);
+  uint32_t* query_pairs = reinterpret_cast<uint32_t*>(oT + round16(DV * kLanes));
   // (Whole rows: an element-wise copy here was 5% of the prefill attention.)
   for (int i = 0; i < kLanes; ++i) {
     if (i < n) {
@@ -219,7 +182,17 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   const int64_t group = paged_kv::group_of<F>(D);
   __m512 m = neg_inf;
-  for (int64_t pb = base; pb <= p1; pb += 16) {
+  if constexpr (F == KvFormat::kBF16) {  // vdpbf16ps (the queries are already q')
+    const int64_t pairs = (D + 1) / 2;
+    for (int i = 0; i < kLanes; ++i)
+      for (int64_t j = 0; j < pairs; ++j) {
+        const uint32_t even = f32_to_bits(qv[i * D + 2 * j]) >> 16;
+        const uint32_t odd = 2 * j + 1 < D ? f32_to_bits(qv[i * D + 2 * j + 1]) >> 16 : 0;
+        query_pairs[i * pairs + j] = even | odd << 16;
+      }
+    m = bf16::score_rows(query_pairs, D, kv, base, p1, first, last, shape.scale, scores);
+  }
+  for (int64_t pb = base; F != KvFormat::kBF16 && pb <= p1; pb += 16) {
     const uint8_t* block =
         paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
     const int64_t slot = pb % kv.page_size;
@@ -250,7 +223,8 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   __m512d sum_lo = _mm512_setzero_pd(), sum_hi = _mm512_setzero_pd();
   for (int64_t p = p0; p <= p1; ++p) {
     float* s = scores + (p - base) * kLanes;
-    const __m512 w = exp16(_mm512_sub_ps(_mm512_load_ps(s), m));
+    __m512 w = exp16(_mm512_sub_ps(_mm512_load_ps(s), m));
+    if constexpr (attends_in_bf16(F)) w = bf16_operand16(w);
     _mm512_store_ps(s, w);
     sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(w)));
     sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(w, 1)));
@@ -262,13 +236,30 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   }
 
   for (int64_t d = 0; d < DV * kLanes; ++d) oT[d] = 0.0f;
+  if constexpr (F == KvFormat::kBF16) {
+    // Pairs of positions from an even one: the partners p0 - 1 and p1 + 1 that no lane sees get
+    // weight 0 (their score rows are -inf or unwritten).
+    const int64_t v0 = p0 & ~int64_t{1};
+    if (v0 < p0) _mm512_store_ps(scores + (v0 - base) * kLanes, _mm512_setzero_ps());
+    if (p1 % 2 == 0) _mm512_store_ps(scores + (p1 + 1 - base) * kLanes, _mm512_setzero_ps());
+    const float* pairs =
+        cache == nullptr ? nullptr : cache->pairs_for(kv, DV, v0, p1, [&](int64_t x0, float* out) {
+          bf16::convert_value_pairs(kv, DV, x0, p1, out);
+        });
+    for (int64_t pb = v0; pb <= p1; pb += kValueBlock) {
+      const int64_t np = std::min(kValueBlock, p1 - pb + 1);
+      if (pairs == nullptr) bf16::convert_value_pairs(kv, DV, pb, pb + np - 1, vf);
+      bf16::weigh_value_block(scores + (pb - base) * kLanes, np,
+                              pairs != nullptr ? pairs + (pb - v0) * DV : vf, DV, oT);
+    }
+  }
   // Row p of the values at rows + (p - p0) * DV, or per block in vf.
-  const float* rows = cache == nullptr
+  const float* rows = F == KvFormat::kBF16 || cache == nullptr
                           ? nullptr
                           : cache->rows_for(kv, DV, p0, p1, [&](int64_t p, int64_t n, float* out) {
                               convert_value_rows<F>(kv, DV, p, n, out);
                             });
-  for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
+  for (int64_t pb = p0; F != KvFormat::kBF16 && pb <= p1; pb += kValueBlock) {
     const int64_t np = std::min(kValueBlock, p1 - pb + 1);
     const float* block_rows = rows != nullptr ? rows + (pb - p0) * DV : vf;
     if (rows == nullptr) convert_value_rows<F>(kv, DV, pb, np, vf);
@@ -359,7 +350,8 @@ inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int
     __m512 group_scale[B];
     for (int b = 0; b < B; ++b)
       group_scale[b] = key_scales16<F>(block[b], D, ps, slot[b], g0 / group);
-    for (int64_t e = g0; e < g0 + group; ++e) {
+    for (int64_t t = g0; t < g0 + group; ++t) {
+      const int64_t e = attends_in_bf16(F) ? pair_swapped(t, D) : t;
       __m512 k[B];
       for (int b = 0; b < B; ++b) k[b] = keys16<F>(block[b], ps, slot[b], e, group_scale[b]);
       for (int i = 0; i < N; ++i) {
@@ -404,16 +396,29 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64
   paged_kv::ValueRowCursor row(kv, first);
   paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
                                   last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
-  for (int64_t p = first; p <= last; ++p, row.next()) {
-    if (row.slot() == 0 || p == first) ahead.at(row.page());
+  // Adds position p's row, read at `at`, to every query's chains.
+  auto add_row = [&](int64_t p, const paged_kv::ValueRowCursor& at) {
     __m512 v[C];
     for (int c = 0; c < C; ++c)
-      v[c] =
-          value_lanes16<F>(row.block(), kv.page_size, DV, row.slot(), d0 + 16 * c, chunk_width[c]);
+      v[c] = value_lanes16<F>(at.block(), kv.page_size, DV, at.slot(), d0 + 16 * c, chunk_width[c]);
     for (int i = 0; i < Q; ++i) {
       const __m512 w = _mm512_set1_ps(weights[i * span + (p - base)]);
       for (int c = 0; c < C; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
     }
+  };
+  for (int64_t p = first; p <= last; ++p, row.next()) {
+    if (row.slot() == 0 || p == first) ahead.at(row.page());
+    if (attends_in_bf16(F) && p % 2 == 0 && p < last) {  // the pair p, p + 1: p + 1 first
+      paged_kv::ValueRowCursor odd = row;
+      odd.next();
+      if (odd.slot() == 0) ahead.at(odd.page());
+      add_row(p + 1, odd);
+      add_row(p, row);
+      ++p;
+      row.next();
+      continue;
+    }
+    add_row(p, row);
   }
   for (int i = 0; i < Q; ++i) {
     const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum[i]));
@@ -482,7 +487,9 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   for (int64_t j = 0; j < span; j += 16) {
     for (int i = 0; i < N; ++i) {
       float* sc = scores + i * span + j;
-      _mm512_store_ps(sc, exp16(_mm512_sub_ps(_mm512_load_ps(sc), mi[i])));
+      __m512 w = exp16(_mm512_sub_ps(_mm512_load_ps(sc), mi[i]));
+      if constexpr (attends_in_bf16(F)) w = bf16_operand16(w);
+      _mm512_store_ps(sc, w);
     }
     for (int l = 0; l < 16; ++l)
       for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j + l]);
@@ -548,7 +555,10 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
         return attend_one_token_group<KvFormat::kInt4>(shape, kv, queries, scratch);
     }
   }
-  if (one_range || queries.n <= 8 || kv.page_size % 16 != 0)
+  // bf16 K/V without AVX-512 BF16 (Skylake to Ice Lake): the AVX2 code's fmas.
+  static const bool has_bf16 = detect_cpu_features().avx512bf16;
+  if (one_range || queries.n <= 8 || kv.page_size % 16 != 0 ||
+      (kv.format == KvFormat::kBF16 && !has_bf16))
     return avx2::paged_attention(shape, kv, queries, scratch, cache);
   switch (kv.format) {
     case KvFormat::kF16:

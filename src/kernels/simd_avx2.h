@@ -51,5 +51,20 @@ inline float reduce16(__m256 a, __m256 b) {
   return _mm_cvtss_f32(z);
 }
 
+// bf16_operand (fp16.h) on 8 lanes, bit-identical: round to nearest even on the bits, NaN made
+// quiet as f32_to_bf16 does, magnitudes below 2^-40 to a zero of their sign.
+inline __m256 bf16_operand8(__m256 x) {
+  const __m256i b = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  r = _mm256_blendv_epi8(r, _mm256_or_si256(b, _mm256_set1_epi32(64 << 16)), nan);
+  r = _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+  const __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x2B800000),
+                                          _mm256_and_si256(r, _mm256_set1_epi32(0x7fffffff)));
+  return _mm256_castsi256_ps(
+      _mm256_andnot_si256(_mm256_and_si256(tiny, _mm256_set1_epi32(0x7fffffff)), r));
+}
+
 }  // namespace
 }  // namespace drift::kernels::avx2

@@ -185,6 +185,27 @@ TEST(KvFormat, AZeroRowReadsZero) {
   }
 }
 
+// bf16 K/V store elements below 2^-40 in magnitude as zero (of their sign), what the bf16
+// attention order (paged_attention.h) assumes of its operands; the rest round to nearest even.
+TEST(KvFormat, Bf16StoresTinyElementsAsZero) {
+  const std::vector<float> row = {0x1p-40f, 0x1.ffp-41f, -0x1p-41f,      1e-30f,
+                                  -3e-39f,  0.0f,        1.0f + 0x1p-8f, -2.5f};
+  const std::vector<float> want = {0x1p-40f, 0x1p-40f, -0.0f, 0.0f, -0.0f, 0.0f, 1.0f, -2.5f};
+  const int64_t dim = static_cast<int64_t>(row.size());
+  for (Isa isa : supported_isas(detect_cpu_features())) {
+    std::vector<uint8_t> keys(kv_key_block_bytes(KvFormat::kBF16, dim, 2), 0xff);
+    std::vector<uint8_t> values(kv_value_block_bytes(KvFormat::kBF16, dim, 2), 0xff);
+    kv_store_key(isa, KvFormat::kBF16, keys.data(), dim, 2, 1, row.data());
+    kv_store_value(isa, KvFormat::kBF16, values.data(), dim, 2, 1, row.data());
+    for (int64_t e = 0; e < dim; ++e) {
+      const float k = kv_load_key(KvFormat::kBF16, keys.data(), dim, 2, 1, e);
+      const float v = kv_load_value(KvFormat::kBF16, values.data(), dim, 2, 1, e);
+      EXPECT_EQ(f32_to_bits(k), f32_to_bits(want[e])) << isa_name(isa) << " key " << e;
+      EXPECT_EQ(f32_to_bits(v), f32_to_bits(want[e])) << isa_name(isa) << " value " << e;
+    }
+  }
+}
+
 TEST(KvFormat, BlockBytesHoldCodesAndScales) {
   EXPECT_EQ(kv_key_block_bytes(KvFormat::kF16, 64, 16), 2048);
   EXPECT_EQ(kv_value_block_bytes(KvFormat::kF32, 64, 16), 4096);

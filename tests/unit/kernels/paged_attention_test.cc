@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/fp16.h"
 #include "kernels/kv_format.h"
 
 namespace drift::kernels {
@@ -178,7 +179,7 @@ TEST(PagedAttention, EveryIsaEqualsScalarBitwise) {
 // after a reset().
 TEST(PagedAttention, ValueRowCacheChangesNoResult) {
   uint32_t seed = 41;
-  for (KvFormat format : {KvFormat::kF16, KvFormat::kInt8, KvFormat::kInt4}) {
+  for (KvFormat format : {KvFormat::kF16, KvFormat::kBF16, KvFormat::kInt8, KvFormat::kInt4}) {
     const int64_t positions = 300;
     KvSetup a = make_setup(64, 64, positions, 16, seed++, 16, format);
     const KvSetup b = make_setup(64, 64, positions, 16, seed++, 16, format);
@@ -195,7 +196,9 @@ TEST(PagedAttention, ValueRowCacheChangesNoResult) {
       std::vector<Query> block;
     };
     std::vector<Call> calls;
-    for (int64_t t = 0; t + 6 <= 120; t += 6) calls.push_back({&a, causal(t, 6)});
+    // Blocks of 5 tokens end on even and odd positions: a bf16 value pair cached with its
+    // partner still out of range must be completed when a later block reaches it.
+    for (int64_t t = 0; t + 5 <= 120; t += 5) calls.push_back({&a, causal(t, 5)});
     calls.push_back({&b, causal(200, 6)});
     for (int64_t t = 120; t + 6 <= positions; t += 6) calls.push_back({&a, causal(t, 6)});
     calls.push_back({&a, causal(250, 6, 40)});  // rows [211, 255]: inside the cached ones
@@ -407,9 +410,15 @@ std::vector<float> value_row(const KvSetup& s, int64_t p) {
   return v;
 }
 
+// Query element e as the format's order multiplies it: q' (bf16_operand) in the bf16 order.
+double query_operand(KvFormat format, float q) {
+  return attends_in_bf16(format) ? bf16_operand(q) : q;
+}
+
 // Against attention in double over the same (dequantized) K/V: the score chains (head_dim fmas and
 // a scale), exp_approx (< 4 ulp), the weight sum and the output chains bound the error; 1e-4
-// relative to the output's magnitude holds with a wide margin for these sizes.
+// relative to the output's magnitude holds with a wide margin for these sizes. The bf16 order
+// rounds each weight to 8 bits (relative error <= 2^-9, in the sum and in the output): 2^-8.
 TEST(PagedAttention, ScalarCloseToDouble) {
   const int64_t positions = 200, head_dim = 64;
   for (KvFormat format : kFormats) {
@@ -423,12 +432,13 @@ TEST(PagedAttention, ScalarCloseToDouble) {
         for (int64_t p = block[i].first; p <= block[i].last; ++p) {
           const std::vector<float> k = key_row(s, p);
           double dot = 0;
-          for (int64_t e = 0; e < head_dim; ++e) dot += double{q[e]} * k[e];
+          for (int64_t e = 0; e < head_dim; ++e) dot += query_operand(format, q[e]) * k[e];
           sc.push_back(dot * s.shape.scale);
           m = std::max(m, sc.back());
         }
         double sum = 0;
         for (double& v : sc) sum += (v = std::exp(v - m));
+        const double tolerance = attends_in_bf16(format) ? 0x1p-8 : 1e-4;
         for (int64_t d = 0; d < head_dim; ++d) {
           double o = 0, mag = 0;
           for (int64_t p = block[i].first; p <= block[i].last; ++p) {
@@ -436,7 +446,7 @@ TEST(PagedAttention, ScalarCloseToDouble) {
             o += sc[p - block[i].first] * v;
             mag += std::fabs(sc[p - block[i].first] * v);
           }
-          ASSERT_NEAR(got[i][d], o / sum, 1e-4 * mag / sum + 1e-7)
+          ASSERT_NEAR(got[i][d], o / sum, tolerance * mag / sum + 1e-7)
               << format_name(format) << " query " << i << " d=" << d;
         }
       }
@@ -527,7 +537,8 @@ TEST(PagedAttention, SinksCloseToDouble) {
 // The metric against squared probabilities computed in double over the same K/V: the probability
 // carries the weight's and the sum's error (the bound of ScalarCloseToDouble), its square twice
 // that; 1e-4 relative to the sum of squares plus an absolute 1e-9 for the vanishing ones holds
-// with a wide margin. A position no asking query sees keeps its sum.
+// with a wide margin (2^-6 for the bf16 order's 8-bit weights: 2^-9 from the weight and as much
+// from the sum, twice over in the square). A position no asking query sees keeps its sum.
 TEST(PagedAttention, MetricIsSquaredAttentionSummedOverQueries) {
   const int64_t positions = 200, head_dim = 64;
   for (KvFormat format : kFormats) {
@@ -543,7 +554,7 @@ TEST(PagedAttention, MetricIsSquaredAttentionSummedOverQueries) {
         for (int64_t p = block[i].first; p <= block[i].last; ++p) {
           const std::vector<float> k = key_row(s, p);
           double dot = 0;
-          for (int64_t e = 0; e < head_dim; ++e) dot += double{q[e]} * k[e];
+          for (int64_t e = 0; e < head_dim; ++e) dot += query_operand(format, q[e]) * k[e];
           sc.push_back(dot * s.shape.scale);
           m = std::max(m, sc.back());
         }
@@ -555,7 +566,7 @@ TEST(PagedAttention, MetricIsSquaredAttentionSummedOverQueries) {
         }
       }
       for (int64_t p = 0; p < positions; ++p)
-        ASSERT_NEAR(got[p], want[p], 1e-4 * want[p] + 1e-9)
+        ASSERT_NEAR(got[p], want[p], (attends_in_bf16(format) ? 0x1p-6 : 1e-4) * want[p] + 1e-9)
             << format_name(format) << " block of " << block.size() << " p=" << p;
     }
   }

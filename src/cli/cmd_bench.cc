@@ -32,7 +32,7 @@ struct BenchOptions {
   int repetitions = 3;
   int threads = 2;
   int64_t depth = 0;  // decode (tg) starts after this many cached positions, as llama-bench's -d
-  std::string kv_cache_dtype = "f16";
+  std::string kv_cache_dtype = "bf16";
   bool no_hybrid_kv = false;  // one KV group of every layer, as `drift serve --no-hybrid-kv`
 };
 

@@ -34,7 +34,7 @@ struct PerplexityOptions {
   int64_t context = 512;
   int threads = 2;
   std::optional<int64_t> max_chunks;
-  std::string kv_cache_dtype = "f16";
+  std::string kv_cache_dtype = "bf16";
   std::optional<double> kv_keep;  // set: compress as it goes
   std::string kv_evict = "attention";
   int64_t kv_compress_min_tokens = KvCompressConfig{}.min_tokens;

@@ -27,7 +27,7 @@ struct KVConfig {
   KVMemoryBudget budget = KVMemoryBudget::of_ram_fraction(0.1);
   // Element type of stored K/V: f16, bf16, f32, or int8/int4 codes with fp16 scales (kv_layout.h);
   // the budget above counts the chosen type's real bytes, so int8 holds ~1.9x the tokens of f16.
-  KVDtype dtype = KVDtype::kF16;
+  KVDtype dtype = KVDtype::kBF16;
   // Keep the full pages of finished (and preempted, cancelled) requests, and let a new request
   // that starts with the same tokens share them instead of computing them again (prefix_cache.h).
   // Outputs are identical with it on or off; only the time to first token changes.

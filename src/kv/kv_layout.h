@@ -42,7 +42,7 @@ struct KVLayout {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t page_size = 16;  // tokens per page
-  KVDtype dtype = KVDtype::kF16;
+  KVDtype dtype = KVDtype::kBF16;
   // [num_groups], group 0 full attention; empty: one full-attention group (a page holds every
   // layer).
   std::vector<KVGroup> groups = {};

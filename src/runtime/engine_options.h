@@ -28,7 +28,7 @@ struct EngineOptions {
   std::optional<double> kv_mib;
   double kv_ram_fraction = 0.1;
   int32_t page_size = 16;
-  std::string kv_cache_dtype = "f16";
+  std::string kv_cache_dtype = "bf16";
   std::string admission = "guaranteed";
   std::string policy = "fcfs";
   int32_t max_queued = 256;

@@ -19,6 +19,7 @@
 
 #include "kernels/attention_metric.h"
 #include "kernels/attention_sinks.h"
+#include "kernels/fp16.h"
 #include "kernels/paged_attention.h"
 #include "kernels/paged_kv_avx2.h"
 #include "kernels/simd_avx2.h"
@@ -452,6 +453,12 @@ void attend(bool one_range, const AttentionShape& shape, const PagedKv& kv,
 }
 
 }  // namespace
+
+void bf16_operands(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, bf16_operand8(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = bf16_operand(x[i]);
+}
 
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
                      const AttentionQueries& queries, float* scratch, ValueRowCache* cache) {

@@ -480,15 +480,8 @@ void ForwardPass::store_kv(int64_t il, int64_t t, const ForwardSequence& s, int6
     const int64_t slot = at % kv.page_size();
     kernels::kv_store_key(isa_, kv.format(), kv.keys(page, il, h), c.head_dim, kv.page_size(), slot,
                           k + h * c.head_dim);
-    if (kv.format() == kernels::KvFormat::kF16) {
-      // The SIMD row converter: bitwise what kv_store_value writes, without a call per element.
-      kernels::convert_f32_to_fp16(
-          isa_, v + h * c.head_dim_v,
-          reinterpret_cast<uint16_t*>(kv.values(page, il, h)) + slot * c.head_dim_v, c.head_dim_v);
-    } else {
-      kernels::kv_store_value(isa_, kv.format(), kv.values(page, il, h), c.head_dim_v,
-                              kv.page_size(), slot, v + h * c.head_dim_v);
-    }
+    kernels::kv_store_value(isa_, kv.format(), kv.values(page, il, h), c.head_dim_v, kv.page_size(),
+                            slot, v + h * c.head_dim_v);
   }
 }
 

@@ -282,41 +282,45 @@ std::vector<float> store_test_row(int kind, int64_t dim, std::mt19937& rng) {
   return x;
 }
 
-// Every ISA's int4 store writes the scalar reference's bytes: whole blocks compared after every
-// slot was written in a shuffled order over the same random bytes (neighbouring nibbles kept).
+// Every ISA's int4, f16 and bf16 store writes the scalar reference's bytes: whole blocks compared
+// after every slot was written in a shuffled order over the same random bytes (neighbouring
+// nibbles kept).
 TEST(KvStore, EveryIsaWritesTheScalarBytes) {
   std::mt19937 rng(21);
-  for (int64_t dim : {int64_t{32}, int64_t{64}, int64_t{96}, int64_t{128}, int64_t{256}}) {
-    for (int64_t page_size : {int64_t{2}, int64_t{16}}) {
-      std::vector<std::vector<float>> rows;
-      for (int64_t j = 0; j < page_size; ++j)
-        rows.push_back(store_test_row(static_cast<int>(j % 8), dim, rng));
-      std::vector<int64_t> order(page_size);
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), rng);
-      std::vector<uint8_t> garbage(kv_key_block_bytes(KvFormat::kInt4, dim, page_size) +
-                                   kv_value_block_bytes(KvFormat::kInt4, dim, page_size));
-      for (uint8_t& b : garbage) b = static_cast<uint8_t>(rng());
-      auto store = [&](Isa isa) {
-        std::vector<uint8_t> keys(
-            garbage.begin(), garbage.begin() + kv_key_block_bytes(KvFormat::kInt4, dim, page_size));
-        std::vector<uint8_t> values(garbage.begin() + keys.size(), garbage.end());
-        for (int64_t j : order) {
-          kv_store_key(isa, KvFormat::kInt4, keys.data(), dim, page_size, j, rows[j].data());
-          kv_store_value(isa, KvFormat::kInt4, values.data(), dim, page_size, j, rows[j].data());
+  for (KvFormat f : {KvFormat::kInt4, KvFormat::kF16, KvFormat::kBF16})
+    for (int64_t dim : {int64_t{32}, int64_t{64}, int64_t{96}, int64_t{128}, int64_t{256}}) {
+      for (int64_t page_size : {int64_t{2}, int64_t{16}}) {
+        std::vector<std::vector<float>> rows;
+        for (int64_t j = 0; j < page_size; ++j)
+          rows.push_back(store_test_row(static_cast<int>(j % 8), dim, rng));
+        std::vector<int64_t> order(page_size);
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng);
+        std::vector<uint8_t> garbage(kv_key_block_bytes(f, dim, page_size) +
+                                     kv_value_block_bytes(f, dim, page_size));
+        for (uint8_t& b : garbage) b = static_cast<uint8_t>(rng());
+        auto store = [&](Isa isa) {
+          std::vector<uint8_t> keys(garbage.begin(),
+                                    garbage.begin() + kv_key_block_bytes(f, dim, page_size));
+          std::vector<uint8_t> values(garbage.begin() + keys.size(), garbage.end());
+          for (int64_t j : order) {
+            kv_store_key(isa, f, keys.data(), dim, page_size, j, rows[j].data());
+            kv_store_value(isa, f, values.data(), dim, page_size, j, rows[j].data());
+          }
+          return std::pair(keys, values);
+        };
+        const auto want = store(Isa::kScalar);
+        for (Isa isa : testing::isas_under_test()) {
+          const auto got = store(isa);
+          EXPECT_EQ(got.first, want.first)
+              << testing::isa_label(isa) << " format " << static_cast<int>(f) << " keys dim " << dim
+              << " page " << page_size;
+          EXPECT_EQ(got.second, want.second)
+              << testing::isa_label(isa) << " format " << static_cast<int>(f) << " values dim "
+              << dim << " page " << page_size;
         }
-        return std::pair(keys, values);
-      };
-      const auto want = store(Isa::kScalar);
-      for (Isa isa : testing::isas_under_test()) {
-        const auto got = store(isa);
-        EXPECT_EQ(got.first, want.first)
-            << testing::isa_label(isa) << " keys dim " << dim << " page " << page_size;
-        EXPECT_EQ(got.second, want.second)
-            << testing::isa_label(isa) << " values dim " << dim << " page " << page_size;
       }
     }
-  }
 }
 
 }  // namespace

@@ -35,11 +35,34 @@ void convert_value_pairs(const PagedKv& kv, int64_t DV, int64_t x0, int64_t p1, 
 // oT[d][lane] += the weighted values of positions [pb, pb + np) (pb even): weights in rows of
 // 16 lanes from `weights` (bf16 operands; row np is read when np is odd), value pairs from `pairs`.
 void weigh_value_block(const float* weights, int64_t np, const float* pairs, int64_t DV, float* oT);
+// Decode (n queries of one token, range [first, last]): the scores, as attend_one_token stores
+// them, and the lanes' running max of each query ([n][16]).
+void decode_scores(int n, const PagedKv& kv, const uint32_t* query_pairs, int64_t D, int64_t first,
+                   int64_t last, float scale, float* scores, int64_t span, float* max_lanes);
+// out[i] = the weighted value rows * float(1 / sum[i]) for q <= 4 queries.
+void decode_values(int q, const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
+                   int64_t base, int64_t first, int64_t last, float* const* out, const double* sum);
 }  // namespace bf16
 
 namespace {
 
 constexpr int kLanes = 16;
+
+bool cpu_has_bf16() {
+  static const bool has = detect_cpu_features().avx512bf16;
+  return has;
+}
+
+// q' of query rows (bf16 operands already) as dwords of element pairs: [n][(D + 1) / 2].
+void pack_query_pairs(const float* const* q, int64_t n, int64_t D, uint32_t* pairs) {
+  const int64_t per_query = (D + 1) / 2;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < per_query; ++j) {
+      const uint32_t even = f32_to_bits(q[i][2 * j]) >> 16;
+      const uint32_t odd = 2 * j + 1 < D ? f32_to_bits(q[i][2 * j + 1]) >> 16 : 0;
+      pairs[i * per_query + j] = even | odd << 16;
+    }
+}
 constexpr int64_t kValueBlock = 32;
 
 // Scales of group g of key slots [slot, slot + 16) (a multiple of 16), as lanes (unused for the
@@ -465,15 +488,27 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
 
   __m512 m[N];
   for (int i = 0; i < N; ++i) m[i] = _mm512_set1_ps(-INFINITY);
-  paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(F, D, kv.page_size),
-                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
-  int64_t pb = base;
-  for (; pb + 16 * (B - 1) <= last; pb += 16 * B) {
-    ahead.at(pb / kv.page_size);
-    score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+  // bf16 K/V with AVX-512 BF16: vdpbf16ps (the scores and value rows in the bf16 file).
+  constexpr int64_t kMaxPairs = 256;
+  const bool dot = F == KvFormat::kBF16 && cpu_has_bf16() && (D + 1) / 2 <= kMaxPairs;
+  if (dot) {
+    uint32_t query_pairs[N * kMaxPairs];
+    pack_query_pairs(queries.q, N, D, query_pairs);
+    alignas(64) float max_lanes[N * 16];
+    bf16::decode_scores(N, kv, query_pairs, D, first, last, shape.scale, scores, span, max_lanes);
+    for (int i = 0; i < N; ++i) m[i] = _mm512_load_ps(max_lanes + 16 * i);
+  } else {
+    paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(F, D, kv.page_size),
+                                    last / kv.page_size,
+                                    paged_kv::kPrefetchPositions / kv.page_size);
+    int64_t pb = base;
+    for (; pb + 16 * (B - 1) <= last; pb += 16 * B) {
+      ahead.at(pb / kv.page_size);
+      score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+    }
+    for (; pb <= last; pb += 16)
+      score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
   }
-  for (; pb <= last; pb += 16)
-    score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
 
   // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position; the
   // queries' sums are interleaved so that their add chains overlap.
@@ -500,10 +535,17 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   // Up to 4 queries x 64 output dimensions per pass over the visible value rows (Q x 4
   // accumulators and 4 rows in registers): queries [0, Q1), then [Q1, N).
   constexpr int Q1 = N <= 4 ? N : 4;
-  value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
-  if constexpr (N > Q1)
-    value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
-                            sum + Q1);
+  if (dot) {
+    bf16::decode_values(Q1, kv, DV, scores, span, base, first, last, queries.out, sum);
+    if (N > Q1)
+      bf16::decode_values(N - Q1, kv, DV, scores + Q1 * span, span, base, first, last,
+                          queries.out + Q1, sum + Q1);
+  } else {
+    value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
+    if constexpr (N > Q1)
+      value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
+                              sum + Q1);
+  }
   for (int i = 0; i < N; ++i)
     if (asks_metric(queries.metric, queries.metric_lanes, i))
       add_squared_weights(scores + i * span, 1, base, first, last, static_cast<float>(1.0 / sum[i]),
@@ -558,7 +600,7 @@ void paged_attention(const AttentionShape& shape, const PagedKv& kv,
   // bf16 K/V without AVX-512 BF16 (Skylake to Ice Lake): the AVX2 code's fmas. With it, a
   // small block of several tokens (a prefill's last) is still faster here: half the lanes of
   // vdpbf16ps give as many products as all of an AVX2 fma's.
-  static const bool has_bf16 = detect_cpu_features().avx512bf16;
+  const bool has_bf16 = cpu_has_bf16();
   const bool bf16 = kv.format == KvFormat::kBF16;
   if (one_range || (queries.n <= 8 && !(bf16 && has_bf16)) || kv.page_size % 16 != 0 ||
       (bf16 && !has_bf16))

@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/exp_approx.h"
@@ -63,6 +64,46 @@ inline void transpose16(__m512 (&a)[16]) {
 __mmask16 visible(__m512i first, __m512i last, int64_t p) {
   const __m512i pv = _mm512_set1_epi32(static_cast<int32_t>(p));
   return _mm512_cmple_epi32_mask(first, pv) & _mm512_cmple_epi32_mask(pv, last);
+}
+
+// The prefill paths' scores of positions [pb, pb + 16) for 16 query lanes (acc[i]: query i,
+// the positions in the lanes): transposed into one row of 16 queries per position, scaled, -inf
+// where a lane does not see the position, stored at scores + (p - base) * 16 up to p1; the
+// lanes' running max raised.
+inline void store_lane_scores(__m512 (&acc)[16], int64_t pb, int64_t p1, __m512i first,
+                              __m512i last, __m512 scale, float* scores, int64_t base, __m512* m) {
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  transpose16(acc);  // acc[j]: position pb + j of every query
+  for (int64_t j = 0; j < 16 && pb + j <= p1; ++j) {
+    const __m512 s =
+        _mm512_mask_mov_ps(neg_inf, visible(first, last, pb + j), _mm512_mul_ps(acc[j], scale));
+    _mm512_store_ps(scores + (pb + j - base) * 16, s);
+    *m = _mm512_max_ps(*m, s);
+  }
+}
+
+// The decode paths' scores of positions [pb, pb + 16 B) for N queries (acc[b][i]: positions
+// pb + 16 b + lane of query i): scaled, -inf outside [first, last], stored at
+// scores + i * span + (p - base); each query's running max raised.
+template <int B, int N>
+inline void store_position_scores(const __m512 (&acc)[B][N], int64_t pb, int64_t first,
+                                  int64_t last, __m512 scale, float* scores, int64_t span,
+                                  int64_t base, __m512* m) {
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const __m512i lane_index =
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int b = 0; b < B; ++b) {
+    const int64_t p = pb + 16 * b;
+    const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(p)), lane_index);
+    const __mmask16 inside =
+        _mm512_cmple_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(first)), pos) &
+        _mm512_cmple_epi32_mask(pos, _mm512_set1_epi32(static_cast<int32_t>(last)));
+    for (int i = 0; i < N; ++i) {
+      const __m512 sc = _mm512_mask_mov_ps(neg_inf, inside, _mm512_mul_ps(acc[b][i], scale));
+      _mm512_store_ps(scores + i * span + (p - base), sc);
+      m[i] = _mm512_max_ps(m[i], sc);
+    }
+  }
 }
 
 // bf16_operand (fp16.h) on 16 lanes, bit-identical: round to nearest even on the bits, NaN made

@@ -152,7 +152,6 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const
   __m256 o[Q][C];
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm256_setzero_ps();
-  paged_kv::ValueRowCursor row(kv, first);
   paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
                                   last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   // Adds position p's row, read at `at`, to every query's chains.
@@ -165,20 +164,7 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const
       for (int c = 0; c < C; ++c) o[i][c] = _mm256_fmadd_ps(w, v[c], o[i][c]);
     }
   };
-  for (int64_t p = first; p <= last; ++p, row.next()) {
-    if (row.slot() == 0 || p == first) ahead.at(row.page());
-    if (attends_in_bf16(F) && p % 2 == 0 && p < last) {  // the pair p, p + 1: p + 1 first
-      paged_kv::ValueRowCursor odd = row;
-      odd.next();
-      if (odd.slot() == 0) ahead.at(odd.page());
-      add_row(p + 1, odd);
-      add_row(p, row);
-      ++p;
-      row.next();
-      continue;
-    }
-    add_row(p, row);
-  }
+  paged_kv::for_each_value_row<F>(kv, ahead, first, last, add_row);
   for (int i = 0; i < Q; ++i) {
     const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum[i]));
     for (int c = 0; c < C; ++c) {

@@ -202,40 +202,30 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
   // layout the softmax and the value pass read. (Queries in the lanes instead, with each key
   // element broadcast, needed the keys converted into scratch first: 16% slower here.)
   const __m512 scale = _mm512_set1_ps(shape.scale);
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  __m512 m = _mm512_set1_ps(-INFINITY);
   const int64_t group = paged_kv::group_of<F>(D);
-  __m512 m = neg_inf;
   if constexpr (F == KvFormat::kBF16) {  // vdpbf16ps (the queries are already q')
-    const int64_t pairs = (D + 1) / 2;
-    for (int i = 0; i < kLanes; ++i)
-      for (int64_t j = 0; j < pairs; ++j) {
-        const uint32_t even = f32_to_bits(qv[i * D + 2 * j]) >> 16;
-        const uint32_t odd = 2 * j + 1 < D ? f32_to_bits(qv[i * D + 2 * j + 1]) >> 16 : 0;
-        query_pairs[i * pairs + j] = even | odd << 16;
-      }
+    const float* q_rows[kLanes];
+    for (int i = 0; i < kLanes; ++i) q_rows[i] = qv + i * D;
+    pack_query_pairs(q_rows, kLanes, D, query_pairs);
     m = bf16::score_rows(query_pairs, D, kv, base, p1, first, last, shape.scale, scores);
-  }
-  for (int64_t pb = base; F != KvFormat::kBF16 && pb <= p1; pb += 16) {
-    const uint8_t* block =
-        paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
-    const int64_t slot = pb % kv.page_size;
-    __m512 acc[kLanes];
-    for (auto& a : acc) a = _mm512_setzero_ps();
-    for (int64_t g0 = 0; g0 < D; g0 += group) {
-      const __m512 group_scale = key_scales16<F>(block, D, kv.page_size, slot, g0 / group);
-      for (int64_t e = g0; e < g0 + group; ++e) {
-        const __m512 k = keys16<F>(block, kv.page_size, slot, e, group_scale);
+  } else {
+    for (int64_t pb = base; pb <= p1; pb += 16) {
+      const uint8_t* block =
+          paged_kv::block_of(kv.keys, kv.page_stride, kv.page_table, kv.page_size, pb);
+      const int64_t slot = pb % kv.page_size;
+      __m512 acc[kLanes];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      for (int64_t g0 = 0; g0 < D; g0 += group) {
+        const __m512 group_scale = key_scales16<F>(block, D, kv.page_size, slot, g0 / group);
+        for (int64_t e = g0; e < g0 + group; ++e) {
+          const __m512 k = keys16<F>(block, kv.page_size, slot, e, group_scale);
 #pragma GCC unroll 16
-        for (int i = 0; i < kLanes; ++i)
-          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(qv[i * D + e]), k, acc[i]);
+          for (int i = 0; i < kLanes; ++i)
+            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(qv[i * D + e]), k, acc[i]);
+        }
       }
-    }
-    transpose16(acc);  // acc[j]: position pb + j of every query
-    for (int64_t j = 0; j < 16 && pb + j <= p1; ++j) {
-      const __m512 s =
-          _mm512_mask_mov_ps(neg_inf, visible(first, last, pb + j), _mm512_mul_ps(acc[j], scale));
-      _mm512_store_ps(scores + (pb + j - base) * kLanes, s);
-      m = _mm512_max_ps(m, s);
+      store_lane_scores(acc, pb, p1, first, last, scale, scores, base, &m);
     }
   }
   alignas(64) float sinks[kLanes];
@@ -275,48 +265,49 @@ void attend_query_lanes(const AttentionShape& shape, const PagedKv& kv,
       bf16::weigh_value_block(scores + (pb - base) * kLanes, np,
                               pairs != nullptr ? pairs + (pb - v0) * DV : vf, DV, oT);
     }
-  }
-  // Row p of the values at rows + (p - p0) * DV, or per block in vf.
-  const float* rows = F == KvFormat::kBF16 || cache == nullptr
-                          ? nullptr
-                          : cache->rows_for(kv, DV, p0, p1, [&](int64_t p, int64_t n, float* out) {
-                              convert_value_rows<F>(kv, DV, p, n, out);
-                            });
-  for (int64_t pb = p0; F != KvFormat::kBF16 && pb <= p1; pb += kValueBlock) {
-    const int64_t np = std::min(kValueBlock, p1 - pb + 1);
-    const float* block_rows = rows != nullptr ? rows + (pb - p0) * DV : vf;
-    if (rows == nullptr) convert_value_rows<F>(kv, DV, pb, np, vf);
-    // W output dimensions of every lane's query over the block's rows; W is a template
-    // parameter so that the accumulators stay in registers (8 but for a row's last chunk).
-    auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
-      __m512 acc[W];
-      for (int u = 0; u < W; ++u) acc[u] = _mm512_load_ps(oT + (dc + u) * kLanes);
-      // Rows every lane sees take an unmasked fma (its broadcast folds into the instruction);
-      // the others are masked per lane. Both add the same products.
-      auto rows = [&]<bool kMasked>(int64_t j_begin, int64_t j_end) {
-        for (int64_t j = j_begin; j < j_end; ++j) {
-          const int64_t p = pb + j;
-          const __m512 w = _mm512_load_ps(scores + (p - base) * kLanes);
-          const float* v = block_rows + j * DV + dc;
-          if constexpr (kMasked) {
-            const __mmask16 seen = visible(first, last, p);
-            for (int u = 0; u < W; ++u)
-              acc[u] = _mm512_mask3_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u], seen);
-          } else {
-            for (int u = 0; u < W; ++u) acc[u] = _mm512_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u]);
+  } else {
+    // Row p of the values at rows + (p - p0) * DV, or per block in vf.
+    const float* rows =
+        cache == nullptr ? nullptr
+                         : cache->rows_for(kv, DV, p0, p1, [&](int64_t p, int64_t n, float* out) {
+                             convert_value_rows<F>(kv, DV, p, n, out);
+                           });
+    for (int64_t pb = p0; pb <= p1; pb += kValueBlock) {
+      const int64_t np = std::min(kValueBlock, p1 - pb + 1);
+      const float* block_rows = rows != nullptr ? rows + (pb - p0) * DV : vf;
+      if (rows == nullptr) convert_value_rows<F>(kv, DV, pb, np, vf);
+      // W output dimensions of every lane's query over the block's rows; W is a template
+      // parameter so that the accumulators stay in registers (8 but for a row's last chunk).
+      auto value_chunk = [&]<int W>(int64_t dc, std::integral_constant<int, W>) {
+        __m512 acc[W];
+        for (int u = 0; u < W; ++u) acc[u] = _mm512_load_ps(oT + (dc + u) * kLanes);
+        // Rows every lane sees take an unmasked fma (its broadcast folds into the instruction);
+        // the others are masked per lane. Both add the same products.
+        auto rows = [&]<bool kMasked>(int64_t j_begin, int64_t j_end) {
+          for (int64_t j = j_begin; j < j_end; ++j) {
+            const int64_t p = pb + j;
+            const __m512 w = _mm512_load_ps(scores + (p - base) * kLanes);
+            const float* v = block_rows + j * DV + dc;
+            if constexpr (kMasked) {
+              const __mmask16 seen = visible(first, last, p);
+              for (int u = 0; u < W; ++u)
+                acc[u] = _mm512_mask3_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u], seen);
+            } else {
+              for (int u = 0; u < W; ++u) acc[u] = _mm512_fmadd_ps(w, _mm512_set1_ps(v[u]), acc[u]);
+            }
           }
-        }
+        };
+        const int64_t all_begin = std::clamp(all_from - pb, int64_t{0}, np);
+        const int64_t all_end = std::clamp(all_to - pb + 1, all_begin, np);
+        rows.template operator()<true>(0, all_begin);
+        rows.template operator()<false>(all_begin, all_end);
+        rows.template operator()<true>(all_end, np);
+        for (int u = 0; u < W; ++u) _mm512_store_ps(oT + (dc + u) * kLanes, acc[u]);
       };
-      const int64_t all_begin = std::clamp(all_from - pb, int64_t{0}, np);
-      const int64_t all_end = std::clamp(all_to - pb + 1, all_begin, np);
-      rows.template operator()<true>(0, all_begin);
-      rows.template operator()<false>(all_begin, all_end);
-      rows.template operator()<true>(all_end, np);
-      for (int u = 0; u < W; ++u) _mm512_store_ps(oT + (dc + u) * kLanes, acc[u]);
-    };
-    int64_t dc = 0;
-    for (; dc + 8 <= DV; dc += 8) value_chunk(dc, std::integral_constant<int, 8>{});
-    for (; dc < DV; ++dc) value_chunk(dc, std::integral_constant<int, 1>{});
+      int64_t dc = 0;
+      for (; dc + 8 <= DV; dc += 8) value_chunk(dc, std::integral_constant<int, 8>{});
+      for (; dc < DV; ++dc) value_chunk(dc, std::integral_constant<int, 1>{});
+    }
   }
 
   const __m256 inv_lo = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_set1_pd(1.0), sum_lo));
@@ -383,21 +374,7 @@ inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int
       }
     }
   }
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  const __m512i lane_index =
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  for (int b = 0; b < B; ++b) {
-    const int64_t p = pb + 16 * b;
-    const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(p)), lane_index);
-    const __mmask16 inside =
-        _mm512_cmple_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(first)), pos) &
-        _mm512_cmple_epi32_mask(pos, _mm512_set1_epi32(static_cast<int32_t>(last)));
-    for (int i = 0; i < N; ++i) {
-      const __m512 sc = _mm512_mask_mov_ps(neg_inf, inside, _mm512_mul_ps(acc[b][i], scale));
-      _mm512_store_ps(scores + i * span + (p - base), sc);
-      m[i] = _mm512_max_ps(m[i], sc);
-    }
-  }
+  store_position_scores(acc, pb, first, last, scale, scores, span, base, m);
 }
 
 // out[i][d0 .. d0 + width) = (sum over p in [first, last] of w_i[p] * v_p) * float(1 / sum[i])
@@ -416,7 +393,6 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64
   __m512 o[Q][C];
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm512_setzero_ps();
-  paged_kv::ValueRowCursor row(kv, first);
   paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
                                   last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   // Adds position p's row, read at `at`, to every query's chains.
@@ -429,20 +405,7 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64
       for (int c = 0; c < C; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
     }
   };
-  for (int64_t p = first; p <= last; ++p, row.next()) {
-    if (row.slot() == 0 || p == first) ahead.at(row.page());
-    if (attends_in_bf16(F) && p % 2 == 0 && p < last) {  // the pair p, p + 1: p + 1 first
-      paged_kv::ValueRowCursor odd = row;
-      odd.next();
-      if (odd.slot() == 0) ahead.at(odd.page());
-      add_row(p + 1, odd);
-      add_row(p, row);
-      ++p;
-      row.next();
-      continue;
-    }
-    add_row(p, row);
-  }
+  paged_kv::for_each_value_row<F>(kv, ahead, first, last, add_row);
   for (int i = 0; i < Q; ++i) {
     const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum[i]));
     for (int c = 0; c < C; ++c)

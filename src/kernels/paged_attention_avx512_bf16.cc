@@ -1,7 +1,7 @@
 // The AVX-512 BF16 parts of the attention for bf16 K/V (prefill and decode), in the bf16 order
 // of paged_attention.h: scores and weighted values by vdpbf16ps, 32 products an instruction where
-// an fma gives 16. A file of its own so that -mavx512bf16 reaches no code that an AVX-512 CPU without
-// BF16 runs: paged_attention_avx512.cc calls these only when the CPU has it.
+// an fma gives 16. A file of its own so that -mavx512bf16 reaches no code that an AVX-512 CPU
+// without BF16 runs: paged_attention_avx512.cc calls these only when the CPU has it.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -43,8 +43,7 @@ __m512 score_rows(const uint32_t* query_pairs, int64_t D, const PagedKv& kv, int
                   int64_t p1, __m512i first, __m512i last, float scale, float* scores) {
   const int64_t pairs = (D + 1) / 2, ps = kv.page_size;
   const __m512 scale_lanes = _mm512_set1_ps(scale);
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  __m512 m = neg_inf;
+  __m512 m = _mm512_set1_ps(-INFINITY);
   for (int64_t pb = base; pb <= p1; pb += 16) {
     // Element e of the 16 positions at keys + e * ps (the transposed block).
     const uint16_t* keys = reinterpret_cast<const uint16_t*>(
@@ -63,13 +62,7 @@ __m512 score_rows(const uint32_t* query_pairs, int64_t D, const PagedKv& kv, int
       for (int i = 0; i < 16; ++i)
         acc[i] = _mm512_dpbf16_ps(acc[i], k, broadcast_pair(query_pairs[i * pairs + j]));
     }
-    transpose16(acc);  // acc[j]: position pb + j of every query
-    for (int64_t j = 0; j < 16 && pb + j <= p1; ++j) {
-      const __m512 s = _mm512_mask_mov_ps(neg_inf, visible(first, last, pb + j),
-                                          _mm512_mul_ps(acc[j], scale_lanes));
-      _mm512_store_ps(scores + (pb + j - base) * 16, s);
-      m = _mm512_max_ps(m, s);
-    }
+    store_lane_scores(acc, pb, p1, first, last, scale_lanes, scores, base, &m);
   }
   return m;
 }
@@ -159,21 +152,7 @@ inline void decode_score_blocks(const PagedKv& kv, const uint32_t* query_pairs, 
       for (int b = 0; b < B; ++b) acc[b][i] = _mm512_dpbf16_ps(acc[b][i], k[b], q);
     }
   }
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  const __m512i lane_index =
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  for (int b = 0; b < B; ++b) {
-    const int64_t p = pb + 16 * b;
-    const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(p)), lane_index);
-    const __mmask16 inside =
-        _mm512_cmple_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(first)), pos) &
-        _mm512_cmple_epi32_mask(pos, _mm512_set1_epi32(static_cast<int32_t>(last)));
-    for (int i = 0; i < N; ++i) {
-      const __m512 sc = _mm512_mask_mov_ps(neg_inf, inside, _mm512_mul_ps(acc[b][i], scale));
-      _mm512_store_ps(scores + i * span + (p - base), sc);
-      m[i] = _mm512_max_ps(m[i], sc);
-    }
-  }
+  store_position_scores(acc, pb, first, last, scale, scores, span, base, m);
 }
 
 template <int N>

@@ -89,6 +89,29 @@ class BlockPrefetcher {
   int64_t next_ = 0;
 };
 
+// The decode paths' walk over the value rows of [first, last]: add(p, row) for each, in the
+// format's order (paged_attention.h: increasing, or pair-swapped for the bf16 order, 2j + 1
+// before 2j), each page's blocks prefetched as its first row is reached.
+template <KvFormat F, typename Add>
+inline void for_each_value_row(const PagedKv& kv, BlockPrefetcher& ahead, int64_t first,
+                               int64_t last, Add add) {
+  ValueRowCursor row(kv, first);
+  for (int64_t p = first; p <= last; ++p, row.next()) {
+    if (row.slot() == 0 || p == first) ahead.at(row.page());
+    if (attends_in_bf16(F) && p % 2 == 0 && p < last) {  // the pair p, p + 1: p + 1 first
+      ValueRowCursor odd = row;
+      odd.next();
+      if (odd.slot() == 0) ahead.at(odd.page());
+      add(p + 1, odd);
+      add(p, row);
+      ++p;
+      row.next();
+      continue;
+    }
+    add(p, row);
+  }
+}
+
 // The elements of a key row sharing a scale: all of them for the float types (scale unused).
 template <KvFormat F>
 inline int64_t group_of(int64_t dim) {

@@ -20,6 +20,7 @@ namespace {
 bool is_invalid_input(RejectReason reason) {
   switch (reason) {
     case RejectReason::kInvalidRequest:
+    case RejectReason::kPriorityNotScheduled:
     case RejectReason::kInvalidPrompt:
     case RejectReason::kInvalidGrammar:
     case RejectReason::kInvalidLogitBias:

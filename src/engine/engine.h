@@ -142,7 +142,7 @@ class Engine {
                                   AcceptedRequest& accepted, int32_t& prompt_tokens);
   // Why an embedding request (Request::pooling) cannot run, from its fields alone; nullopt for
   // one that can, and for a generation request.
-  std::optional<Rejection> check_embedding_request(const Request& request, RequestId id) const;
+  std::optional<Rejection> check_embedding_request(const Request& request) const;
   // The prompt's token ids; a turn that continues a session gets no BOS/EOS.
   Expected<std::vector<TokenId>> encode(Prompt prompt, bool continues_session) const;
   // The most KV pages a sequence of `num_tokens` holds at once (its sliding groups freeing what
@@ -151,8 +151,7 @@ class Engine {
     return setup_.kv_layout.pages_to_hold(num_tokens, int64_t(setup_.scheduler.max_step_tokens()));
   }
   // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.
-  std::optional<Rejection> size_request(const Request& request, RequestId id,
-                                        std::span<const TokenId> prompt,
+  std::optional<Rejection> size_request(const Request& request, std::span<const TokenId> prompt,
                                         int32_t& sized_max_new_tokens) const;
 
   const EngineSetup setup_;

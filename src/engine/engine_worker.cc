@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "util/signal_stack.h"
 #include "util/utf8.h"
 
 namespace drift {
@@ -47,6 +48,7 @@ EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Execu
 }
 
 void EngineWorker::run() noexcept {
+  ensure_alternate_signal_stack();
   for (;;) {
     try {
       loop();

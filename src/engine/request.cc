@@ -19,6 +19,8 @@ std::string_view reject_reason_name(RejectReason reason) {
   switch (reason) {
     case RejectReason::kInvalidRequest:
       return "invalid_request";
+    case RejectReason::kPriorityNotScheduled:
+      return "priority_not_scheduled";
     case RejectReason::kInvalidPrompt:
       return "invalid_prompt";
     case RejectReason::kChatTemplateRefused:

@@ -127,7 +127,8 @@ struct RequestTimings {
 // Why the engine refused a request (finish reason kRejected), so that a caller can act on the kind
 // (a server maps it to an HTTP status) without reading the message.
 enum class RejectReason : uint8_t {
-  kInvalidRequest,          // a field other than the prompt: id, priority, sampling, max_tokens
+  kInvalidRequest,          // a field other than the prompt: id, sampling, max_tokens
+  kPriorityNotScheduled,    // a priority was given, but the engine does not schedule by priority
   kInvalidPrompt,           // the prompt cannot be tokenized (e.g. not a conversation)
   kChatTemplateRefused,     // the chat template refused the conversation (its raise_exception)
   kChatTemplateFailed,      // the server's chat template is broken: the operator's error, not

@@ -24,6 +24,7 @@
 #include "server/tool_request.h"
 #include "server/web_ui.h"
 #include "util/log.h"
+#include "util/signal_stack.h"
 
 namespace drift::server {
 
@@ -132,6 +133,7 @@ void OpenAIService::off_io_thread(const HttpRequest& request,
                                   Then then) {
   boost::asio::post(*prompt_workers_, [this, request = HttpRequest(request), exchange,
                                        work = std::move(work), then = std::move(then)]() mutable {
+    ensure_alternate_signal_stack();  // asio's pool starts its threads itself
     using Result = decltype(work(request.body));
     std::optional<Result> result;
     try {
@@ -539,8 +541,9 @@ std::optional<ApiError> OpenAIService::read_tool_fields(const std::string& body,
       !parsed.contains("parallel_tool_calls") && !parsed.contains("chat_template_kwargs"))
     return std::nullopt;
   // Parsed once more with the client's key order, which templates print tool schemas in.
-  const jinja::Json ordered = jinja::Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!ordered.is_object()) return bad_request("the body is not a JSON object");
+  Expected<jinja::Json> reparsed = parse_bounded_json<jinja::Json>(body);
+  if (!reparsed.ok() || !reparsed->is_object()) return bad_request("the body is not a JSON object");
+  const jinja::Json& ordered = *reparsed;
   auto tools = parse_tool_request(ordered);
   if (auto* e = std::get_if<ApiError>(&tools)) return *e;
   ToolRequest& t = std::get<ToolRequest>(tools);

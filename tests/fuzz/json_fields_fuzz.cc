@@ -19,7 +19,7 @@ namespace {
 using drift::server::ApiError;
 
 void check_error(const ApiError& e) {
-  if (e.status < 400 || e.status > 499 || e.message.empty() || e.param.empty()) abort();
+  if (e.status < 400 || e.status > 499 || e.message.empty() || !e.param || e.param->empty()) abort();
   (void)nlohmann::json::parse(drift::server::error_json(e));  // aborts if it is not JSON
 }
 

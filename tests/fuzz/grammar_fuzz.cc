@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "constrain/grammar_compiler.h"
+#include "fuzz_model.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,14 +21,6 @@ namespace {
 
 std::unique_ptr<drift::Tokenizer> tokenizer;
 std::unique_ptr<drift::GrammarCompiler> compiler;
-
-std::string model_path() {
-  if (const char* path = std::getenv("DRIFT_FUZZ_TOKENIZER_GGUF")) return path;
-  const char* cache = std::getenv("DRIFT_CACHE");
-  const char* home = std::getenv("HOME");
-  return (cache ? std::string(cache) : std::string(home ? home : ".") + "/.cache/drift") +
-         "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "fuzz_grammar: %s\n", message.c_str());
@@ -37,7 +30,7 @@ std::string model_path() {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  auto file = drift::GgufFile::open(model_path());
+  auto file = drift::GgufFile::open(drift::fuzz::model_path());
   if (!file.ok()) fail(file.error().message);
   auto loaded = drift::Tokenizer::from_gguf(*file);
   if (!loaded.ok()) fail(loaded.error().message);

@@ -18,7 +18,7 @@
 #include "tokenizer/harmony_parser.h"
 #include "tokenizer/tool_call_syntax.h"
 
-namespace drift::server {
+namespace drift {
 
 class HarmonyReply {
  public:
@@ -57,4 +57,4 @@ class HarmonyReply {
   std::vector<ParsedToolCall> calls_;
 };
 
-}  // namespace drift::server
+}  // namespace drift

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/harmony_reply.h"
+#include "chat/harmony_reply.h"
 #include "engine/request.h"
 #include "engine/stop_string_matcher.h"
 #include "engine/text_codec.h"

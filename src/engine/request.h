@@ -10,9 +10,9 @@
 #include <variant>
 #include <vector>
 
+#include "chat/tool_call_syntax.h"
 #include "jinja/json.h"
 #include "scheduler/sequence_state.h"
-#include "tokenizer/tool_call_syntax.h"
 #include "util/error.h"
 #include "util/sampling_params.h"
 #include "util/token_constraint.h"
@@ -75,7 +75,7 @@ struct ChatPrompt {
 enum class ReplyFormat : uint8_t {
   kText,  // the text of the tokens is the content
   // OpenAI's harmony (gpt-oss): the markers split the reply into reasoning (the analysis channel),
-  // content and tool calls (engine/harmony_reply.h). Needs a model whose codec has harmony
+  // content and tool calls (chat/harmony_reply.h). Needs a model whose codec has harmony
   // tokens (TextCodec::harmony_tokens), or the request is rejected.
   kHarmony,
 };

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "chat/tool_call_syntax.h"
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/http_server.h"
 #include "server/openai_response.h"
-#include "tokenizer/tool_call_syntax.h"
 
 namespace boost::asio {
 class io_context;

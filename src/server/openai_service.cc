@@ -502,7 +502,7 @@ std::variant<GenerationRequest, ApiError> OpenAIService::parse_generation_reques
             "reasoning_effort");
       prompt.template_kwargs["reasoning_effort"] = *c.reasoning_effort;
     }
-    // A harmony model's replies are read by their markers' ids (engine/harmony_reply.h).
+    // A harmony model's replies are read by their markers' ids (chat/harmony_reply.h).
     out.harmony = model_->engine->codec().harmony_tokens().has_value();
     out.prompts.push_back({std::move(prompt), std::string()});
     return out;

@@ -1,4 +1,4 @@
-#include "engine/harmony_reply.h"
+#include "chat/harmony_reply.h"
 
 #include <cstdint>
 

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/harmony_parser.h"
-#include "tokenizer/tool_call_syntax.h"
+#include "chat/harmony_parser.h"
+#include "chat/tool_call_syntax.h"
 
 namespace drift {
 

@@ -161,6 +161,8 @@ SamplingSettings sampling_from(const nb::dict& fields) {
       s.stop_token_ids = ids_of(n, value);
     else if (name == "ignore_eos")
       s.ignore_eos = bool_of(n, value);
+    else if (name == "stop")
+      continue;  // stop_strings_from
     else if (name == "logit_bias") {
       if (!nb::isinstance<nb::dict>(value))
         throw nb::type_error(
@@ -173,6 +175,16 @@ SamplingSettings sampling_from(const nb::dict& fields) {
     }
   }
   return s;
+}
+
+std::vector<std::string> stop_strings_from(const nb::dict& fields) {
+  std::vector<std::string> stop;
+  if (!fields.contains("stop")) return stop;
+  nb::object value = fields["stop"];
+  if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value))
+    throw nb::type_error(("stop: expected a list of str, got " + py_type_name(value)).c_str());
+  for (nb::handle item : value) stop.push_back(str_of("stop", item));
+  return stop;
 }
 
 namespace {

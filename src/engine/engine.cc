@@ -116,7 +116,7 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
   }
   if (refused) {
     const int64_t max_new = accepted.sequence.max_new_tokens;
-    log_.record(ProgressEvent::kReject, id, kv_pages_to_hold(int64_t(prompt_tokens) + max_new),
+    log_.record(ProgressEvent::kReject, id, kv_pages_to_hold(prompt_tokens, max_new),
                 setup_.num_kv_pages);
     board_.count_rejected_at_submit();
     Finish finish;
@@ -153,6 +153,7 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
     return make_rejection(RejectReason::kInvalidRequest, "kv_keep must be in (0, 1], got {}",
                           *request.kv_keep);
   if (std::optional<Rejection> refused = check_embedding_request(request)) return refused;
+  if (std::optional<Rejection> refused = check_output_request(request)) return refused;
   SequenceRequest& seq = accepted.sequence;
   seq.id = id;
   seq.sampling = setup_.sampling.resolve(request.sampling);
@@ -210,7 +211,9 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
     seq.pooling = request.pooling;
     seq.embedding.resize(size_t(setup_.embedding_size));  // here, so that no step allocates it
   }
-  accepted.text = codec_->start_stream();
+  accepted.output = std::make_unique<OutputProcessor>(
+      codec_->start_stream(), std::move(request.stop),
+      request.reply_format == ReplyFormat::kHarmony ? codec_->harmony_tokens() : std::nullopt);
   return std::nullopt;
 }
 
@@ -226,6 +229,18 @@ std::optional<Rejection> Engine::check_embedding_request(const Request& request)
   if (request.session_id)
     return make_rejection(RejectReason::kInvalidRequest,
                           "an embedding request cannot be a session turn");
+  return std::nullopt;
+}
+
+std::optional<Rejection> Engine::check_output_request(const Request& request) const {
+  // Rule: what shapes the reply (stop strings, its format) is checked before any tokenizing.
+  // (Its messages carry no request id: they go to clients as they are.)
+  if (Status s = validate_stop_strings(request.stop); !s.ok())
+    return Rejection{RejectReason::kInvalidRequest, s.message(), std::nullopt};
+  if (request.reply_format == ReplyFormat::kHarmony && !codec_->harmony_tokens())
+    return Rejection{RejectReason::kInvalidRequest,
+                     "reply_format: this model's replies are not in the harmony format",
+                     std::nullopt};
   return std::nullopt;
 }
 
@@ -275,7 +290,7 @@ std::optional<Rejection> Engine::size_request(const Request& request,
       return make_rejection(RejectReason::kPromptTooLong,
                             "the input has {} tokens, but max_model_len is {}", prompt_len,
                             max_len);
-    const int64_t pages = kv_pages_to_hold(prompt_len);
+    const int64_t pages = kv_pages_to_hold(prompt_len, 0);
     if (pages > setup_.num_kv_pages)
       return make_rejection(RejectReason::kExceedsKvCache,
                             "the request can never fit in the KV cache: {} input tokens need {} "
@@ -305,7 +320,9 @@ std::optional<Rejection> Engine::size_request(const Request& request,
     const int64_t cap = setup_.default_max_tokens.value_or(std::numeric_limits<int32_t>::max());
     max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, cap));
   }
-  const int64_t pages = kv_pages_to_hold(prompt_len + max_new_tokens);
+  // kv_keep < 1 bounds what a long sequence holds: judged as the scheduler will admit it.
+  const int64_t pages = kv_pages_to_hold(
+      prompt_len, max_new_tokens, request.kv_keep.value_or(setup_.scheduler.kv_compress.keep));
   if (pages > setup_.num_kv_pages)
     return make_rejection(
         RejectReason::kExceedsKvCache,

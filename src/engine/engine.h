@@ -43,6 +43,7 @@
 #include "engine/text_codec.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/prefix_cache.h"
+#include "scheduler/capacity_scheduler.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
 #include "util/error.h"
@@ -143,12 +144,18 @@ class Engine {
   // Why an embedding request (Request::pooling) cannot run, from its fields alone; nullopt for
   // one that can, and for a generation request.
   std::optional<Rejection> check_embedding_request(const Request& request) const;
+  // Why the request's stop strings or reply format cannot be used; nullopt when they can.
+  std::optional<Rejection> check_output_request(const Request& request) const;
   // The prompt's token ids; a turn that continues a session gets no BOS/EOS.
   Expected<std::vector<TokenId>> encode(Prompt prompt, bool continues_session) const;
-  // The most KV pages a sequence of `num_tokens` holds at once (its sliding groups freeing what
-  // leaves their window between steps of at most the scheduler's step size).
-  int64_t kv_pages_to_hold(int64_t num_tokens) const {
-    return setup_.kv_layout.pages_to_hold(num_tokens, int64_t(setup_.scheduler.max_step_tokens()));
+  // The most KV pages a sequence holds at once: the capacity scheduler's own estimate
+  // (scheduler/capacity_scheduler.h), kv_keep included, so that a request the engine accepts is
+  // one the scheduler admits, and one it refuses is one the scheduler could never run.
+  int64_t kv_pages_to_hold(int64_t prompt_len, int64_t max_new_tokens, double kv_keep = 1.0) const {
+    return estimate_kv_usage(setup_.kv_layout, setup_.scheduler.kv_compress,
+                             setup_.scheduler.max_step_tokens(), prompt_len, max_new_tokens,
+                             kv_keep)
+        .num_pages;
   }
   // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.
   std::optional<Rejection> size_request(const Request& request, std::span<const TokenId> prompt,

@@ -116,18 +116,20 @@ Status EngineScheduler::add(SequenceRequest request) {
   return Status::Ok();
 }
 
-std::optional<SequenceOutcome> EngineScheduler::cancel(SeqId id) {
-  // Rule: a cancel ends the sequence in any phase and frees everything it holds.
+std::optional<SequenceOutcome> EngineScheduler::end_early(SeqId id, FinishReason reason) {
+  // Rule: a cancel (or a stop the engine found) ends the sequence in any phase and frees
+  // everything it holds.
   auto it = seqs_.find(id);
   if (it == seqs_.end() || it->second.cancel_pending) return std::nullopt;
   SequenceState& seq = it->second;
-  log_.record(ProgressEvent::kCancel, id, int64_t(seq.phase));
+  if (reason == FinishReason::kCancelled)
+    log_.record(ProgressEvent::kCancel, id, int64_t(seq.phase));
   if (plan_outstanding_ && seq.last_scheduled_step == plan_.step) {
     seq.cancel_pending = true;  // the executor may still read its pages and tokens
-    return SequenceOutcome{id, std::nullopt, FinishReason::kCancelled, {}};
+    return SequenceOutcome{id, std::nullopt, reason, {}};
   }
   outcomes_.clear();
-  finish(seq, FinishReason::kCancelled, {});
+  finish(seq, reason, {});
   return outcomes_.back();
 }
 

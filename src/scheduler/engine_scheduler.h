@@ -113,7 +113,14 @@ class EngineScheduler {
   // already cancelled). A sequence in the outstanding plan is reported cancelled at once, but its
   // pages and token storage — which the executor may be reading — are released when the plan is
   // reported, and that report says nothing more about it.
-  std::optional<SequenceOutcome> cancel(SeqId id);
+  std::optional<SequenceOutcome> cancel(SeqId id) {
+    return end_early(id, FinishReason::kCancelled);
+  }
+  // As cancel, for a sequence whose output the engine found complete by a rule it applies to the
+  // text (a stop string): its outcome, stats and progress log say kStop, and its full pages stay
+  // cached as any finished sequence's do. (In the outstanding plan, the later release counts as
+  // a cancel.)
+  std::optional<SequenceOutcome> stop(SeqId id) { return end_early(id, FinishReason::kStop); }
 
   // Composes the next step. The plan is valid until it is reported with on_step_executed or
   // on_step_failed; until then, calling schedule_step again returns the same plan. An empty plan
@@ -172,6 +179,8 @@ class EngineScheduler {
  private:
   EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
                   KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache);
+
+  std::optional<SequenceOutcome> end_early(SeqId id, FinishReason reason);
 
   // Step composition, one phase each.
   void begin_step();

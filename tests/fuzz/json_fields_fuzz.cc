@@ -12,7 +12,7 @@
 #include "server/openai_schema.h"
 #include "server/request_json.h"
 #include "server/tool_request.h"
-#include "tokenizer/tool_call_syntax.h"
+#include "chat/tool_call_syntax.h"
 
 namespace {
 

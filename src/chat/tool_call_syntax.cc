@@ -1,4 +1,4 @@
-#include "tokenizer/tool_call_syntax.h"
+#include "chat/tool_call_syntax.h"
 
 #include <algorithm>
 #include <optional>

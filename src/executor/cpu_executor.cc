@@ -107,6 +107,9 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
   DRIFT_RETURN_IF_ERROR(compress_kv(plan));
 
   result.reset(n_items);
+  // Sized once, at the first step (the executor's warm-up): no later step allocates it.
+  if (result.draft_logprobs.size() < size_t(config_.max_draft_tokens))
+    result.draft_logprobs.resize(size_t(config_.max_draft_tokens));
   pool_embeddings(plan, result);
   // Logits rows are in item order, one per sampled item and one more per draft.
   int64_t n_sampled = 0, n_rows = 0;
@@ -203,6 +206,8 @@ void CpuExecutor::sample_item(const StepPlan& plan, int64_t index, int thread,
   const StepItem& item = plan.items[i];
   ItemResult& out = result.items[i];
   const std::span<const TokenId> drafts = plan.tokens(item).last(size_t(item.num_drafts));
+  // This item's drafts' logprobs: after those of the drafts of the sampled items before it.
+  TokenLogprobs* draft_logprobs = result.draft_logprobs.data() + (logit_first_row_[index] - index);
   std::span<const int32_t> history = item.history;
   for (int32_t j = 0;; ++j) {
     if (j > 0) {  // the history of position j: the item's tokens, then drafts [0, j)
@@ -216,12 +221,13 @@ void CpuExecutor::sample_item(const StepPlan& plan, int64_t index, int thread,
         sample_position(item, logit_first_row_[index] + j, history, thread, out, logprobs);
     if (token < 0) return;
     if (j < item.num_drafts && token == drafts[size_t(j)]) {
-      if (logprobs) out.draft_logprobs.push_back(std::move(*logprobs));
+      if (logprobs) draft_logprobs[j] = *logprobs;
       continue;
     }
     out.token = token;
     out.accepted_drafts = j;
-    out.logprobs = std::move(logprobs);
+    out.logprobs = logprobs;
+    if (logprobs) out.draft_logprobs = {draft_logprobs, size_t(j)};
     return;
   }
 }

@@ -44,7 +44,7 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
       groups * std::min<int64_t>(int64_t(seqs) * kv.layout().pages_for_tokens(config.max_model_len),
                                  kv.num_pages() + seqs);
   running_.reserve(seqs);
-  outcomes_.reserve(seqs);
+  outcomes_.reserve(seqs + size_t(config.spec.max_plan_draft_tokens()));  // a token per draft
   plan_.items.reserve(seqs);
   plan_.page_copies.reserve(seqs * size_t(groups));
   plan_.kv_compressions.reserve(seqs);

@@ -143,8 +143,9 @@ struct ItemResult {
   // Of an item's drafts, how many (from the first) the executor accepted: they are generated
   // tokens, in order before `token`, and the K/V of the others are to be discarded.
   int32_t accepted_drafts = 0;
-  // With logprobs asked for: those of each accepted draft, in order (`logprobs` is `token`'s).
-  std::vector<TokenLogprobs> draft_logprobs;
+  // With logprobs asked for: those of each accepted draft, in order (`logprobs` is `token`'s),
+  // in ExecutionResult::draft_logprobs.
+  std::span<const TokenLogprobs> draft_logprobs;
   // The item failed; its sequence ends with this error while the others go on.
   std::optional<Error> error;
   // The sampled token's log-probabilities, when its sampling params ask for them.
@@ -156,6 +157,8 @@ struct ItemResult {
 
 struct ExecutionResult {
   std::vector<ItemResult> items;  // one per StepPlan item, same order
+  // The storage of the items' draft_logprobs, sized by the executor once (it keeps its size).
+  std::vector<TokenLogprobs> draft_logprobs;
 
   // Empties and sizes the result for a plan of `num_items` items, keeping capacity.
   void reset(size_t num_items) {

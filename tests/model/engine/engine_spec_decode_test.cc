@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,15 +66,22 @@ Request make_request(const std::string& prompt, Sampling sampling, uint64_t seed
   return r;
 }
 
+// A Gemma 3 run: its sliding layers (window 512) in KV groups of their own, whose pages leave
+// the window as the sequences pass it.
+struct Gemma3 {
+  std::vector<std::string> texts;
+};
+
 // Runs the prompts through an engine with speculation `mode`, concurrently (batched) or one
-// after the other (alone).
-SpecRun run(SpecMode mode, Sampling sampling, bool concurrent, KVDtype dtype = KVDtype::kF16) {
+// after the other (alone); on SmolLM2, or on Gemma 3 with `gemma3`'s prompts.
+SpecRun run(SpecMode mode, Sampling sampling, bool concurrent, KVDtype dtype = KVDtype::kF16,
+            const std::optional<Gemma3>& gemma3 = std::nullopt) {
   SpecRun result;
-  const auto path = test::model_path(test::kSmolLm2File);
+  const auto path = test::model_path(gemma3 ? test::kGemma3File : test::kSmolLm2File);
   EXPECT_TRUE(test::model_available(path));
   EngineConfig c;
   c.threads = 1;  // outputs do not depend on it; a busy 2-core machine runs one faster
-  c.max_model_len = 512;
+  c.max_model_len = gemma3 ? 1024 : 512;
   c.kv.budget = KVMemoryBudget::of_bytes(uint64_t{32} << 20);
   c.kv.dtype = dtype;
   c.scheduler.max_num_batched_tokens = 256;
@@ -82,7 +90,7 @@ SpecRun run(SpecMode mode, Sampling sampling, bool concurrent, KVDtype dtype = K
   auto engine = load_engine(path.string(), c);
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   if (!engine.ok()) return result;
-  const std::vector<std::string> texts = prompts();
+  const std::vector<std::string> texts = gemma3 ? gemma3->texts : prompts();
   result.outputs.resize(texts.size());
   std::mutex mutex;
   std::condition_variable done;
@@ -168,6 +176,23 @@ TEST(EngineSpecDecode, Int8KvCacheGivesTheSameTokens) {
       run(SpecMode::kNone, Sampling::kGreedy, /*concurrent=*/true, KVDtype::kInt8);
   const SpecRun spec =
       run(SpecMode::kNgram, Sampling::kGreedy, /*concurrent=*/true, KVDtype::kInt8);
+  expect_same_outputs(spec, plain);
+  EXPECT_GT(spec.metrics.spec_accepted_tokens, 0u);
+}
+
+// Sliding-window KV groups: the drafts' slots and pages in every group are rolled back, and the
+// sliding groups free pages by committed positions only. Prompts past the 512-token window.
+TEST(EngineSpecDecode, Gemma3SlidingGroupsGiveTheSameTokens) {
+  std::string notes;
+  for (int part = 1; part <= 20; ++part)
+    notes += "Item " + std::to_string(part) +
+             ": the pump is checked every morning, the filter every week, and the valve every "
+             "month; record the date, the reading and your initials in the log.\n";
+  const Gemma3 gemma3{{notes + "Repeat item 3 exactly:\nItem 3:", notes + "Repeat item 9:\n"}};
+  const SpecRun plain =
+      run(SpecMode::kNone, Sampling::kGreedy, /*concurrent=*/true, KVDtype::kF16, gemma3);
+  const SpecRun spec =
+      run(SpecMode::kNgram, Sampling::kGreedy, /*concurrent=*/true, KVDtype::kF16, gemma3);
   expect_same_outputs(spec, plain);
   EXPECT_GT(spec.metrics.spec_accepted_tokens, 0u);
 }

@@ -399,6 +399,11 @@ void EngineWorker::publish(const StepReport& report) {
                           report.num_items, report.executor_seconds});
   }
   metrics_.preemptions = scheduler_.capacity_stats().preempted;
+  const SchedulerStats& stats = scheduler_.stats();
+  metrics_.spec_drafts = stats.spec_drafts;
+  metrics_.spec_draft_tokens = stats.spec_draft_tokens;
+  metrics_.spec_accepted_tokens = stats.spec_accepted_tokens;
+  metrics_.spec_accepted_by_position = stats.spec_accepted_by_position;
   if (const PrefixCache* cache = scheduler_.prefix_cache()) {
     metrics_.prefix_cache_enabled = true;
     metrics_.prefix_cache = cache->stats();

@@ -60,6 +60,7 @@ def test_requests_the_engine_refuses_raise_value_error(llm):
     ({"admission": "sometimes"}, ValueError, "admission"),
     ({"policy": "random"}, ValueError, "policy"),
     ({"kv_cache_dtype": "f8"}, ValueError, "kv_cache_dtype"),
+    ({"spec": "eagle"}, ValueError, "spec"),
     ({"kv_mib": -5}, ValueError, "kv_mib"),
     ({"page_size": 0}, ValueError, "page_size"),
     ({"warp_speed": 9}, ValueError, "unknown engine option 'warp_speed'"),

@@ -32,6 +32,23 @@ def test_greedy_text_equals_drift_generate(llm):
     assert out[0].prompt_token_ids[0] != out[0].prompt_token_ids[1]
 
 
+def test_spec_drafts_and_leaves_greedy_text_unchanged():
+    from conftest import ENGINE_OPTIONS
+    prompt = "Copy: one two three four, one two three four, one two three four, one two"
+    params = drift.SamplingParams(temperature=0, max_tokens=48, ignore_eos=True)
+    texts = {}
+    for spec in ("none", "ngram"):
+        engine = drift.LLM(MODEL, spec=spec, **ENGINE_OPTIONS)
+        texts[spec] = engine.generate(prompt, params)[0].outputs[0].text
+        stats = engine.stats()
+        engine.shutdown()
+        if spec == "none":
+            assert stats["spec_draft_tokens"] == 0
+        else:
+            assert stats["spec_accepted_tokens"] > 0
+    assert texts["ngram"] == texts["none"]
+
+
 def test_32_prompts_in_one_call_equal_32_calls_of_one(llm):
     params = drift.SamplingParams(temperature=0, max_tokens=12)
     steps_before = llm.stats()["steps"]

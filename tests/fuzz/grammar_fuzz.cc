@@ -24,7 +24,7 @@ std::unique_ptr<drift::GrammarCompiler> compiler;
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "fuzz_grammar: %s\n", message.c_str());
-  std::exit(2);
+  std::abort();
 }
 
 }  // namespace
@@ -58,6 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   std::vector<uint32_t> mask(size_t(drift::token_mask_words(tokenizer->vocab_size())));
-  if (!(*matcher)->fill_mask(mask).ok()) abort();  // accepted, so its first mask must work
+  // Accepted, so its first mask must work.
+  if (drift::Status s = (*matcher)->fill_mask(mask); !s.ok()) fail("first mask: " + s.message());
   return 0;
 }

@@ -167,14 +167,17 @@ void expect_decode_steps_allocate_nothing(
   const SchedulerStats spec_before = (*scheduler)->stats();
   uint64_t before = g_allocations.load();
   g_counting.store(true);
+  // With drafts, enough steps that some are rejected and rolled back: a sequence that has fallen
+  // into a loop gets every draft accepted for a while.
+  const int counted_steps = spec ? 60 : 20;
   int decode_steps = 0;
-  for (; decode_steps < 20; ++decode_steps) {
+  for (; decode_steps < counted_steps; ++decode_steps) {
     StepReport report = step();
     if (report.decode_tokens != 4) break;
   }
   g_counting.store(false);
   const uint64_t allocations = g_allocations.load() - before;
-  EXPECT_EQ(decode_steps, 20);
+  EXPECT_EQ(decode_steps, counted_steps);
   EXPECT_EQ(allocations, 0u) << "heap allocations in " << decode_steps << " decode steps";
   EXPECT_TRUE(costs.calibrated()) << "the cost model saw prefill and decode steps";
   // Page boundaries were crossed (16 tokens per page).

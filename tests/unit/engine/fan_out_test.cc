@@ -26,7 +26,9 @@ TEST(FanOutChoices, ChoicesDifferOnlyBySeedPlusTheirIndex) {
   }
   // Without a seed, each derives its own from its request id: none is set here.
   r.sampling.seed.reset();
-  for (const Request& c : *fan_out_choices(r, 2)) EXPECT_FALSE(c.sampling.seed);
+  Expected<std::vector<Request>> unseeded = fan_out_choices(r, 2);  // held: the loop reads it
+  ASSERT_TRUE(unseeded.ok());
+  for (const Request& c : *unseeded) EXPECT_FALSE(c.sampling.seed);
 }
 
 TEST(FanOutChoices, NIsBoundedAndSessionsAndIdsTakeOne) {

@@ -8,18 +8,19 @@
 #include <string>
 #include <string_view>
 
+#include "chat/tool_call_syntax.h"
 #include "server/api_error.h"
 #include "server/openai_schema.h"
 #include "server/request_json.h"
 #include "server/tool_request.h"
-#include "chat/tool_call_syntax.h"
 
 namespace {
 
 using drift::server::ApiError;
 
 void check_error(const ApiError& e) {
-  if (e.status < 400 || e.status > 499 || e.message.empty() || !e.param || e.param->empty()) abort();
+  if (e.status < 400 || e.status > 499 || e.message.empty() || !e.param || e.param->empty())
+    abort();
   (void)nlohmann::json::parse(drift::server::error_json(e));  // aborts if it is not JSON
 }
 
@@ -39,13 +40,12 @@ void schema_fields(const std::string& text) {
 }
 
 void tool_call_arguments(const std::string& text) {
-  drift::jinja::Json body = {
-      {"messages",
-       {{{"role", "assistant"},
-         {"tool_calls",
-          {{{"id", "c1"},
-            {"type", "function"},
-            {"function", {{"name", "f"}, {"arguments", text}}}}}}}}}};
+  drift::jinja::Json body = {{"messages",
+                              {{{"role", "assistant"},
+                                {"tool_calls",
+                                 {{{"id", "c1"},
+                                   {"type", "function"},
+                                   {"function", {{"name", "f"}, {"arguments", text}}}}}}}}}};
   std::vector<drift::ChatMessage> messages(1);
   messages[0].role = "assistant";
   if (auto e = drift::server::read_message_tool_calls(body, messages)) check_error(*e);

@@ -26,7 +26,7 @@ trap 'rm -f "$model_log"' EXIT
 scripts/fetch_models.sh default 2>"$model_log" &
 model_pid=$!
 
-if [ ! -f build/CMakeCache.txt ]; then
+if [ ! -f build/build.ninja ]; then
   say "configuring build/ (Release)"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDRIFT_BUILD_TESTS=OFF >/dev/null
 fi

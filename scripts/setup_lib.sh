@@ -6,10 +6,10 @@
 SETUP_START=${SETUP_START:-$(date +%s)}
 export SETUP_START
 
-# say TEXT: one progress line, stamped with the time since the set-up began.
+# say TEXT: one progress line, stamped with the time since the set-up (or the test run) began.
 say() {
   local t=$(($(date +%s) - SETUP_START))
-  printf '[setup %2d:%02d] %s\n' $((t / 60)) $((t % 60)) "$*" >&2
+  printf '[%s %2d:%02d] %s\n' "${SAY_PREFIX:-setup}" $((t / 60)) $((t % 60)) "$*" >&2
 }
 
 # require_rust: llguidance (constrained decoding, built by cargo) needs Rust >= 1.87; Debian 12

@@ -31,8 +31,8 @@ if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDRIFT_BUILD_TESTS=OFF >/dev/null
 fi
 if [ ! -x build/bin/drift ]; then
-  say "building drift: ~160 C++ files, ~9 min on 2 cores the first time; cargo builds llguidance" \
-    "(~2 min) alongside and shows its crates"
+  say "building drift: ~200 steps, ~8 min on an idle 2-core machine the first time (more on a" \
+    "shared one); cargo builds llguidance (~2 min) alongside and lists its crates"
 fi
 cmake --build build --target drift
 say "drift is built: build/bin/drift"

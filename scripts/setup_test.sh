@@ -42,6 +42,7 @@ done
 say "configuring build/ with the tests and the Python module"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDRIFT_BUILD_TESTS=ON -DDRIFT_PYTHON=ON \
   -DPython_EXECUTABLE="$VENV/bin/python" >/dev/null
-say "building the unit and model tests and the Python module (~N min on 2 cores the first time)"
+say "building the unit and model tests and the Python module (~160 steps, ~6 min on an idle" \
+  "2-core machine the first time)"
 cmake --build build
 say "build/ is complete"

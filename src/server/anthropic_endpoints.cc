@@ -27,6 +27,7 @@ std::variant<GenerationRequest, ApiError> OpenAIService::parse_anthropic_message
   ChatPrompt prompt;
   prompt.messages = std::move(r.messages);
   if (auto e = use_tools(std::move(r.tools), out, prompt)) return *e;
+  if (r.effort) prompt.template_kwargs["reasoning_effort"] = *r.effort;
   // A harmony model's replies are read by their markers' ids; reasoning becomes thinking blocks.
   out.harmony = model_->engine->codec().harmony_tokens().has_value();
   out.prompts.push_back({std::move(prompt), std::string()});

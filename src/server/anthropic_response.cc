@@ -51,10 +51,13 @@ std::string_view anthropic_error_type(int status) {
   }
 }
 
+// Anthropic's shape has no "param": a message that does not name its field gets it in front.
 std::string anthropic_error_json(const ApiError& error) {
-  const json body{
-      {"type", "error"},
-      {"error", {{"type", anthropic_error_type(error.status)}, {"message", error.message}}}};
+  std::string message = error.message;
+  if (error.param && message.find(*error.param) == std::string::npos)
+    message = *error.param + ": " + message;
+  const json body{{"type", "error"},
+                  {"error", {{"type", anthropic_error_type(error.status)}, {"message", message}}}};
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

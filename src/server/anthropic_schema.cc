@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "server/guided_decoding.h"
 #include "server/request_json.h"
 
 namespace drift::server {
@@ -78,12 +79,14 @@ MaybeError get_number(const Json& body, std::string_view name, double lo, double
 // The fields each endpoint takes (Anthropic's API refuses others: "Extra inputs are not
 // permitted"), and those it documents that drift cannot honour, refused with a reason.
 MaybeError check_field_names(const Json& body, AnthropicEndpoint endpoint) {
-  static const std::set<std::string_view> kPromptFields = {"model", "messages",    "system",
-                                                           "tools", "tool_choice", "thinking"};
+  static const std::set<std::string_view> kPromptFields = {
+      "model",       "messages", "system",        "tools",
+      "tool_choice", "thinking", "output_config", "cache_control"};
   static const std::set<std::string_view> kMessageFields = {
       "max_tokens", "stop_sequences", "temperature", "top_p", "top_k", "metadata", "stream"};
-  static const std::set<std::string_view> kUnsupported = {"service_tier", "container",
-                                                          "mcp_servers", "context_management"};
+  static const std::set<std::string_view> kUnsupported = {
+      "service_tier",  "container",   "mcp_servers",     "context_management", "speed",
+      "inference_geo", "diagnostics", "user_profile_id", "workspace_id"};
   for (const auto& [name, value] : body.items()) {
     if (kPromptFields.contains(name)) continue;
     if (endpoint == AnthropicEndpoint::kMessages && kMessageFields.contains(name)) continue;
@@ -384,6 +387,45 @@ MaybeError read_thinking(const Json& body, bool& show) {
   return std::nullopt;
 }
 
+// output_config: {"format": {"type": "json_schema", "schema": {...}}} constrains the reply as
+// the chat endpoint's response_format does; "effort" (low, medium, high) is the template's
+// reasoning_effort, which reasoning models' templates read (gpt-oss's).
+MaybeError read_output_config(const Json& body, AnthropicRequest& r) {
+  const Json* config = field(body, "output_config");
+  if (!config) return std::nullopt;
+  if (!config->is_object()) return wrong_type("output_config", "an object", *config);
+  std::optional<std::string> effort;
+  if (auto e = get_string(*config, "effort", "output_config.effort", effort)) return e;
+  if (effort && *effort != "low" && *effort != "medium" && *effort != "high")
+    return bad_request(fmt::format("'output_config.effort' \"{}\" is not offered: this server's "
+                                   "models take \"low\", \"medium\" or \"high\"",
+                                   *effort),
+                       "output_config.effort");
+  r.effort = std::move(effort);
+  const Json* format = field(*config, "format");
+  if (!format) return std::nullopt;
+  const Json* type = format->is_object() ? field(*format, "type") : nullptr;
+  const Json* schema = format->is_object() ? field(*format, "schema") : nullptr;
+  if (!type || *type != "json_schema" || !schema || !schema->is_object())
+    return bad_request(
+        "'output_config.format' must be {\"type\": \"json_schema\", \"schema\": {...}}",
+        "output_config.format");
+  r.options.constraint =
+      json_schema_constraint(nlohmann::json::parse(schema->dump()), "output_config.format");
+  return std::nullopt;
+}
+
+// Top-level cache_control ({"type": "ephemeral", "ttl"?}): drift's prefix cache keeps every
+// prompt's pages without being asked, so the marker is checked and needs nothing more.
+MaybeError read_cache_control(const Json& body) {
+  const Json* control = field(body, "cache_control");
+  if (!control) return std::nullopt;
+  const Json* type = control->is_object() ? field(*control, "type") : nullptr;
+  if (!type || *type != "ephemeral")
+    return bad_request("'cache_control' must be {\"type\": \"ephemeral\"}", "cache_control");
+  return std::nullopt;
+}
+
 MaybeError read_stop_sequences(const Json& body, std::vector<std::string>& out) {
   const Json* v = field(body, "stop_sequences");
   if (!v) return std::nullopt;
@@ -445,6 +487,8 @@ std::variant<AnthropicRequest, ApiError> parse_anthropic_request(std::string_vie
   if (auto e = read_messages(body, r.messages)) return *e;
   if (auto e = read_tools(body, r.tools)) return *e;
   if (auto e = read_thinking(body, r.show_thinking)) return *e;
+  if (auto e = read_output_config(body, r)) return *e;
+  if (auto e = read_cache_control(body)) return *e;
   if (endpoint == AnthropicEndpoint::kMessages)
     if (auto e = read_options(body, r.options)) return *e;
   return r;

@@ -37,6 +37,8 @@ struct AnthropicRequest {
   GenerationOptions options;          // max_tokens, sampling, stop_sequences, stream
   // `thinking: {"type": "disabled"}` leaves a reasoning model's thinking blocks out of the reply.
   bool show_thinking = true;
+  // output_config.effort ("low", "medium", "high"): the template's reasoning_effort.
+  std::optional<std::string> effort;
 };
 
 // The body as the server received it: UTF-8 and the bounds of util/json_limits.h are checked

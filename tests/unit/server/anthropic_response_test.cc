@@ -139,6 +139,10 @@ TEST(AnthropicResponse, StopReasonsAndErrorTypes) {
   EXPECT_EQ(json::parse(anthropic_error_json(bad_request("bad 'x'", "x"))),
             json::parse(R"({"type": "error", "error": {"type": "invalid_request_error",
                 "message": "bad 'x'"}})"));
+  EXPECT_EQ(json::parse(anthropic_error_json(
+                bad_request("no schema type 'x'", "tools")))["error"]["message"],
+            "tools: no schema type 'x'")
+      << "the field a message does not name goes in front";
   EXPECT_EQ(anthropic_error_type(401), "authentication_error");
   EXPECT_EQ(anthropic_error_type(404), "not_found_error");
   EXPECT_EQ(anthropic_error_type(429), "rate_limit_error");

@@ -234,6 +234,27 @@ TEST(AnthropicSchema, ThinkingIsCheckedAndDisabledHidesIt) {
   EXPECT_EQ(refused(body, "budget_tokens"), "thinking.budget_tokens");
 }
 
+TEST(AnthropicSchema, OutputConfigConstrainsTheReplyAndSetsTheEffort) {
+  json body = minimal();
+  body["output_config"] = {{"effort", "high"},
+                           {"format", {{"type", "json_schema"}, {"schema", {{"type", "object"}}}}}};
+  body["cache_control"] = {{"type", "ephemeral"}};
+  const AnthropicRequest r = parse_ok(body);
+  ASSERT_TRUE(r.options.constraint);
+  EXPECT_EQ(r.options.constraint->param, "output_config.format");
+  EXPECT_EQ(r.effort, "high");
+  body["output_config"] = {{"effort", "max"}};
+  EXPECT_EQ(refused(body, "\"max\" is not offered"), "output_config.effort");
+  body["output_config"] = {{"format", {{"type", "json_object"}}}};
+  EXPECT_EQ(refused(body, "json_schema"), "output_config.format");
+  body = minimal();
+  body["cache_control"] = {{"type", "permanent"}};
+  EXPECT_EQ(refused(body, "ephemeral"), "cache_control");
+  body = minimal();
+  body["speed"] = "fast";
+  EXPECT_EQ(refused(body, "not supported by this server"), "speed");
+}
+
 TEST(AnthropicSchema, DeepBodiesAreRefusedBeforeTheyAreParsed) {
   std::string deep = R"({"model": "m", "max_tokens": 4, "metadata": )";
   deep += std::string(100000, '[') + std::string(100000, ']') + "}";

@@ -2,6 +2,7 @@
 
 #include "jinja/json.h"
 #include "server/sse.h"
+#include "util/json_limits.h"
 
 namespace drift::server {
 namespace {
@@ -9,11 +10,12 @@ namespace {
 using nlohmann::json;
 
 // A call's input: the arguments' JSON object in the model's key order. A harmony reply's
-// arguments are the model's text as written; one that is not a JSON object is kept as a string
-// rather than lost.
+// arguments are the model's text as written (a model can be led to write any nesting, hence the
+// bounded parse); one that is not a JSON object within the bounds is kept as a string rather than
+// lost.
 jinja::Json call_input(const ToolCall& call) {
-  jinja::Json input = jinja::Json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
-  if (input.is_object()) return input;
+  Expected<jinja::Json> input = parse_bounded_json<jinja::Json>(call.arguments);
+  if (input.ok() && input->is_object()) return std::move(input).value();
   return call.arguments;
 }
 

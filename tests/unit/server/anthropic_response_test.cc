@@ -125,6 +125,12 @@ TEST(AnthropicResponse, TheWholeMessageHasABlockPerPart) {
         {"type": "tool_use", "id": "toolu_x", "name": "get_weather", "input": {"city": "Paris"}}],
       "stop_reason": "tool_use", "stop_sequence": null,
       "usage": {"input_tokens": 20, "output_tokens": 7}})"));
+  // Arguments a model wrote that are no JSON object (or nest too deep) stay as their text.
+  c.tool_calls = {{"toolu_y", "f", "not json"},
+                  {"toolu_z", "f", std::string(1000, '[') + std::string(1000, ']')}};
+  const json odd = json::parse(codec.response({c}, 1, 2))["content"];
+  EXPECT_EQ(odd[2]["input"], "not json");
+  EXPECT_EQ(odd[3]["input"], std::string(1000, '[') + std::string(1000, ']'));
   c = ChoiceResult();
   c.finish_reason = "length";
   EXPECT_EQ(json::parse(codec.response({c}, 1, 2))["stop_reason"], "max_tokens");

@@ -88,6 +88,22 @@ def test_a_message_and_its_stream_agree_at_temperature_0(server, claude):
     assert events[-2][1]["usage"]["output_tokens"] == whole.usage.output_tokens
 
 
+def test_a_message_is_the_chat_completion_of_the_same_conversation(client, claude):
+    """One request path: the same conversation through OpenAI's chat endpoint gives the same
+    prompt tokens, the same greedy text and the same stop."""
+    system = "You are brief."
+    chat = client.chat.completions.create(
+        model=MODEL_NAME, max_tokens=40, temperature=0,
+        messages=[{"role": "system", "content": system}] + QUESTION)
+    message = claude.messages.create(model=MODEL_NAME, max_tokens=40, **GREEDY, system=system,
+                                     messages=QUESTION)
+    assert text_of(message) == chat.choices[0].message.content
+    assert message.usage.input_tokens == chat.usage.prompt_tokens
+    assert message.usage.output_tokens == chat.usage.completion_tokens
+    assert {"stop": "end_turn", "length": "max_tokens"}[chat.choices[0].finish_reason] == \
+        message.stop_reason
+
+
 def test_stop_sequences_and_max_tokens_give_their_stop_reasons(claude):
     free = text_of(claude.messages.create(model=MODEL_NAME, max_tokens=40, **GREEDY,
                                           messages=QUESTION))

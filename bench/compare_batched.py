@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (add_common_args, add_reference_args, cpu_model, drift_commit,  # noqa: E402
@@ -48,9 +49,12 @@ def table_rows(text):
 def run_reference(args, levels, bin_dir, extra):
     exe = os.path.join(bin_dir, "llama-batched-bench")
     ctx = max(levels) * (args.npp + args.ntg)
-    out = subprocess.run([exe, "-m", args.model, "-c", str(ctx), "-npp", str(args.npp),
-                          "-ntg", str(args.ntg), "-npl", args.npl, "-t", str(args.threads),
-                          *extra], check=True, capture_output=True, text=True)
+    # In a temporary directory: ik_llama.cpp's programs write llama.log into the working one.
+    with tempfile.TemporaryDirectory() as scratch:
+        out = subprocess.run([exe, "-m", os.path.abspath(args.model), "-c", str(ctx),
+                              "-npp", str(args.npp), "-ntg", str(args.ntg), "-npl", args.npl,
+                              "-t", str(args.threads), *extra],
+                             check=True, capture_output=True, text=True, cwd=scratch)
     rows = table_rows(out.stdout + out.stderr)
     missing = [n for n in levels if n not in rows]
     if missing:

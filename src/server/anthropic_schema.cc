@@ -8,6 +8,7 @@
 #include <set>
 
 #include "server/guided_decoding.h"
+#include "server/json_fields.h"
 #include "server/request_json.h"
 
 namespace drift::server {
@@ -15,27 +16,6 @@ namespace {
 
 using Json = jinja::Json;
 using MaybeError = std::optional<ApiError>;
-
-std::string_view type_name(const Json& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-ApiError wrong_type(const std::string& param, std::string_view expected, const Json& v) {
-  return bad_request(fmt::format("'{}' must be {}, got {}", param, expected, type_name(v)), param);
-}
-
-// A field given as null is absent, as Anthropic's SDKs treat an omitted optional field.
-const Json* field(const Json& object, std::string_view name) {
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 MaybeError get_string(const Json& object, std::string_view name, const std::string& param,
                       std::optional<std::string>& out) {
@@ -430,20 +410,9 @@ MaybeError read_stop_sequences(const Json& body, std::vector<std::string>& out) 
   const Json* v = field(body, "stop_sequences");
   if (!v) return std::nullopt;
   if (!v->is_array()) return wrong_type("stop_sequences", "an array of strings", *v);
-  if (v->size() > kMaxStopStrings)
-    return bad_request(fmt::format("'stop_sequences' may hold at most {} strings, got {}",
-                                   kMaxStopStrings, v->size()),
-                       "stop_sequences");
-  for (const Json& s : *v) {
-    if (!s.is_string()) return wrong_type("stop_sequences", "an array of strings", s);
-    const std::string& text = s.get_ref<const std::string&>();
-    if (text.empty() || text.size() > kMaxStopStringBytes)
-      return bad_request(fmt::format("each stop sequence must have 1 to {} bytes, got {}",
-                                     kMaxStopStringBytes, text.size()),
-                         "stop_sequences");
-    out.push_back(text);
-  }
-  return std::nullopt;
+  std::vector<const Json*> items;
+  for (const Json& s : *v) items.push_back(&s);
+  return read_stop_strings(items, "stop_sequences", "stop sequence", "an array of strings", out);
 }
 
 MaybeError read_options(const Json& body, GenerationOptions& o) {

@@ -1,9 +1,11 @@
 // AVX2 panel kernels: the canonical order of panel.h on CPUs without AVX-512. A 16-row panel is
-// run as two halves of 8 rows (one ymm of int32 lanes each). Without vpdpbusd, a group's products
-// go through vpmaddubsw (unsigned codes x signed activations, pairs into int16 — no saturation:
-// codes <= 63 and |a| <= 127) and vpmaddwd with ones into int32; Q8_0's codes are turned back into
-// signed weights and multiplied as |w| x sign-adjusted activations, which needs no offset. The
-// integer sums are exact, so they equal the AVX-512 ones and the float sequence is the same.
+// run as two halves of 8 rows (one ymm of int32 lanes each); one token (decode) takes both halves
+// in one pass (panel_avx2_decode.h). Without vpdpbusd, a group's products go through vpmaddubsw
+// (unsigned codes x signed activations, pairs into int16 — no saturation: codes <= 63 and
+// |a| <= 127); as many groups as the largest code allows add up in int16 before one vpmaddwd
+// widens them, by ones or straight by the sub-block's scale. Q8_0's and the codebooks' signed
+// values are multiplied as |w| x sign-adjusted activations, which needs no offset. The integer
+// sums are exact, so they equal the AVX-512 ones and the float sequence is the same.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,196 +13,14 @@
 
 #include "kernels/lowbit_quants.h"
 #include "kernels/panel.h"
+#include "kernels/panel_avx2_decode.h"
+#include "kernels/panel_avx2_simd.h"
 #include "kernels/panel_dispatch.h"
 #include "kernels/panel_layout.h"
+#include "kernels/panel_prefetch.h"
 
 namespace drift::kernels::avx2 {
 namespace {
-
-__m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-__m256 load_fp16x8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-__m256i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-// Unsigned codes x signed activations, four products per int32 lane.
-__m256i dot4(__m256i codes, __m256i a) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, a), _mm256_set1_epi16(1));
-}
-// Signed weights x signed activations.
-__m256i dot4_signed(__m256i w, __m256i a) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w)),
-                           _mm256_set1_epi16(1));
-}
-
-template <class ABlock, class Sums>
-struct TokenRows {
-  const ABlock* a;
-  const Sums* s;
-};
-
-// Stores 8 lanes, of which `valid` (< 8 only in a matrix's last panel) are real rows.
-void store8(float* y, __m256 v, int64_t valid) {
-  if (valid >= 8) return _mm256_storeu_ps(y, v);
-  alignas(32) float tmp[8];
-  _mm256_store_ps(tmp, v);
-  if (valid > 0) std::memcpy(y, tmp, static_cast<size_t>(valid) * sizeof(float));
-}
-
-// Groups g and g + 4 of 8 rows (half h) of a nibble-packed block.
-void unpack_nibbles(const uint8_t (*qs)[64], int h, __m256i (&w)[8]) {
-  const __m256i m4 = _mm256_set1_epi8(15);
-  for (int g = 0; g < 4; ++g) {
-    const __m256i v = load256(qs[g] + 32 * h);
-    w[g] = _mm256_and_si256(v, m4);
-    w[g + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-  }
-}
-
-// ---- 32-element formats.
-
-struct Q4_0 {
-  using Tile = TileQ4_0;
-  using ABlock = BlockQ8_0;
-  static constexpr bool kHasMin = false;
-  static constexpr bool kOffset = true;  // codes q = w + 8: subtract 8 * sum(a)
-  static constexpr int kOffsetShift = 3;
-  static void unpack(const Tile& t, int h, __m256i (&w)[8]) { unpack_nibbles(t.qs, h, w); }
-  static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
-};
-struct Q4_1 {
-  using Tile = TileQ4_1;
-  using ABlock = BlockQ8_1;
-  static constexpr bool kHasMin = true;
-  static constexpr bool kOffset = false;
-  static constexpr int kOffsetShift = 0;
-  static void unpack(const Tile& t, int h, __m256i (&w)[8]) { unpack_nibbles(t.qs, h, w); }
-  static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
-};
-// The fifth bits of group l for rows [8h, 8h + 8) as 0x10 bytes: bits 32h .. 32h + 31 of qh[l],
-// bit j for byte j.
-template <class Tile>
-void add_fifth_bits(const Tile& t, int h, __m256i (&w)[8]) {
-  // Byte j takes the byte of the 32-bit word holding bit j, then tests bit j % 8 of it.
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  for (int l = 0; l < 8; ++l) {
-    const auto bits32 = static_cast<int32_t>(t.qh[l] >> (32 * h));
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits32), spread);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
-    w[l] = _mm256_or_si256(w[l], _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-  }
-}
-
-struct Q5_0 {
-  using Tile = TileQ5_0;
-  using ABlock = BlockQ8_0;
-  static constexpr bool kHasMin = false;
-  static constexpr bool kOffset = true;  // codes q = w + 16: subtract 16 * sum(a)
-  static constexpr int kOffsetShift = 4;
-  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
-    unpack_nibbles(t.qs, h, w);
-    add_fifth_bits(t, h, w);
-  }
-  static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
-};
-struct Q5_1 {
-  using Tile = TileQ5_1;
-  using ABlock = BlockQ8_1;
-  static constexpr bool kHasMin = true;
-  static constexpr bool kOffset = false;
-  static constexpr int kOffsetShift = 0;
-  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
-    unpack_nibbles(t.qs, h, w);
-    add_fifth_bits(t, h, w);
-  }
-  static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
-};
-struct Q8_0 {
-  using Tile = TileQ8_0;
-  using ABlock = BlockQ8_0;
-  static constexpr bool kHasMin = false;
-  static constexpr bool kOffset = false;  // the signed weights are multiplied directly
-  static constexpr int kOffsetShift = 0;
-  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    for (int l = 0; l < 8; ++l) w[l] = _mm256_xor_si256(load256(t.qs[l] + 32 * h), flip);
-  }
-  static __m256i group(__m256i w, __m256i a) { return dot4_signed(w, a); }
-};
-
-// IQ4_NL: the codes' signed codebook values, multiplied as Q8_0's weights are.
-struct IQ4_NL {
-  using Tile = TileIQ4_NL;
-  using ABlock = BlockQ8_0;
-  static constexpr bool kHasMin = false;
-  static constexpr bool kOffset = false;
-  static constexpr int kOffsetShift = 0;
-  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
-    unpack_nibbles(t.qs, h, w);
-    const __m256i table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
-    for (int l = 0; l < 8; ++l) w[l] = _mm256_shuffle_epi8(table, w[l]);
-  }
-  static __m256i group(__m256i w, __m256i a) { return dot4_signed(w, a); }
-};
-
-// MXFP4: the codes' doubled E2M1 values plus 16 (4..28), multiplied as unsigned codes.
-struct MXFP4 {
-  using Tile = TileMXFP4;
-  using ABlock = BlockQ8_0;
-  static constexpr bool kHasMin = false;
-  static constexpr bool kOffset = true;  // codes v + 16: subtract 16 * sum(a)
-  static constexpr int kOffsetShift = 4;
-  static void unpack(const Tile& t, int h, __m256i (&w)[8]) {
-    unpack_nibbles(t.qs, h, w);
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_add_epi8(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values)), _mm_set1_epi8(16)));
-    for (int l = 0; l < 8; ++l) w[l] = _mm256_shuffle_epi8(table, w[l]);
-  }
-  static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
-};
-
-// A block's P for 8 rows: the 8 groups' products of rows-by-lanes weights w and the token's 32
-// activations aq, one int32 lane per row.
-template <class F>
-__m256i block_product(const __m256i (&w)[8], const int8_t* aq) {
-  __m256i p = F::group(w[0], broadcast4(aq));
-  for (int l = 1; l < 8; ++l) p = _mm256_add_epi32(p, F::group(w[l], broadcast4(aq + 4 * l)));
-  return p;
-}
-// MXFP4's codes are small enough to add four groups' vpmaddubsw pairs in int16 before widening:
-// |pair| <= 2 * 28 * 127 = 7112, four of them <= 28448 < 2^15, so the sums stay exact.
-template <>
-__m256i block_product<MXFP4>(const __m256i (&w)[8], const int8_t* aq) {
-  __m256i lo = _mm256_maddubs_epi16(w[0], broadcast4(aq));
-  __m256i hi = _mm256_maddubs_epi16(w[4], broadcast4(aq + 16));
-  for (int l = 1; l < 4; ++l) {
-    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[l], broadcast4(aq + 4 * l)));
-    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[l + 4], broadcast4(aq + 16 + 4 * l)));
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
-  return _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
-}
-
-// fp32(d_w) of rows [8h, 8h + 8): the fp16 scales, or MXFP4's 2^(e - 128) built as mxfp4_scale
-// builds it: (e - 1) << 23, and for e < 2 the subnormal bit 0x00200000 << e.
-template <class Tile>
-__m256 weight_scales(const Tile& t, int h) {
-  return load_fp16x8(t.d + 8 * h);
-}
-__m256 weight_scales(const TileMXFP4& t, int h) {
-  const __m256i e =
-      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.e + 8 * h)));
-  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
-  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
-}
 
 template <class F, int kT>
 void half32(const typename F::Tile* tiles, int64_t nb, int h,
@@ -243,13 +63,14 @@ void half_q4_k(const TileQ4_K* tiles, int64_t nb, int h,
     for (int j = 0; j < 8; ++j) {
       __m256i w[8];
       unpack_nibbles(tile.qs[j], h, w);
-      const __m256i sc = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.sc[j] + 8 * h)));
+      const __m256i sc = scale_pairs_u8(tile.sc[j] + 8 * h);
       for (int t = 0; t < kT; ++t) {
+        // 4-bit codes: the 8 groups' vpmaddubsw pairs add up in int16 (<= 8 * 3810 < 2^15).
         const int8_t* aq = tok[t].a[b].qs + 32 * j;
-        __m256i p = dot4(w[0], broadcast4(aq));
-        for (int l = 1; l < 8; ++l) p = _mm256_add_epi32(p, dot4(w[l], broadcast4(aq + 4 * l)));
-        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
+        __m256i s16 = _mm256_maddubs_epi16(w[0], broadcast4(aq));
+        for (int l = 1; l < 8; ++l)
+          s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[l], broadcast4(aq + 4 * l)));
+        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_madd_epi16(s16, sc));
       }
     }
     const __m256 dw = load_fp16x8(tile.d + 8 * h);
@@ -299,17 +120,19 @@ void half_q6_k(const TileQ6_K* tiles, int64_t nb, int h,
       w[3] = _mm256_or_si256(
           _mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4),
           _mm256_srli_epi16(_mm256_and_si256(hi, _mm256_set1_epi8(static_cast<char>(0xc0))), 2));
-      const __m256i sc = _mm256_cvtepi8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.sc[j] + 8 * h)));
+      const __m256i sc = scale_pairs_i8(tile.sc[j] + 8 * h);
       for (int t = 0; t < kT; ++t) {
+        // 6-bit codes: two groups' vpmaddubsw pairs add up in int16 (<= 2 * 16002 < 2^15).
         const int8_t* aq = tok[t].a[b].qs + 16 * j;
-        __m256i p = _mm256_add_epi32(dot4(w[0], broadcast4(aq)), dot4(w[1], broadcast4(aq + 4)));
-        p = _mm256_add_epi32(
-            p, _mm256_add_epi32(dot4(w[2], broadcast4(aq + 8)), dot4(w[3], broadcast4(aq + 12))));
-        p = _mm256_sub_epi32(p, _mm256_set1_epi32(tok[t].s[b].offsets6[j]));
-        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
+        const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], broadcast4(aq)),
+                                             _mm256_maddubs_epi16(w[1], broadcast4(aq + 4)));
+        const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], broadcast4(aq + 8)),
+                                             _mm256_maddubs_epi16(w[3], broadcast4(aq + 12)));
+        l_sum[t] = _mm256_add_epi32(
+            l_sum[t], _mm256_add_epi32(_mm256_madd_epi16(s01, sc), _mm256_madd_epi16(s23, sc)));
       }
     }
+    subtract_code_offsets<5>(tile.sc, h, b, tok, l_sum);
     const __m256 dw = load_fp16x8(tile.d + 8 * h);
     for (int t = 0; t < kT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(tok[t].s[b].d)),
@@ -334,15 +157,24 @@ void half_iq4_xs(const TileIQ4_XS* tiles, int64_t nb, int h,
     for (int j = 0; j < 8; ++j) {
       __m256i w[8];
       unpack_nibbles(tile.qs[j], h, w);
-      for (int l = 0; l < 8; ++l) w[l] = _mm256_shuffle_epi8(table, w[l]);
-      const __m256i sc = _mm256_cvtepi8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.sc[j] + 8 * h)));
+      __m256i magnitude[8];
+      for (int l = 0; l < 8; ++l) {
+        w[l] = _mm256_shuffle_epi8(table, w[l]);
+        magnitude[l] = _mm256_abs_epi8(w[l]);
+      }
+      const __m256i sc = scale_pairs_i8(tile.sc[j] + 8 * h);
       for (int t = 0; t < kT; ++t) {
+        // |w| x sign-adjusted a: a pair reaches 32258, so each group widens on its own, by the
+        // scale instead of by ones.
         const int8_t* aq = tok[t].a[b].qs + 32 * j;
-        __m256i p = dot4_signed(w[0], broadcast4(aq));
-        for (int l = 1; l < 8; ++l)
-          p = _mm256_add_epi32(p, dot4_signed(w[l], broadcast4(aq + 4 * l)));
-        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
+        __m256i p = _mm256_setzero_si256();
+        for (int l = 0; l < 8; ++l)
+          p = _mm256_add_epi32(
+              p,
+              _mm256_madd_epi16(_mm256_maddubs_epi16(
+                                    magnitude[l], _mm256_sign_epi8(broadcast4(aq + 4 * l), w[l])),
+                                sc));
+        l_sum[t] = _mm256_add_epi32(l_sum[t], p);
       }
     }
     const __m256 dw = load_fp16x8(tile.d + 8 * h);
@@ -364,21 +196,19 @@ void half_q2_k(const TileQ2_K* tiles, int64_t nb, int h,
   const __m128i m4 = _mm_set1_epi8(15);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ2_K& tile = tiles[b];
+    if constexpr (kT == 1)  // decode: the first half streams the tile from memory
+      if (h == 0) prefetch_ahead(&tile, 0, 1);
     __m256i l_sum[kT];
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
       const __m256i v = load256(tile.qs[j] + 32 * h);
       __m256i w[4];
       for (int g = 0; g < 4; ++g) w[g] = _mm256_and_si256(_mm256_srli_epi16(v, 2 * g), m2);
-      const __m256i sc = _mm256_cvtepu8_epi32(_mm_and_si128(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.scales[j] + 8 * h)), m4));
-      for (int t = 0; t < kT; ++t) {
-        const int8_t* aq = tok[t].a[b].qs + 16 * j;
-        __m256i p = _mm256_add_epi32(dot4(w[0], broadcast4(aq)), dot4(w[1], broadcast4(aq + 4)));
-        p = _mm256_add_epi32(
-            p, _mm256_add_epi32(dot4(w[2], broadcast4(aq + 8)), dot4(w[3], broadcast4(aq + 12))));
-        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
-      }
+      const __m256i sc = scale_pairs(_mm_cvtepu8_epi16(_mm_and_si128(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.scales[j] + 8 * h)), m4)));
+      for (int t = 0; t < kT; ++t)
+        l_sum[t] = _mm256_add_epi32(
+            l_sum[t], _mm256_madd_epi16(sub_block16_sum16(w, tok[t].a[b].qs + 16 * j), sc));
     }
     __m256i mn[8];  // int16 pairs (mn[2i], mn[2i + 1]) per row lane
     for (int i = 0; i < 8; ++i) {
@@ -421,6 +251,8 @@ void half_q3_k(const TileQ3_K* tiles, int64_t nb, int h,
   const __m256i bit = _mm256_set1_epi8(4);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ3_K& tile = tiles[b];
+    if constexpr (kT == 1)  // decode: the first half streams the tile from memory
+      if (h == 0) prefetch_ahead(&tile, 0, 1);
     __m256i l_sum[kT];
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
@@ -433,17 +265,12 @@ void half_q3_k(const TileQ3_K* tiles, int64_t nb, int h,
         w[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * g), m2),
                                _mm256_and_si256(hb, bit));
       }
-      const __m256i sc = _mm256_cvtepi8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile.sc[j] + 8 * h)));
-      for (int t = 0; t < kT; ++t) {
-        const int8_t* aq = tok[t].a[b].qs + 16 * j;
-        __m256i p = _mm256_add_epi32(dot4(w[0], broadcast4(aq)), dot4(w[1], broadcast4(aq + 4)));
-        p = _mm256_add_epi32(
-            p, _mm256_add_epi32(dot4(w[2], broadcast4(aq + 8)), dot4(w[3], broadcast4(aq + 12))));
-        p = _mm256_sub_epi32(p, _mm256_set1_epi32(tok[t].s[b].offsets6[j] >> 3));
-        l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_mullo_epi32(p, sc));
-      }
+      const __m256i sc = scale_pairs_i8(tile.sc[j] + 8 * h);
+      for (int t = 0; t < kT; ++t)
+        l_sum[t] = _mm256_add_epi32(
+            l_sum[t], _mm256_madd_epi16(sub_block16_sum16(w, tok[t].a[b].qs + 16 * j), sc));
     }
+    subtract_code_offsets<2>(tile.sc, h, b, tok, l_sum);
     const __m256 dw = load_fp16x8(tile.d + 8 * h);
     for (int t = 0; t < kT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(tok[t].s[b].d)),
@@ -477,6 +304,15 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
   const int64_t panel_bytes = nb * static_cast<int64_t>(sizeof(typename Kernel::Tile));
   const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / panel_bytes);
   auto run = [&]<int kTokens>(int64_t c0, int64_t c1, int64_t t0) {
+    if constexpr (kTokens == 1 && requires { &Kernel::one_token; }) {
+      const TokenRows<typename Kernel::ABlock, typename Kernel::Sums> tok{
+          reinterpret_cast<const typename Kernel::ABlock*>(args.x + t0 * args.x_row_bytes),
+          reinterpret_cast<const typename Kernel::Sums*>(args.sums + t0 * args.sums_row_bytes)};
+      for (int64_t p = c0; p < c1; ++p)
+        Kernel::one_token(tiles + p * nb, nb, tok, args.y + t0 * args.y_row_stride + p * kPanelRows,
+                          args.rows - p * kPanelRows);
+      return;
+    }
     for (int64_t p = c0; p < c1; ++p)
       for (int h = 0; h < 2; ++h) {
         const int64_t valid = args.rows - p * kPanelRows - 8 * h;
@@ -504,6 +340,10 @@ struct Kernel32 {
                    float* y, int64_t y_stride, int64_t valid) {
     half32<F, kT>(tiles, nb, h, tok, y, y_stride, valid);
   }
+  static void one_token(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums>& tok, float* y,
+                        int64_t valid) {
+    panel32_one_token<F>(tiles, nb, tok.a, tok.s, y, valid);
+  }
 };
 struct KernelQ4K {
   using Tile = TileQ4_K;
@@ -515,6 +355,10 @@ struct KernelQ4K {
                    float* y, int64_t y_stride, int64_t valid) {
     half_q4_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
   }
+  static void one_token(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums>& tok, float* y,
+                        int64_t valid) {
+    panel_q4_k_one_token(tiles, nb, tok.a, tok.s, y, valid);
+  }
 };
 struct KernelIQ4XS {
   using Tile = TileIQ4_XS;
@@ -525,6 +369,10 @@ struct KernelIQ4XS {
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
                    float* y, int64_t y_stride, int64_t valid) {
     half_iq4_xs<kT>(tiles, nb, h, tok, y, y_stride, valid);
+  }
+  static void one_token(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums>& tok, float* y,
+                        int64_t valid) {
+    panel_iq4_xs_one_token(tiles, nb, tok.a, tok.s, y, valid);
   }
 };
 struct KernelQ2K {
@@ -558,6 +406,10 @@ struct KernelQ6K {
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
                    float* y, int64_t y_stride, int64_t valid) {
     half_q6_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
+  }
+  static void one_token(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums>& tok, float* y,
+                        int64_t valid) {
+    panel_q6_k_one_token(tiles, nb, tok.a, tok.s, y, valid);
   }
 };
 

@@ -12,6 +12,7 @@
 #include "kernels/panel.h"
 #include "kernels/panel_dispatch.h"
 #include "kernels/panel_layout.h"
+#include "kernels/panel_prefetch.h"
 
 namespace drift::kernels::avx512 {
 namespace {
@@ -150,6 +151,7 @@ void tile32(const typename F::Tile* tiles, int64_t nb,
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename F::Tile& tile = tiles[b];
+    if constexpr (kT == 1) prefetch_ahead(&tile, 0, 1);  // decode (panel_prefetch.h)
     __m512i w[8];
     F::unpack(tile, w);
     const __m512 dw = weight_scales(tile);
@@ -193,6 +195,7 @@ void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
+      if constexpr (kT == 1) prefetch_ahead(&tile, j, 8);  // decode (panel_prefetch.h)
       __m512i w[8];
       unpack_nibbles(tile.qs[j], w);
       const __m512i sc =
@@ -249,6 +252,7 @@ void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 16; ++j) {
+      if constexpr (kT == 1) prefetch_ahead(&tile, j, 16);  // decode (panel_prefetch.h)
       const TileQ6_K::Sub& sub = tile.sub[j];
       const __m512i lo0 = load512(sub.lo[0]), lo1 = load512(sub.lo[1]), hi = load512(sub.hi);
       __m512i w[4];
@@ -302,6 +306,7 @@ void tile_iq4_xs(const TileIQ4_XS* tiles, int64_t nb,
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
+      if constexpr (kT == 1) prefetch_ahead(&tile, j, 8);  // decode (panel_prefetch.h)
       __m512i w[8];
       unpack_nibbles(tile.qs[j], w);
 #pragma GCC unroll 8
@@ -344,6 +349,7 @@ void tile_q2_k(const TileQ2_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
   const __m128i m4 = _mm_set1_epi8(15);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ2_K& tile = tiles[b];
+    if constexpr (kT == 1) prefetch_ahead(&tile, 0, 1);  // decode (panel_prefetch.h)
     __m512i l_sum[kT];
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
@@ -409,6 +415,7 @@ void tile_q3_k(const TileQ3_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
   const __m512i bit = _mm512_set1_epi8(4);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ3_K& tile = tiles[b];
+    if constexpr (kT == 1) prefetch_ahead(&tile, 0, 1);  // decode (panel_prefetch.h)
     __m512i l_sum[kT];
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();

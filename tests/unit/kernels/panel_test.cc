@@ -265,6 +265,112 @@ INSTANTIATE_TEST_SUITE_P(PanelFormats, PanelFormat, ::testing::ValuesIn(kPanelFo
                            return std::string(format_info(info.param).name);
                          });
 
+// Every code at its largest and every activation at +-127: the SIMD kernels add several groups'
+// byte products in int16 before widening them (as many as the format's largest code allows), so
+// these blocks sit at the edge of that range; every ISA still gives the scalar kernel's bits.
+template <class Block>
+void set_largest_codes(std::vector<uint8_t>& w, void (*set)(Block&)) {
+  for (size_t b = 0; b < w.size() / sizeof(Block); ++b) {
+    Block block;
+    std::memcpy(&block, w.data() + b * sizeof(Block), sizeof(Block));
+    set(block);
+    std::memcpy(w.data() + b * sizeof(Block), &block, sizeof(Block));
+  }
+}
+
+void largest_codes(Format f, std::vector<uint8_t>& w) {
+  switch (f) {
+    case Format::kQ4_0:
+      return set_largest_codes<BlockQ4_0>(w, [](BlockQ4_0& b) { std::memset(b.qs, 0xff, 16); });
+    case Format::kQ4_1:
+      return set_largest_codes<BlockQ4_1>(w, [](BlockQ4_1& b) { std::memset(b.qs, 0xff, 16); });
+    case Format::kQ5_0:
+      return set_largest_codes<BlockQ5_0>(w, [](BlockQ5_0& b) {
+        std::memset(b.qs, 0xff, 16);
+        std::memset(b.qh, 0xff, 4);
+      });
+    case Format::kQ5_1:
+      return set_largest_codes<BlockQ5_1>(w, [](BlockQ5_1& b) {
+        std::memset(b.qs, 0xff, 16);
+        std::memset(b.qh, 0xff, 4);
+      });
+    case Format::kMXFP4:  // code 7: E2M1's largest value, 6 (doubled, 12)
+      return set_largest_codes<BlockMXFP4>(w, [](BlockMXFP4& b) { std::memset(b.qs, 0x77, 16); });
+    case Format::kQ4_K:
+      return set_largest_codes<BlockQ4_K>(w, [](BlockQ4_K& b) {
+        std::memset(b.qs, 0xff, sizeof b.qs);
+        std::memset(b.scales, 0xff, sizeof b.scales);
+      });
+    case Format::kQ6_K:
+      return set_largest_codes<BlockQ6_K>(w, [](BlockQ6_K& b) {
+        std::memset(b.ql, 0xff, sizeof b.ql);
+        std::memset(b.qh, 0xff, sizeof b.qh);
+        for (int8_t& s : b.scales) s = s < 0 ? -128 : 127;
+      });
+    case Format::kQ2_K:
+      return set_largest_codes<BlockQ2_K>(w, [](BlockQ2_K& b) {
+        std::memset(b.qs, 0xff, sizeof b.qs);
+        std::memset(b.scales, 0xff, sizeof b.scales);
+      });
+    case Format::kQ3_K:
+      return set_largest_codes<BlockQ3_K>(w, [](BlockQ3_K& b) {
+        std::memset(b.qs, 0xff, sizeof b.qs);
+        std::memset(b.hmask, 0xff, sizeof b.hmask);
+      });
+    default:
+      FAIL() << "no largest codes for " << format_info(f).name;
+  }
+}
+
+TEST(PanelInt16Sums, LargestCodesAndActivationsEqualScalarBitwise) {
+  for (Format f : {Format::kQ4_0, Format::kQ4_1, Format::kQ5_0, Format::kQ5_1, Format::kMXFP4,
+                   Format::kQ4_K, Format::kQ6_K, Format::kQ2_K, Format::kQ3_K}) {
+    const int64_t k = format_info(f).block_size == 32 ? 256 : 512;
+    const int64_t n_rows = 21, n_tokens = 3;
+    std::mt19937 rng(7);
+    std::vector<uint8_t> w = testing::random_weight_rows(f, n_rows, k, rng);
+    largest_codes(f, w);
+    std::vector<uint8_t> panels(static_cast<size_t>(panel_matrix_bytes(f, n_rows, k)));
+    repack_panels(f, w.data(), row_bytes(f, k), n_rows, k, panels.data());
+    // Token 0 all +1 (quants +127), token 1 all -1 (-127), token 2 alternating signs.
+    std::vector<float> xf(static_cast<size_t>(n_tokens * k));
+    for (int64_t i = 0; i < k; ++i) {
+      xf[i] = 1.0f;
+      xf[k + i] = -1.0f;
+      xf[2 * k + i] = i % 2 ? -1.0f : 1.0f;
+    }
+    const int64_t x_row_bytes = activation_row_bytes(f, k);
+    const int64_t sums_row_bytes = panel_sums_row_bytes(f, k);
+    std::vector<uint8_t> x(static_cast<size_t>(n_tokens * x_row_bytes));
+    std::vector<uint8_t> sums(static_cast<size_t>(n_tokens * sums_row_bytes));
+    quantize_activations(Isa::kScalar, f, xf.data(), k, n_tokens, k, x.data(), x_row_bytes);
+    prepare_panel_sums(f, x.data(), x_row_bytes, n_tokens, k, sums.data(), sums_row_bytes);
+    const PanelArgs base{panels.data(), n_rows,         k,       x.data(), x_row_bytes,
+                         sums.data(),   sums_row_bytes, nullptr, n_rows,   n_tokens};
+    std::vector<float> y_ref(static_cast<size_t>(n_tokens * n_rows), kSentinel);
+    PanelArgs args = base;
+    args.y = y_ref.data();
+    panel_matmul(Isa::kScalar, f)(args, 0, (n_rows + kPanelRows - 1) / kPanelRows);
+    // The decode shape too: each token alone.
+    for (Isa isa : isas_under_test())
+      for (int64_t n : {n_tokens, int64_t{1}}) {
+        std::vector<float> y(static_cast<size_t>(n_tokens * n_rows), kSentinel);
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += n) {
+          args = base;
+          args.x = x.data() + t0 * x_row_bytes;
+          args.sums = sums.data() + t0 * sums_row_bytes;
+          args.y = y.data() + t0 * n_rows;
+          args.n_tokens = n;
+          panel_matmul(isa, f)(args, 0, (n_rows + kPanelRows - 1) / kPanelRows);
+        }
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_EQ(bits(y[i]), bits(y_ref[i]))
+              << format_info(f).name << " " << isa_label(isa) << " n=" << n << " i=" << i << ": "
+              << y[i] << " vs " << y_ref[i];
+      }
+  }
+}
+
 // For the low-bit formats the row layout's order (matmul.h) is the panel order, so a model gives
 // the same bits whichever layout a matrix is in.
 TEST(PanelLowBit, PanelEqualsRowLayoutBitwise) {

@@ -295,9 +295,13 @@ void run_tile(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t
                             valid);
 }
 
+// Tokens per register tile: 16 ymm registers hold a half's unpacked codes (8) beside 4 tokens'
+// sums; 8 tokens spill (docs/design-notes.md, "Decode at the bandwidth wall", has the figures).
+inline constexpr int kAvx2PanelTokens = 4;
+
 template <class Kernel>
 void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
-  constexpr int kT = 2;
+  constexpr int kT = Kernel::kTokens;
   const int64_t nb = args.k / Kernel::kBlock;
   const auto* tiles = reinterpret_cast<const typename Kernel::Tile*>(args.panels);
   // Chunks of panels with the token tiles outside, as the AVX-512 loop (see there why).
@@ -325,6 +329,8 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
     const int64_t c1 = std::min(panel_end, c0 + chunk);
     int64_t t0 = 0;
     for (; t0 + kT <= args.n_tokens; t0 += kT) run.template operator()<kT>(c0, c1, t0);
+    if constexpr (kT > 2)
+      for (; t0 + 2 <= args.n_tokens; t0 += 2) run.template operator()<2>(c0, c1, t0);
     if (t0 < args.n_tokens) run.template operator()<1>(c0, c1, t0);
   }
 }
@@ -334,6 +340,7 @@ struct Kernel32 {
   using Tile = typename F::Tile;
   using ABlock = typename F::ABlock;
   using Sums = PanelSums32;
+  static constexpr int kTokens = kAvx2PanelTokens;
   static constexpr int64_t kBlock = kQK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
@@ -349,6 +356,7 @@ struct KernelQ4K {
   using Tile = TileQ4_K;
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
+  static constexpr int kTokens = kAvx2PanelTokens;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
@@ -364,6 +372,7 @@ struct KernelIQ4XS {
   using Tile = TileIQ4_XS;
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
+  static constexpr int kTokens = kAvx2PanelTokens;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
@@ -379,6 +388,7 @@ struct KernelQ2K {
   using Tile = TileQ2_K;
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
+  static constexpr int kTokens = kAvx2PanelTokens;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
@@ -390,6 +400,7 @@ struct KernelQ3K {
   using Tile = TileQ3_K;
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
+  static constexpr int kTokens = kAvx2PanelTokens;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
@@ -401,6 +412,7 @@ struct KernelQ6K {
   using Tile = TileQ6_K;
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
+  static constexpr int kTokens = kAvx2PanelTokens;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],

@@ -16,7 +16,11 @@ int64_t nanoseconds(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
-std::string line(const json& j) { return dump_json(j) + "\n"; }
+// Compact, invalid UTF-8 as U+FFFD (openai_response.h's dump_json, which the fuzz tree's parsing
+// library does not link).
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string line(const json& j) { return dump(j) + "\n"; }
 
 // A call's arguments as Ollama's clients take them: an object in the model's key order; text
 // that is not one (a harmony model may write anything) is kept under "value" rather than lost.
@@ -68,7 +72,7 @@ std::string ollama_error_json(const ApiError& error) {
   std::string message = error.message;
   if (error.param && message.find(*error.param) == std::string::npos)
     message = *error.param + ": " + message;
-  return dump_json(json{{"error", message}});
+  return dump(json{{"error", message}});
 }
 
 std::string ollama_timestamp(std::chrono::system_clock::time_point t) {
@@ -163,7 +167,7 @@ std::string OllamaReplyCodec::response(const std::vector<ChoiceResult>& choices,
   json out = fragment(c.text, thinking);
   if (endpoint_ == OllamaEndpoint::kChat && !c.tool_calls.empty())
     out["message"]["tool_calls"] = ollama_tool_calls(c.tool_calls);
-  return dump_json(last(std::move(out), prompt_tokens, completion_tokens));
+  return dump(last(std::move(out), prompt_tokens, completion_tokens));
 }
 
 std::string ollama_load_reply(OllamaEndpoint endpoint, std::string_view model) {
@@ -174,7 +178,7 @@ std::string ollama_load_reply(OllamaEndpoint endpoint, std::string_view model) {
     out["response"] = "";
   out["done"] = true;
   out["done_reason"] = "load";
-  return dump_json(out);
+  return dump(out);
 }
 
 json ollama_tags_json(std::string_view name, const ModelCard& card) {

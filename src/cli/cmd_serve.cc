@@ -33,6 +33,7 @@
 #include "commands.h"
 #include "engine/engine.h"
 #include "engine_flags.h"
+#include "model_card.h"
 #include "model_locator.h"
 #include "option_layers.h"
 #include "runtime/load_engine.h"
@@ -122,9 +123,11 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
   }
   ExecutorOptions executor;
   executor.debug_fail_at_step = o.debug_fail_at_step;
+  DRIFT_ASSIGN_OR_RETURN(server::ModelCard card, read_model_card(path, load.chat_template));
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                          load_engine(path, config, load, executor, o.engine.kv_events));
-  return std::make_shared<server::LoadedModel>(server::LoadedModel{std::move(engine)});
+  return std::make_shared<server::LoadedModel>(
+      server::LoadedModel{std::move(engine), std::move(card)});
 }
 
 class ServeCommand {

@@ -28,32 +28,13 @@ MaybeError get_string(const Json& object, std::string_view name, const std::stri
 
 MaybeError get_int(const Json& body, std::string_view name, int64_t lo, int64_t hi,
                    std::optional<int64_t>& out) {
-  const Json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number_integer() && !v->is_number_unsigned())
-    return wrong_type(std::string(name), "an integer", *v);
-  const bool in_range =
-      v->is_number_unsigned() ? v->get<uint64_t>() <= uint64_t(hi) : v->get<int64_t>() <= hi;
-  if (!in_range || v->get<int64_t>() < lo)
-    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, v->dump()),
-                       name);
-  out = v->get<int64_t>();
-  return std::nullopt;
+  return read_int_field(body, name, name, lo, hi, out);
 }
 
 // A number in [lo, hi] (or (lo, hi] when lo_open).
 MaybeError get_number(const Json& body, std::string_view name, double lo, double hi, bool lo_open,
                       std::optional<float>& out) {
-  const Json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) return wrong_type(std::string(name), "a number", *v);
-  const double x = v->get<double>();
-  if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
-    return bad_request(
-        fmt::format("'{}' must be in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi, x),
-        name);
-  out = float(x);
-  return std::nullopt;
+  return read_number_field(body, name, name, lo, hi, lo_open, out);
 }
 
 // The fields each endpoint takes (Anthropic's API refuses others: "Extra inputs are not

@@ -113,9 +113,11 @@ void EmbeddingRun::on_event(size_t index, TokenEvent event) {
 }
 
 void EmbeddingRun::complete() {
-  exchange_->respond(
-      200, "application/json",
-      dump_json(embeddings_json(spec_.model, embeddings_, spec_.encoding, outcome_.prompt_tokens)));
+  exchange_->respond(200, "application/json",
+                     spec_.reply
+                         ? spec_.reply(embeddings_, outcome_.prompt_tokens)
+                         : dump_json(embeddings_json(spec_.model, embeddings_, spec_.encoding,
+                                                     outcome_.prompt_tokens)));
   end(200);
 }
 
@@ -123,7 +125,8 @@ void EmbeddingRun::fail(const ApiError& error) {
   HttpExchange::Headers headers;
   if (error.retry_after_seconds)
     headers.emplace_back("Retry-After", std::to_string(*error.retry_after_seconds));
-  exchange_->respond(error.status, "application/json", error_json(error), headers);
+  exchange_->respond(error.status, "application/json",
+                     spec_.error_body ? spec_.error_body(error) : error_json(error), headers);
   end(error.status);
 }
 

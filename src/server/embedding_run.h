@@ -35,6 +35,12 @@ struct EmbeddingSpec {
   PoolingMode pooling = PoolingMode::kMean;
   EmbeddingEncoding encoding = EmbeddingEncoding::kFloat;
   size_t max_in_flight = 1;  // >= 1
+  // The body of the answer and of an error, in the route's API's shape; OpenAI's
+  // (embeddings_json, error_json) when unset.
+  std::function<std::string(const std::vector<std::vector<float>>& embeddings,
+                            int64_t prompt_tokens)>
+      reply;
+  std::function<std::string(const ApiError&)> error_body;
 };
 
 // What a finished run reports, for the access log.

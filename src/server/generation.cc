@@ -58,7 +58,7 @@ void Generation::start() {
 void Generation::ensure_stream_started() {
   if (!spec_.stream || stream_started_) return;
   stream_started_ = true;
-  exchange_->start_stream(200, "text/event-stream");
+  exchange_->start_stream(200, spec_.codec->stream_content_type());
   std::vector<std::string> echoes;
   for (const GenerationSpec::Choice& c : spec_.choices) echoes.push_back(c.echo);
   send(spec_.codec->stream_start(echoes, prompt_tokens_));
@@ -92,9 +92,11 @@ void Generation::on_event(size_t index, TokenEvent event) {
   if (event.token) ++c.tokens;
   if (event.token && event.logprobs && spec_.token_text)
     c.logprobs.push_back({*event.token, *event.logprobs});
-  if (!outcome_.ttft_seconds && event.token)
+  if (!outcome_.ttft_seconds && event.token) {
     outcome_.ttft_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    spec_.codec->first_token();
+  }
   emit_reasoning(index, event.reasoning);
   emit_text(index, std::move(event.text));
   if (!event.finish) return;

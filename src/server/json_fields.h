@@ -1,11 +1,14 @@
 // Reading fields of a request body, shared by every API's schema (OpenAI's completions and
-// embeddings, Anthropic's messages): the JSON kind a wrong value had, the 400 that names the
-// field, null as absent, and the bounds on stop strings. Templates over the JSON type, since
-// Anthropic's reader keeps keys in order (jinja::Json) and the others do not (nlohmann::json).
+// embeddings, Anthropic's messages, Ollama's requests): the JSON kind a wrong value had, the 400
+// that names the field, null as absent, ranged numbers, and the bounds on stop strings. Templates
+// over the JSON type, since Anthropic's and Ollama's readers keep keys in order (jinja::Json) and
+// the others do not (nlohmann::json).
 #pragma once
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +43,45 @@ const Json* field(const Json& object, std::string_view name) {
   auto it = object.find(name);
   if (it == object.end() || it->is_null()) return nullptr;
   return &*it;
+}
+
+// The integer field `name` of `object` in [lo, hi] into `out` (left alone when absent); `param`
+// names it in a 400 ("options.top_k").
+template <typename Json>
+std::optional<ApiError> read_int_field(const Json& object, std::string_view name,
+                                       std::string_view param, int64_t lo, int64_t hi,
+                                       std::optional<int64_t>& out) {
+  const Json* v = field(object, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer() && !v->is_number_unsigned())
+    return wrong_type(param, "an integer", *v);
+  // JSON's non-negative integers parse as unsigned: compare each kind in its own type.
+  const bool in_range = v->is_number_unsigned()
+                            ? v->template get<uint64_t>() <= uint64_t(hi) &&
+                                  (lo <= 0 || v->template get<uint64_t>() >= uint64_t(lo))
+                            : v->template get<int64_t>() <= hi && v->template get<int64_t>() >= lo;
+  if (!in_range)
+    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", param, lo, hi, v->dump()),
+                       param);
+  out = v->template get<int64_t>();
+  return std::nullopt;
+}
+
+// The number field `name` of `object` in [lo, hi] (or (lo, hi] when lo_open) into `out`.
+template <typename Json>
+std::optional<ApiError> read_number_field(const Json& object, std::string_view name,
+                                          std::string_view param, double lo, double hi,
+                                          bool lo_open, std::optional<float>& out) {
+  const Json* v = field(object, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return wrong_type(param, "a number", *v);
+  const double x = v->template get<double>();
+  if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
+    return bad_request(
+        fmt::format("'{}' must be in {}{}, {}], got {}", param, lo_open ? "(" : "[", lo, hi, x),
+        param);
+  out = float(x);
+  return std::nullopt;
 }
 
 // Appends the stop strings `items` (the elements of field `name`) to `out`, within the engine's

@@ -17,6 +17,7 @@
 #include "server/generation.h"
 #include "server/guided_decoding.h"
 #include "server/off_io_thread.h"
+#include "server/ollama_response.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
 #include "server/prometheus_metrics.h"
@@ -57,6 +58,8 @@ bool raw_api_key_matches(std::string_view given, std::string_view key) {
 bool is_anthropic_path(std::string_view path) {
   return path == "/v1/messages" || path.starts_with("/v1/messages/");
 }
+
+bool is_ollama_path(std::string_view path) { return path.starts_with("/api/"); }
 
 namespace {
 
@@ -157,9 +160,12 @@ void OpenAIService::reply_error(const HttpRequest& request,
   HttpExchange::Headers headers;
   if (error.retry_after_seconds)
     headers.emplace_back("Retry-After", std::to_string(*error.retry_after_seconds));
-  const bool anthropic = is_anthropic_path(path_of(request.target));
+  const std::string_view path = path_of(request.target);
   exchange->respond(error.status, "application/json",
-                    anthropic ? anthropic_error_json(error) : error_json(error), headers);
+                    is_anthropic_path(path) ? anthropic_error_json(error)
+                    : is_ollama_path(path)  ? ollama_error_json(error)
+                                            : error_json(error),
+                    headers);
   spdlog::debug("request {} refused: {}", request.id, error.message);
   access_log(request, error.status, 0, 0, std::nullopt);
 }
@@ -201,6 +207,14 @@ void OpenAIService::route(const HttpRequest& request,
       {"/reset_prefix_cache", "POST", Route::kResetPrefixCache},
       {"/v1/messages", "POST", Route::kAnthropicMessages},
       {"/v1/messages/count_tokens", "POST", Route::kAnthropicCountTokens},
+      {"/api/chat", "POST", Route::kOllamaChat},
+      {"/api/generate", "POST", Route::kOllamaGenerate},
+      {"/api/embed", "POST", Route::kOllamaEmbed},
+      {"/api/embeddings", "POST", Route::kOllamaEmbeddings},
+      {"/api/tags", "GET", Route::kOllamaTags},
+      {"/api/show", "POST", Route::kOllamaShow},
+      {"/api/ps", "GET", Route::kOllamaPs},
+      {"/api/version", "GET", Route::kOllamaVersion},
   };
   // The web page's files need no key: the page asks for it and sends it with its API calls.
   if (serve_web_page(request, exchange)) return;
@@ -260,7 +274,17 @@ void OpenAIService::route(const HttpRequest& request,
     case Route::kAnthropicCountTokens:
       return anthropic_count_tokens(request, exchange);
     case Route::kEmbeddings:
-      return embeddings(request, exchange);
+      return embeddings(request, exchange,
+                        [this](const std::string& body) { return prepare_embeddings(body); });
+    case Route::kOllamaChat:
+    case Route::kOllamaGenerate:
+    case Route::kOllamaEmbed:
+    case Route::kOllamaEmbeddings:
+    case Route::kOllamaTags:
+    case Route::kOllamaShow:
+    case Route::kOllamaPs:
+    case Route::kOllamaVersion:
+      return ollama(entry->route, request, exchange);
     case Route::kEngineEvents:
       return engine_events(request, exchange);
     case Route::kResetPrefixCache:
@@ -470,12 +494,15 @@ void OpenAIService::completions(const HttpRequest& request,
     if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
     GenerationRequest& generation = std::get<GenerationRequest>(parsed);
     if (auto e = check_model_name(generation.model)) return *e;
+    if (generation.immediate_reply) return std::move(generation);
     if (auto e = prepare_prompts(generation)) return *e;
     return std::move(generation);
   };
   off_io_thread(request, exchange, std::move(work),
                 [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                        GenerationRequest generation) {
+                  if (generation.immediate_reply)
+                    return reply_json(request, exchange, 200, *generation.immediate_reply);
                   auto spec = generation_spec(std::move(generation));
                   if (auto* e = std::get_if<ApiError>(&spec))
                     return reply_error(request, exchange, *e);
@@ -689,10 +716,11 @@ void OpenAIService::start_generation(const HttpRequest& request,
 }
 
 void OpenAIService::embeddings(const HttpRequest& request,
-                               const std::shared_ptr<HttpExchange>& exchange) {
+                               const std::shared_ptr<HttpExchange>& exchange,
+                               EmbeddingPreparer prepare) {
   // Rule: what a prompt worker can decide (the body, the model, the sizes, the token ids) is
   // decided there; the I/O thread only starts the run.
-  auto work = [this](const std::string& body) { return prepare_embeddings(body); };
+  auto work = [prepare = std::move(prepare)](const std::string& body) { return prepare(body); };
   off_io_thread(request, exchange, std::move(work),
                 [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                        EmbeddingSpec spec) {

@@ -1,18 +1,21 @@
-// The OpenAI-compatible API over one engine, and Anthropic's Messages API over the same request
-// path (anthropic_endpoints.cc: only its shapes differ): routing, the API key, the served model's
-// name, and the non-generating endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize),
-// the engine view's event stream and the web page's files (web_ui.h). Generating requests become
-// Generations (generation.h). The engine alone shapes and checks a prompt (tokenization, chat
-// template, BOS, vocabulary, context): the service hands it text, conversations or ids and maps its
-// refusals (rejection_error.h). Runs on the I/O thread only.
+// The OpenAI-compatible API over one engine, and Anthropic's Messages API and Ollama's API over the
+// same request path (anthropic_endpoints.cc, ollama_endpoints.cc: only their shapes differ):
+// routing, the API key, the served model's name, and the non-generating endpoints (/health,
+// /metrics, /v1/models, /tokenize, /detokenize), the engine view's event stream and the web page's
+// files (web_ui.h). Generating requests become Generations (generation.h). The engine alone shapes
+// and checks a prompt (tokenization, chat template, BOS, vocabulary, context): the service hands it
+// text, conversations or ids and maps its refusals (rejection_error.h). Runs on the I/O thread
+// only.
 //
-// Errors come in the route's API's shape (Anthropic's under /v1/messages, OpenAI's elsewhere).
+// Errors come in the route's API's shape (Anthropic's under /v1/messages, Ollama's under /api/,
+// OpenAI's elsewhere).
 // Status codes: 400 invalid request, 401 bad or missing key (all routes but /health and the web
 // page's files), 404 unknown route or model, 405 wrong method, 413/431 (HTTP layer), 429 +
 // Retry-After when the engine is overloaded, 503 + Retry-After while loading or draining, 500
 // only for internal faults.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,6 +31,8 @@
 #include "server/engine_events.h"
 #include "server/generation.h"
 #include "server/http_server.h"
+#include "server/model_card.h"
+#include "server/ollama_schema.h"
 #include "server/openai_schema.h"
 #include "server/prompt_bound.h"
 #include "server/reply_codec.h"
@@ -53,6 +58,7 @@ struct ServiceConfig {
 // model's chat template, --chat-template, or the ChatML fallback).
 struct LoadedModel {
   std::unique_ptr<Engine> engine;
+  ModelCard card;  // what Ollama's listings say of it
 };
 
 // The endpoints, each with its path and method (openai_service.cc's route table).
@@ -69,6 +75,14 @@ enum class Route : uint8_t {
   kResetPrefixCache,
   kAnthropicMessages,
   kAnthropicCountTokens,
+  kOllamaChat,
+  kOllamaGenerate,
+  kOllamaEmbed,
+  kOllamaEmbeddings,
+  kOllamaTags,
+  kOllamaShow,
+  kOllamaPs,
+  kOllamaVersion,
 };
 
 // A generating request once its body is parsed: the model it names, its options, and each distinct
@@ -91,6 +105,9 @@ struct GenerationRequest {
   std::string id_prefix;
   // The API shape of the response, given its id and model; OpenAI's when unset.
   std::function<std::shared_ptr<ReplyCodec>(const ResponseMeta&)> codec;
+  // Set when the request is answered with this body and generates nothing (Ollama's request
+  // with no prompt, which loads the model).
+  std::optional<std::string> immediate_reply;
 };
 
 class OpenAIService {
@@ -144,9 +161,28 @@ class OpenAIService {
       const std::string& body, AnthropicEndpoint endpoint) const;
   void anthropic_count_tokens(const HttpRequest& request,
                               const std::shared_ptr<HttpExchange>& exchange);
-  // POST /v1/embeddings: parse, check the model and `dimensions`, bound and tokenize the inputs
-  // (on a prompt worker), then run them through the engine (embedding_run.h).
-  void embeddings(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // Ollama's API (ollama_endpoints.cc): /api/chat and /api/generate as chat requests with
+  // Ollama's codec (ollama_response.h), /api/embed and /api/embeddings as embedding runs, and the
+  // listings of the one model (/api/tags, /api/show, /api/ps, /api/version).
+  void ollama(Route route, const HttpRequest& request,
+              const std::shared_ptr<HttpExchange>& exchange);
+  std::variant<GenerationRequest, ApiError> parse_ollama_generation(
+      const std::string& body, OllamaEndpoint endpoint,
+      std::chrono::steady_clock::time_point received) const;
+  std::variant<ApiError, EmbeddingSpec> prepare_ollama_embed(
+      const std::string& body, bool legacy, std::chrono::steady_clock::time_point received) const;
+  // The served model's Ollama name, with its tag ("smollm2:latest"); a 404 for another name.
+  std::string ollama_model_name() const;
+  std::optional<ApiError> check_ollama_model(std::string_view name) const;
+  // Refuses options.num_ctx larger than the server's context.
+  std::optional<ApiError> check_num_ctx(const std::optional<int64_t>& num_ctx) const;
+  void ollama_show(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // POST /v1/embeddings and /api/embed: `prepare` parses the body, checks the model and sizes and
+  // tokenizes the inputs (on a prompt worker), then they run through the engine (embedding_run.h).
+  using EmbeddingPreparer =
+      std::function<std::variant<ApiError, EmbeddingSpec>(const std::string& body)>;
+  void embeddings(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                  EmbeddingPreparer prepare);
   std::variant<ApiError, EmbeddingSpec> prepare_embeddings(const std::string& body) const;
   // The steps of completions, in order; the first three run on a prompt worker (they read only
   // the immutable configuration and the thread-safe engine), the last two on the I/O thread.
@@ -207,5 +243,7 @@ bool raw_api_key_matches(std::string_view given, std::string_view key);
 
 // Anthropic's routes (/v1/messages and below), which answer in Anthropic's shapes.
 bool is_anthropic_path(std::string_view path);
+// Ollama's routes (/api/...), which answer errors as {"error": "..."}.
+bool is_ollama_path(std::string_view path);
 
 }  // namespace drift::server

@@ -2,7 +2,8 @@
 // what happened — text, reasoning, tool calls, a choice's end, an error — and a ReplyCodec only
 // turns each of those into bytes: OpenAI's chunks and bodies (openai_response.h), Anthropic's
 // Messages events and body (anthropic_response.h). While streaming, each call returns the SSE
-// frames to send (possibly none); otherwise the whole body. A codec lives as long as its
+// frames to send (possibly none); otherwise the whole body. Ollama's (ollama_response.h) writes
+// NDJSON lines rather than SSE frames. A codec lives as long as its
 // generation and may keep state (Anthropic's open content block), so each gets its own.
 #pragma once
 
@@ -29,6 +30,11 @@ struct ChoiceEnd {
 class ReplyCodec {
  public:
   virtual ~ReplyCodec() = default;
+
+  // The Content-Type of a stream.
+  virtual std::string_view stream_content_type() const { return "text/event-stream"; }
+  // The first token arrived (streaming or not): a codec that reports timings notes it.
+  virtual void first_token() {}
 
   // The start of a tool call's id ("call_", "toolu_"); random characters follow.
   virtual std::string_view tool_call_id_prefix() const = 0;

@@ -1,5 +1,6 @@
 // libFuzzer target for what a client's request body goes through before the model sees it: the
-// JSON checks (UTF-8, depth, syntax) and every endpoint's schema, OpenAI's and Anthropic's. Any
+// JSON checks (UTF-8, depth, syntax) and every endpoint's schema, OpenAI's, Anthropic's and
+// Ollama's. Any
 // body must be accepted or refused with a 4xx naming what is wrong; nothing may crash, hang or
 // throw, and an error message must serialize as valid JSON (it may quote the client's bytes).
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include "server/anthropic_schema.h"
 #include "server/api_error.h"
 #include "server/embedding_schema.h"
+#include "server/ollama_response.h"
+#include "server/ollama_schema.h"
 #include "server/openai_schema.h"
 #include "server/request_json.h"
 
@@ -20,6 +23,7 @@ void check_error(const drift::server::ApiError& e) {
   // Throws (and so aborts the fuzzer) if the message made the body invalid.
   (void)nlohmann::json::parse(drift::server::error_json(e));
   (void)nlohmann::json::parse(drift::server::anthropic_error_json(e));
+  (void)nlohmann::json::parse(drift::server::ollama_error_json(e));
 }
 
 template <typename T>
@@ -35,6 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(drift::server::parse_anthropic_request(body, drift::server::AnthropicEndpoint::kMessages));
   check(
       drift::server::parse_anthropic_request(body, drift::server::AnthropicEndpoint::kCountTokens));
+  // So do Ollama's.
+  using drift::server::OllamaEndpoint;
+  check(drift::server::parse_ollama_generate_request(body, OllamaEndpoint::kChat));
+  check(drift::server::parse_ollama_generate_request(body, OllamaEndpoint::kGenerate));
+  check(drift::server::parse_ollama_embed_request(body, /*legacy=*/false));
+  check(drift::server::parse_ollama_embed_request(body, /*legacy=*/true));
+  check(drift::server::parse_ollama_show_request(body));
   auto parsed = drift::server::parse_request_json(body);
   if (auto* e = std::get_if<drift::server::ApiError>(&parsed)) {
     check_error(*e);

@@ -57,6 +57,15 @@ def readme_anthropic_example():
     return example
 
 
+def readme_ollama_example():
+    """The code block of the README's "Ollama's API:" paragraph (one python3 -c)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("Ollama's API:", 1)[1]
+    example = re.search(r"```\n(.*?)```", section, re.S).group(1).strip()
+    assert example.startswith("python3 -c 'import ollama"), example
+    return example
+
+
 @pytest.fixture(scope="module")
 def readme_server():
     # The README's commands name port 8080; the test's server gets a free port instead.
@@ -67,7 +76,8 @@ def readme_server():
 
 def run_example(command, server):
     command = command.replace("http://127.0.0.1:8080", server.url)
-    # The venv's python has the openai and anthropic packages the README's examples import.
+    # The venv's python has the openai, anthropic and ollama packages the README's examples
+    # import.
     command = re.sub(r"^python3 ", sys.executable + " ", command)
     result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{command}\n{result.stderr}"
@@ -95,6 +105,14 @@ def test_readme_python_example_answers_in_words(readme_server):
 
 def test_readme_anthropic_example_answers_in_words(readme_server):
     example = readme_anthropic_example()
+    answers = [run_example(example, readme_server) for _ in range(RUNS)]
+    assert all(a.strip() for a in answers), answers
+    share, n = dictionary_share(answers)
+    assert n >= 40 and share >= 0.93, (share, n, answers)
+
+
+def test_readme_ollama_example_answers_in_words(readme_server):
+    example = readme_ollama_example()
     answers = [run_example(example, readme_server) for _ in range(RUNS)]
     assert all(a.strip() for a in answers), answers
     share, n = dictionary_share(answers)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Speculative decoding's single-stream benchmark (issue 31): decode t/s of drift serve with
 `--spec none` against each drafting mode, on workloads where prompt lookup helps (a code edit,
-a summary that quotes its text, a JSON rewrite, an agent's next turn over a tool's output) and on
-one where it should not (free chat), greedy, one request at a time.
+a summary that quotes its text, a JSON rewrite, the same rewrite of other records, an agent's next
+turn over a tool's output) and on one where it should not (free chat), greedy, one request at a
+time. Modes: none, ngram (own history, then the pool shared across requests), ngram-own (own
+history only).
 
 Every round starts a fresh server per mode (so a pool of drafts shared across requests learns
 nothing from an earlier round's identical request), warms it up with an unrelated request, then
@@ -13,8 +15,8 @@ the first streamed token to the last — the draft tokens accepted (from /metric
 changes greedy output). A model without a chat template (a base model) gets each conversation as
 a plain "Role: text" transcript through /v1/completions.
 
-  bench/spec_decode.py [-m MODEL ...] [--modes none,ngram] [--rounds 3] [-n 192] [-t 2]
-                       [--workloads code_edit,chat]
+  bench/spec_decode.py [-m MODEL ...] [--modes none,ngram-own,ngram] [--rounds 3] [-n 192]
+                       [-t 2] [--workloads code_edit,chat]
 """
 import argparse
 import json
@@ -77,6 +79,14 @@ RECORDS = json.dumps([
     {"id": 105, "name": "Floor rug", "price": 120.0, "stock": 5, "tags": ["decor"]},
 ], indent=2)
 
+RECORDS_AGAIN = json.dumps([
+    {"id": 201, "name": "Tea kettle", "price": 39.0, "stock": 8, "tags": ["kitchen"]},
+    {"id": 202, "name": "Armchair", "price": 249.5, "stock": 2, "tags": ["furniture", "decor"]},
+    {"id": 203, "name": "Notebook", "price": 4.75, "stock": 120, "tags": ["office"]},
+    {"id": 204, "name": "Table lamp", "price": 45.0, "stock": 6, "tags": ["light", "decor"]},
+    {"id": 205, "name": "Cushion", "price": 19.0, "stock": 30, "tags": ["decor"]},
+], indent=2)
+
 TRACEBACK = '''$ python -m pytest tests/test_config.py
 tests/test_config.py::test_nested_defaults FAILED
     def test_nested_defaults(tmp_path):
@@ -100,6 +110,12 @@ WORKLOADS = {
                       "Rewrite this JSON so that every price is a string with a dollar sign in "
                       "front, keeping every other field exactly as it is. Reply with the JSON "
                       "only.\n\n" + RECORDS}],
+    # The same task on other records, after json_rewrite: the answer's shape was written
+    # before, by another request (what a pool of drafts shared across requests predicts).
+    "json_again": [{"role": "user", "content":
+                    "Rewrite this JSON so that every price is a string with a dollar sign in "
+                    "front, keeping every other field exactly as it is. Reply with the JSON "
+                    "only.\n\n" + RECORDS_AGAIN}],
     "agent": [
         {"role": "system", "content": "You are a coding agent. You edit files and run tests."},
         {"role": "user", "content": "The test in tests/test_config.py fails. Fix config.py."},
@@ -113,6 +129,12 @@ WORKLOADS = {
               "paragraphs."}],
 }
 WARM_UP = [{"role": "user", "content": "Name three colours."}]
+# Drafting modes by name: drift serve's options for each. Any other name is a --spec value.
+MODES = {
+    "none": ["--spec", "none"],
+    "ngram": ["--spec", "ngram"],  # own history, then the shared pool
+    "ngram-own": ["--spec", "ngram", "--spec-pool-mib", "0"],  # own history only
+}
 
 
 def gemma_model():
@@ -120,16 +142,24 @@ def gemma_model():
     return os.path.join(cache, "gemma-3-270m-q4_k_m.gguf")
 
 
+COUNTERS = {  # name in the result: /metrics counter
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+    "pool_draft_tokens": "drift:spec_decode_pool_draft_tokens_total",
+    "pool_accepted_tokens": "drift:spec_decode_pool_accepted_tokens_total",
+}
+
+
 def spec_counters(url):
-    """Draft tokens verified and accepted so far (vLLM's counter names in /metrics)."""
+    """The speculative decoding counters of /metrics so far (0 for those it does not have)."""
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
         text = r.read().decode()
-    counts = {}
+    counts = dict.fromkeys(COUNTERS, 0.0)
     for line in text.splitlines():
-        for key in ("num_draft_tokens_total", "num_accepted_tokens_total"):
-            if line.startswith("vllm:spec_decode_" + key):
-                counts[key] = counts.get(key, 0) + float(line.rsplit(" ", 1)[1])
-    return counts.get("num_draft_tokens_total", 0.0), counts.get("num_accepted_tokens_total", 0.0)
+        for key, metric in COUNTERS.items():
+            if line.startswith(metric + "{") or line.startswith(metric + " "):
+                counts[key] += float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 def has_chat_template(model, drift):
@@ -158,9 +188,10 @@ def run_one(url, messages, args, chat):
     after = spec_counters(url)
     tokens = r.usage["completion_tokens"]
     span = r.token_times[-1] - r.token_times[0]
-    return {"text": r.text, "tokens": tokens,
-            "decode_tps": (tokens - 1) / span if tokens > 1 and span > 0 else float("nan"),
-            "draft_tokens": after[0] - before[0], "accepted_tokens": after[1] - before[1]}
+    result = {"text": r.text, "tokens": tokens,
+              "decode_tps": (tokens - 1) / span if tokens > 1 and span > 0 else float("nan")}
+    result.update({k: after[k] - before[k] for k in COUNTERS})
+    return result
 
 
 def bench_model(model, args):
@@ -173,7 +204,8 @@ def bench_model(model, args):
     for rnd in range(args.rounds):
         order = args.modes if rnd % 2 == 0 else list(reversed(args.modes))
         for mode in order:
-            extra = ["--spec", mode, "--parallel", "1", "-t", str(args.threads), *args.serve_args]
+            extra = [*MODES.get(mode, ["--spec", mode]), "--parallel", "1", "-t",
+                     str(args.threads), *args.serve_args]
             with ServerProcess.drift(model, extra, drift=args.drift) as server:
                 run_one(server.url, WARM_UP, args, chat)
                 for w in args.workloads:
@@ -190,10 +222,11 @@ def report(model, results, args):
     """Prints the table of one model and returns its rows for the JSON record."""
     base = args.modes[0]
     print(f"\n{os.path.basename(model)}: decode t/s, median (min-max) of {args.rounds} rounds; "
-          f"ratio to --spec {base}; acceptance = draft tokens accepted / verified")
-    print("| workload | mode | tokens | decode t/s | ratio | acceptance | same text as "
-          f"{base} |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+          f"ratio to {base}; acceptance = draft tokens accepted / verified; from the pool = "
+          "accepted / verified of the drafts from the pool shared across requests")
+    print("| workload | mode | tokens | decode t/s | ratio | acceptance | from the pool | "
+          f"same text as {base} |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     rows = []
     for w, by_mode in results.items():
         base_tps = summary([r["decode_tps"] for r in by_mode[base]])["median"]
@@ -202,15 +235,19 @@ def report(model, results, args):
             drafted = sum(r["draft_tokens"] for r in runs)
             accepted = sum(r["accepted_tokens"] for r in runs)
             acceptance = accepted / drafted if drafted else None
+            pool_drafted = sum(r["pool_draft_tokens"] for r in runs)
+            pool_accepted = sum(r["pool_accepted_tokens"] for r in runs)
             same = all(r["text"] == b["text"] for r, b in zip(runs, by_mode[base]))
             ratio = tps["median"] / base_tps
             rows.append({"workload": w, "mode": mode, "tokens": [r["tokens"] for r in runs],
                          "decode_tps": tps, "ratio": ratio, "draft_tokens": drafted,
                          "accepted_tokens": accepted, "acceptance": acceptance,
+                         "pool_draft_tokens": pool_drafted, "pool_accepted_tokens": pool_accepted,
                          "same_text": same})
             acc = f"{100 * acceptance:.0f}% of {drafted:.0f}" if acceptance is not None else "-"
+            pool = f"{pool_accepted:.0f}/{pool_drafted:.0f}" if pool_drafted else "-"
             print(f"| {w} | {mode} | {runs[-1]['tokens']} | {fmt_summary(tps)} | {ratio:.2f} | "
-                  f"{acc} | {'yes' if same else 'NO'} |")
+                  f"{acc} | {pool} | {'yes' if same else 'NO'} |")
     return rows
 
 
@@ -224,7 +261,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("-n", type=int, default=192, help="max_tokens of each request")
     parser.add_argument("--modes", default="none,ngram",
-                        help="--spec values, the first the baseline (default: %(default)s)")
+                        help="drafting modes, the first the baseline: " + ", ".join(MODES) +
+                             " or another --spec value (default: %(default)s)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help="comma-separated subset of: " + ", ".join(WORKLOADS))
     parser.add_argument("--serve-args", default="",

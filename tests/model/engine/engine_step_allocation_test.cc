@@ -80,7 +80,13 @@ void expect_decode_steps_allocate_nothing(
   sc.max_num_batched_tokens = 128;
   sc.max_num_seqs = 4;
   sc.max_model_len = spec ? 512 : 256;  // room for 20 steps of drafts
-  if (spec) sc.spec.mode = SpecMode::kNgram;
+  if (spec) {
+    sc.spec.mode = SpecMode::kNgram;
+    // The shared pool records every committed token and, keyed by more tokens than the own-history
+    // drafter ever matches, is asked for a draft at every decode.
+    sc.spec.pool_entries = 1 << 16;
+    sc.spec.pool_context = 8;
+  }
   std::vector<int32_t> windows;
   for (int64_t il = 0; il < mc.n_layers; ++il)
     windows.push_back(mc.layers[il].sliding_window ? int32_t(mc.sliding_window) : 0);

@@ -110,17 +110,14 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.pooling = request.pooling;
   seq.embedding = std::move(request.embedding);
   seq.kv_keep = kv_keep;
-  // Never in a compressed sequence, whose slots a rollback would not restore; under a grammar,
-  // the executor verifies each draft under the mask of its position (docs/design-notes.md
-  // "Speculative decoding").
+  // Not in a compressed sequence: a rollback would not restore its slots (design notes).
   seq.speculates = config_.spec.enabled() && !embeds && !seq.kv_compressed();
   seq.draft_length = AdaptiveDraftLength(config_.spec.max_draft_tokens);
   seq.arrival_step = step_;
   seq.arrival_order = next_arrival_order_++;
   seq.waiting_rank = waiting_order_->rank(seq);
   enqueue_waiting(seq);
-  // Its prompt drafts for later requests (its own drafts come from its own history first).
-  if (!embeds) pool_.record(seq.tokens, 0, seq.cache_namespace);
+  if (!embeds) pool_.record(seq.tokens, 0, seq.cache_namespace);  // drafts for later requests
   log_.record(ProgressEvent::kEnqueue, seq.id, seq.prompt_len, seq.max_new_tokens);
   return Status::Ok();
 }

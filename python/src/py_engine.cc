@@ -194,6 +194,11 @@ nb::dict PyEngine::stats() const {
   d["spec_drafts"] = m.spec_drafts;
   d["spec_draft_tokens"] = m.spec_draft_tokens;
   d["spec_accepted_tokens"] = m.spec_accepted_tokens;
+  d["spec_pool_draft_tokens"] = m.spec_pool_draft_tokens;
+  d["spec_pool_accepted_tokens"] = m.spec_pool_accepted_tokens;
+  d["spec_pool_bytes"] = m.spec_pool_bytes;
+  d["spec_forced_draft_tokens"] = m.spec_forced_draft_tokens;
+  d["spec_forced_accepted_tokens"] = m.spec_forced_accepted_tokens;
   d["prompt_tokens_total"] = m.prompt_tokens_total;
   d["generation_tokens_total"] = m.generation_tokens_total;
   d["prefix_cache_queries"] = m.prefix_cache.queries;

@@ -40,6 +40,11 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "own prompt and output, verified in the same step: greedy output unchanged) or "
                  "none")
       ->capture_default_str();
+  cmd.add_option("--spec-pool-mib", o.spec_pool_mib,
+                 "memory of the n-gram pool shared across requests, whose prompts and outputs "
+                 "draft for later ones (0: drafts from each request's own text only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 16384.0));
   cmd.add_option("--admission", o.admission,
                  "guaranteed (reserve prompt + max tokens) or optimistic (preempt by recompute)")
       ->capture_default_str();

@@ -127,4 +127,21 @@ Status GrammarMatcher::accept(int32_t token) {
 
 bool GrammarMatcher::complete() const { return llg_matcher_is_stopped(matcher_); }
 
+int32_t GrammarMatcher::forced_tokens(std::span<int32_t> out) {
+  // llguidance's fast-forward tokens: the forced bytes, tokenized. A failure (a matcher in error)
+  // only means no draft; the next mask reports the error.
+  if (out.empty() || llg_matcher_is_stopped(matcher_) || llg_matcher_is_error(matcher_)) return 0;
+  static_assert(sizeof(int32_t) == sizeof(uint32_t));
+  const int32_t n =
+      llg_matcher_compute_ff_tokens(matcher_, reinterpret_cast<uint32_t*>(out.data()), out.size());
+  return std::clamp<int32_t>(n, 0, int32_t(out.size()));
+}
+
+Status GrammarMatcher::rollback(int32_t num_tokens) {
+  if (num_tokens < 0 || llg_matcher_rollback(matcher_, size_t(num_tokens)) != 0)
+    return make_error("grammar: cannot take back {} tokens: {}", num_tokens,
+                      llg_matcher_is_error(matcher_) ? llg_matcher_get_error(matcher_) : "");
+  return Status::Ok();
+}
+
 }  // namespace drift

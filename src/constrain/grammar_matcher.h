@@ -31,6 +31,8 @@ class GrammarMatcher final : public TokenConstraint {
   Status fill_mask(std::span<uint32_t> mask) override;
   Status accept(int32_t token) override;
   bool complete() const override;
+  int32_t forced_tokens(std::span<int32_t> out) override;
+  Status rollback(int32_t num_tokens) override;
 
  private:
   LlgMatcher* matcher_;

@@ -70,6 +70,14 @@ struct EngineMetrics {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   std::array<uint64_t, kMaxSpecDraftTokens> spec_accepted_by_position{};
+  // Of those, the draft tokens from the pool shared across requests and the accepted ones; and
+  // the pool's memory (fixed at start; 0: no pool).
+  uint64_t spec_pool_draft_tokens = 0;
+  uint64_t spec_pool_accepted_tokens = 0;
+  uint64_t spec_pool_bytes = 0;
+  // Draft tokens a grammar forced, and of those the accepted.
+  uint64_t spec_forced_draft_tokens = 0;
+  uint64_t spec_forced_accepted_tokens = 0;
   // The step cost model (step_cost_model.h), learned from the steps run so far, and what the
   // latency targets made of it: the prefill token budget of the last step, and that step's
   // predicted and measured executor time.

@@ -404,6 +404,11 @@ void EngineWorker::publish(const StepReport& report) {
   metrics_.spec_draft_tokens = stats.spec_draft_tokens;
   metrics_.spec_accepted_tokens = stats.spec_accepted_tokens;
   metrics_.spec_accepted_by_position = stats.spec_accepted_by_position;
+  metrics_.spec_pool_draft_tokens = stats.spec_pool_draft_tokens;
+  metrics_.spec_pool_accepted_tokens = stats.spec_pool_accepted_tokens;
+  metrics_.spec_pool_bytes = scheduler_.ngram_pool().bytes();
+  metrics_.spec_forced_draft_tokens = stats.spec_forced_draft_tokens;
+  metrics_.spec_forced_accepted_tokens = stats.spec_forced_accepted_tokens;
   if (const PrefixCache* cache = scheduler_.prefix_cache()) {
     metrics_.prefix_cache_enabled = true;
     metrics_.prefix_cache = cache->stats();

@@ -208,7 +208,24 @@ void CpuExecutor::sample_item(const StepPlan& plan, int64_t index, int thread,
   const std::span<const TokenId> drafts = plan.tokens(item).last(size_t(item.num_drafts));
   // This item's drafts' logprobs: after those of the drafts of the sampled items before it.
   TokenLogprobs* draft_logprobs = result.draft_logprobs.data() + (logit_first_row_[index] - index);
+  // The item's result when verification ends at draft j, itself the sampled token: its grammar
+  // completed there (decoding would sample nothing after it), or failed after it (decoding would
+  // report that a step later, at that position).
+  auto end_at_draft = [&](int32_t j) {
+    out.error.reset();
+    out.token = drafts[size_t(j)];
+    out.accepted_drafts = j;
+    out.logprobs.reset();
+    if (item.sampling->logprobs) {
+      out.logprobs = draft_logprobs[j];
+      out.draft_logprobs = {draft_logprobs, size_t(j)};
+    }
+  };
   std::span<const int32_t> history = item.history;
+  // Under a grammar the matcher advances over each accepted draft, so that the next position's
+  // mask is the one a decode after it would see, and is restored after: the scheduler advances
+  // it with the tokens it commits.
+  int32_t advanced = 0;
   for (int32_t j = 0;; ++j) {
     if (j > 0) {  // the history of position j: the item's tokens, then drafts [0, j)
       std::vector<int32_t>& buffer = draft_histories_[size_t(thread)];
@@ -219,17 +236,33 @@ void CpuExecutor::sample_item(const StepPlan& plan, int64_t index, int thread,
     std::optional<TokenLogprobs> logprobs;
     const int32_t token =
         sample_position(item, logit_first_row_[index] + j, history, thread, out, logprobs);
-    if (token < 0) return;
+    if (token < 0) {
+      if (advanced > 0) end_at_draft(j - 1);
+      break;
+    }
     if (j < item.num_drafts && token == drafts[size_t(j)]) {
       if (logprobs) draft_logprobs[j] = *logprobs;
+      if (item.constraint) {
+        if (!item.constraint->accept(token).ok()) {
+          end_at_draft(j);  // the scheduler's accept reports it
+          break;
+        }
+        ++advanced;
+        if (item.constraint->complete()) {
+          end_at_draft(j);
+          break;
+        }
+      }
       continue;
     }
     out.token = token;
     out.accepted_drafts = j;
     out.logprobs = logprobs;
     if (logprobs) out.draft_logprobs = {draft_logprobs, size_t(j)};
-    return;
+    break;
   }
+  if (advanced > 0)
+    if (Status s = item.constraint->rollback(advanced); !s.ok()) out.error = s.error();
 }
 
 int32_t CpuExecutor::sample_position(const StepItem& item, int64_t row,
@@ -242,8 +275,8 @@ int32_t CpuExecutor::sample_position(const StepItem& item, int64_t row,
   std::vector<float>& raw = logprob_rows_[thread];
   // Sampling rewrites the logits in place; logprobs are of the raw ones.
   if (params.logprobs) std::copy(logits.begin(), logits.end(), raw.begin());
-  // The mask depends only on the tokens committed so far: it is the same whatever the batch.
-  // (Items with drafts have no grammar: validate_drafts.)
+  // The mask depends only on the tokens before the position: it is the same whatever the batch
+  // (a draft's position sees the matcher advanced over the drafts before it: sample_item).
   std::span<const uint32_t> allowed;
   if (item.constraint) {
     std::span<uint32_t> mask(mask_rows_[thread]);
@@ -263,13 +296,13 @@ int32_t CpuExecutor::sample_position(const StepItem& item, int64_t row,
 }
 
 Status CpuExecutor::validate_drafts(const StepPlan& plan) const {
-  // Rule: drafts ride only in a sampled decode item of an uncompressed, unconstrained sequence,
+  // Rule: drafts ride only in a sampled decode item of an uncompressed sequence,
   // whose history and drafts fit the context, and the plan's drafts fit the logits rows.
   int64_t drafts = 0;
   for (const StepItem& item : plan.items) {
     if (item.num_drafts == 0) continue;
     if (item.num_drafts < 0 || item.num_drafts >= item.num_tokens || !item.sample ||
-        item.kind != StepItemKind::kDecode || item.kv_compressed || item.constraint != nullptr ||
+        item.kind != StepItemKind::kDecode || item.kv_compressed ||
         int64_t(item.history.size()) + item.num_drafts > config_.max_context)
       return make_error("item of sequence {} cannot verify its {} drafts", item.seq_id,
                         item.num_drafts);

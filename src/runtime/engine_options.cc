@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "scheduler/ngram_pool.h"
+
 namespace drift {
 
 namespace {
@@ -80,6 +82,10 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
   } else if (o.spec != "none") {
     return make_error("spec: expected auto, ngram or none, got '{}'", o.spec);
   }
+  if (!(o.spec_pool_mib >= 0 && o.spec_pool_mib <= 16384))
+    return make_error("spec_pool_mib must be in [0, 16384], got {}", o.spec_pool_mib);
+  config.scheduler.spec.pool_entries =
+      int64_t(o.spec_pool_mib * 1024 * 1024) / int64_t(NgramPool::kEntryBytes);
   return config;
 }
 

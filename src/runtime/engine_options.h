@@ -48,6 +48,9 @@ struct EngineOptions {
   // Speculative decoding: auto (the best drafts this engine supports: ngram for now), ngram
   // (drafts from each request's own prompt and output) or none.
   std::string spec = "auto";
+  // The n-gram pool shared across requests, in MiB (0: none): drafts from other requests'
+  // prompts and outputs where a request's own history has none.
+  double spec_pool_mib = 8;
 };
 
 // The configuration these options describe; an error names the option whose text is not one of

@@ -55,6 +55,7 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
   prefix_pages_.reserve(size_t(groups * kv.layout().pages_for_tokens(config.max_model_len)));
   page_row_.resize(size_t(groups));
   draft_scratch_.resize(size_t(config.spec.max_draft_tokens));
+  if (config.spec.enabled()) pool_ = NgramPool(config.spec.pool_entries, config.spec.pool_context);
 }
 
 // ---- Requests ----
@@ -109,14 +110,15 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.pooling = request.pooling;
   seq.embedding = std::move(request.embedding);
   seq.kv_keep = kv_keep;
-  // Drafts are verified without a grammar's mask and never in a compressed sequence, whose slots
-  // a rollback would not restore (docs/design-notes.md "Speculative decoding").
-  seq.speculates = config_.spec.enabled() && !embeds && !seq.constraint && !seq.kv_compressed();
+  // Not in a compressed sequence: a rollback would not restore its slots (design notes).
+  seq.speculates = config_.spec.enabled() && !embeds && !seq.kv_compressed() &&
+                   (!seq.constraint || config_.spec.grammar_drafts);
   seq.draft_length = AdaptiveDraftLength(config_.spec.max_draft_tokens);
   seq.arrival_step = step_;
   seq.arrival_order = next_arrival_order_++;
   seq.waiting_rank = waiting_order_->rank(seq);
   enqueue_waiting(seq);
+  if (!embeds) pool_.record(seq.tokens, 0, seq.cache_namespace);  // drafts for later requests
   log_.record(ProgressEvent::kEnqueue, seq.id, seq.prompt_len, seq.max_new_tokens);
   return Status::Ok();
 }

@@ -54,6 +54,7 @@
 #include "kv/prefix_cache.h"
 #include "scheduler/capacity_scheduler.h"
 #include "scheduler/ngram_drafter.h"
+#include "scheduler/ngram_pool.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
 #include "scheduler/step_load.h"
@@ -99,6 +100,12 @@ struct SchedulerStats {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   std::array<uint64_t, kMaxSpecDraftTokens> spec_accepted_by_position{};
+  // Draft tokens that came from the pool shared across requests, and of those the accepted.
+  uint64_t spec_pool_draft_tokens = 0;
+  uint64_t spec_pool_accepted_tokens = 0;
+  // Draft tokens a grammar forced, and of those the accepted.
+  uint64_t spec_forced_draft_tokens = 0;
+  uint64_t spec_forced_accepted_tokens = 0;
 };
 
 class EngineScheduler {
@@ -179,6 +186,7 @@ class EngineScheduler {
   const SchedulerStats& stats() const { return stats_; }
   const CapacityStats& capacity_stats() const { return capacity_.stats(); }
   const PrefixCache* prefix_cache() const { return prefix_; }
+  const NgramPool& ngram_pool() const { return pool_; }
   // The KV (and prefix cache) invariants plus the scheduler's own: every sequence in exactly the
   // queue its phase says, queues sorted, budgets of the running set respected, KV held exactly by
   // running sequences and matching their computed tokens when no plan is outstanding.
@@ -237,6 +245,8 @@ class EngineScheduler {
   // each; after the step, the rejected drafts' slots returned and the accepted tokens committed.
   int32_t plan_draft_budget() const;
   int32_t draft_for(SequenceState& seq, int32_t room, int32_t later_decodes);
+  // Writes the sequence's draft (at most out.size() tokens) from the best source it has.
+  int32_t propose_draft(SequenceState& seq, std::span<TokenId> out);
   Status roll_back_drafts(SequenceState& seq);
   void count_verified(SequenceState& seq, const StepItem& item, int32_t accepted);
   // Appends the item's accepted drafts and its sampled token, each as a decode step would; the
@@ -277,6 +287,7 @@ class EngineScheduler {
   // Compressed sequences ended since the last plan: the next plan tells the executor.
   std::vector<SeqId> kv_tables_to_release_;
   NgramDraftConfig ngram_;
+  NgramPool pool_;                      // drafts shared across requests (empty: none)
   std::vector<TokenId> draft_scratch_;  // [spec.max_draft_tokens] one sequence's draft
 
   // The step being composed.

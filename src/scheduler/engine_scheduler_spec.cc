@@ -50,12 +50,30 @@ int32_t EngineScheduler::draft_for(SequenceState& seq, int32_t room, int32_t lat
   while (limit > 0 &&
          kv_.pool_pages_to_append(seq.id, int32_t(1 + limit)) - decode_pages > spare_pages)
     --limit;
-  int32_t n = 0;
-  if (limit > 0)
-    n = propose_ngram_draft(seq.tokens, ngram_,
-                            std::span<TokenId>(draft_scratch_.data(), size_t(limit)));
+  const int32_t n =
+      limit > 0 ? propose_draft(seq, std::span<TokenId>(draft_scratch_.data(), size_t(limit))) : 0;
   if (n == 0) seq.draft_length.on_step_without_draft();
   return n;
+}
+
+int32_t EngineScheduler::propose_draft(SequenceState& seq, std::span<TokenId> out) {
+  // Rule: the tokens the sequence's grammar forces, which its output must contain (unless the
+  // model spells the same text in other tokens); else its own history; else the shared pool, when
+  // the own history matched fewer tokens than a pool key holds (a longer match is the better
+  // predictor) or nothing.
+  if (seq.constraint) {
+    seq.draft_source = DraftSource::kGrammar;
+    if (const int32_t forced = seq.constraint->forced_tokens(out); forced > 0) return forced;
+  }
+  seq.draft_source = DraftSource::kOwnHistory;
+  int32_t matched = 0;
+  const int32_t own = propose_ngram_draft(seq.tokens, ngram_, out, &matched);
+  if (matched >= pool_.context()) return own;
+  if (const int32_t pooled = pool_.propose(seq.tokens, seq.cache_namespace, out); pooled > 0) {
+    seq.draft_source = DraftSource::kPool;
+    return pooled;
+  }
+  return own;
 }
 
 Status EngineScheduler::roll_back_drafts(SequenceState& seq) {
@@ -79,6 +97,13 @@ void EngineScheduler::count_verified(SequenceState& seq, const StepItem& item, i
   stats_.spec_accepted_tokens += uint64_t(accepted);
   for (int32_t j = 0; j < accepted && j < kMaxSpecDraftTokens; ++j)
     ++stats_.spec_accepted_by_position[size_t(j)];
+  if (seq.draft_source == DraftSource::kPool) {
+    stats_.spec_pool_draft_tokens += uint64_t(item.num_drafts);
+    stats_.spec_pool_accepted_tokens += uint64_t(accepted);
+  } else if (seq.draft_source == DraftSource::kGrammar) {
+    stats_.spec_forced_draft_tokens += uint64_t(item.num_drafts);
+    stats_.spec_forced_accepted_tokens += uint64_t(accepted);
+  }
 }
 
 void EngineScheduler::commit_tokens(SequenceState& seq, const StepItem& item,
@@ -96,6 +121,7 @@ bool EngineScheduler::commit_token(SequenceState& seq, TokenId token,
                                    const std::optional<TokenLogprobs>& logprobs) {
   // Rule: a stop token, a grammar completed or the token limit ends the sequence.
   seq.tokens.push_back(token);
+  pool_.record(seq.tokens, seq.tokens.size() - 1, seq.cache_namespace);
   outcomes_.push_back(SequenceOutcome{seq.id, token, std::nullopt, {}, logprobs});
   if (is_stop_token(seq, token)) {
     outcomes_.back().stop_token = true;

@@ -3,11 +3,12 @@
 namespace drift {
 
 int32_t propose_ngram_draft(std::span<const TokenId> tokens, const NgramDraftConfig& config,
-                            std::span<TokenId> out) {
+                            std::span<TokenId> out, int32_t* match_len) {
   // Rule: one backward scan over the window; at each earlier end position e, the match length is
   // how many tokens ending at e equal the sequence's last ones. The longest wins, the most recent
   // among equals (the first found scanning backward); a full-length match ends the scan.
   const auto size = int64_t(tokens.size());
+  if (match_len) *match_len = 0;
   if (out.empty() || size < int64_t(config.min_ngram) + 1) return 0;
   const int64_t last = size - 1;
   const int64_t lowest = std::max<int64_t>(0, size - 1 - config.lookback);
@@ -25,6 +26,7 @@ int32_t propose_ngram_draft(std::span<const TokenId> tokens, const NgramDraftCon
     }
   }
   if (best_len < config.min_ngram) return 0;
+  if (match_len) *match_len = int32_t(best_len);
   // What followed the match: tokens (best_end, last], at least one since best_end < last.
   const int64_t n = std::min<int64_t>(int64_t(out.size()), last - best_end);
   std::copy_n(tokens.begin() + best_end + 1, n, out.begin());

@@ -27,8 +27,9 @@ struct NgramDraftConfig {
 
 // Writes into `out` (at most out.size() tokens) the tokens that followed the most recent earlier
 // occurrence of the longest suffix of `tokens` (min_ngram to max_ngram long) found within the
-// lookback window, and returns how many (0: no match, or `out` is empty).
+// lookback window, and returns how many (0: no match, or `out` is empty). `match_len`, when
+// given, receives the length of the suffix matched (0: none).
 int32_t propose_ngram_draft(std::span<const TokenId> tokens, const NgramDraftConfig& config,
-                            std::span<TokenId> out);
+                            std::span<TokenId> out, int32_t* match_len = nullptr);
 
 }  // namespace drift

@@ -54,6 +54,10 @@ Status SpecConfig::validate() const {
   if (max_draft_tokens < 0 || max_draft_tokens > kMaxSpecDraftTokens)
     return make_error("spec.max_draft_tokens must be in [0, {}], got {}", kMaxSpecDraftTokens,
                       max_draft_tokens);
+  if (pool_entries < 0 || pool_entries > (int64_t{1} << 32))
+    return make_error("spec.pool_entries must be in [0, 2^32], got {}", pool_entries);
+  if (pool_context < 1 || pool_context > 8)
+    return make_error("spec.pool_context must be in [1, 8], got {}", pool_context);
   if (max_step_draft_tokens < 0 || max_step_draft_tokens > 1024)
     return make_error("spec.max_step_draft_tokens must be in [0, 1024], got {}",
                       max_step_draft_tokens);

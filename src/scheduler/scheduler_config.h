@@ -55,6 +55,16 @@ struct SpecConfig {
   // batch grows and vanish once this many sequences decode, where a CPU step stops being bound
   // by reading the weights and extra tokens are no longer nearly free.
   int32_t max_step_draft_tokens = 32;
+  // The n-gram pool shared across requests (scheduler/ngram_pool.h): its slots (8 bytes each;
+  // 0: no pool) and the tokens that key a slot. A sequence drafts from it when its own history
+  // has no match of at least pool_context tokens.
+  int64_t pool_entries = 0;
+  int32_t pool_context = 4;
+  // Sequences with a grammar speculate too (drafts: the tokens it forces, then as any sequence's),
+  // verified under each position's mask. Off by default: the executor rolls the matcher back
+  // after verifying, and llguidance's rollback over a special token (harmony's <|channel|>)
+  // leaves the matcher refusing the next token (docs/design-notes.md, part 2).
+  bool grammar_drafts = false;
 
   bool enabled() const { return mode != SpecMode::kNone && max_draft_tokens > 0; }
   // Most draft tokens one plan can carry (0 when off): what the executor sizes its logits for.

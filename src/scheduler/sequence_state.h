@@ -59,6 +59,10 @@ struct SequenceRequest {
   std::optional<double> kv_keep;
 };
 
+// Where a speculative draft came from: the sequence's own prompt and output, the n-gram pool
+// shared across requests, or the tokens its grammar forces.
+enum class DraftSource : uint8_t { kOwnHistory, kPool, kGrammar };
+
 struct SequenceState {
   SeqId id = 0;
   // The prompt followed by the generated tokens. Capacity for prompt + max_new_tokens is reserved
@@ -102,6 +106,8 @@ struct SequenceState {
   // on and nothing it asks for rules them out), and how long its next draft may be.
   bool speculates = false;
   AdaptiveDraftLength draft_length;
+  // Where the draft of the outstanding step came from (for the counts by source).
+  DraftSource draft_source = DraftSource::kOwnHistory;
 
   int32_t total_len() const { return static_cast<int32_t>(tokens.size()); }
   bool kv_compressed() const { return kv_keep < 1.0; }

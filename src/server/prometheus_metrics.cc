@@ -127,6 +127,20 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
        ++i)
     w.sample("vllm:spec_decode_num_accepted_tokens_per_pos", fmt::format(",position=\"{}\"", i),
              double(m.spec_accepted_by_position[i]));
+  w.counter("drift:spec_decode_pool_draft_tokens_total",
+            "Draft tokens from the n-gram pool shared across requests.",
+            double(m.spec_pool_draft_tokens));
+  w.counter("drift:spec_decode_pool_accepted_tokens_total",
+            "Draft tokens from the shared n-gram pool that were accepted.",
+            double(m.spec_pool_accepted_tokens));
+  w.counter("drift:spec_decode_forced_draft_tokens_total",
+            "Draft tokens a grammar forced (structured output).",
+            double(m.spec_forced_draft_tokens));
+  w.counter("drift:spec_decode_forced_accepted_tokens_total",
+            "Draft tokens a grammar forced that were accepted.",
+            double(m.spec_forced_accepted_tokens));
+  w.gauge("drift:spec_decode_pool_bytes", "Memory of the shared n-gram pool (fixed at start).",
+          double(m.spec_pool_bytes));
   w.histogram("vllm:time_to_first_token_seconds", "Time to first token, from submit.",
               m.time_to_first_token);
   w.histogram("vllm:inter_token_latency_seconds", "Gaps between consecutive tokens.",

@@ -61,6 +61,19 @@ class TokenConstraint {
   virtual Status accept(int32_t token) = 0;
   // True once the output is complete: the grammar matched and allows no further token.
   virtual bool complete() const = 0;
+  // Speculative decoding. Writes into `out` (at most out.size()) the tokens the grammar forces
+  // next — the only continuation its rules allow, such as a JSON key and its quotes — and returns
+  // how many (0: none forced, or the constraint cannot tell). They are drafts: the model may
+  // still choose another tokenization of the same text, which verification under the masks finds.
+  virtual int32_t forced_tokens(std::span<int32_t> out) {
+    (void)out;
+    return 0;
+  }
+  // Takes back the last `num_tokens` accepted tokens (the executor advances a matcher over the
+  // drafts it verifies and restores it after). An error when the constraint cannot.
+  virtual Status rollback(int32_t num_tokens) {
+    return make_error("this grammar cannot take back {} tokens", num_tokens);
+  }
 };
 
 }  // namespace drift

@@ -49,6 +49,24 @@ def test_spec_drafts_and_leaves_greedy_text_unchanged():
     assert texts["ngram"] == texts["none"]
 
 
+def test_spec_pool_size_is_an_option_and_drafts_a_repeated_answer():
+    from conftest import ENGINE_OPTIONS
+    prompt = "Name the planets of the solar system in order."
+    params = drift.SamplingParams(temperature=0, max_tokens=40, ignore_eos=True)
+    runs = {}
+    for mib in (0, 1):
+        engine = drift.LLM(MODEL, spec="ngram", spec_pool_mib=mib, **ENGINE_OPTIONS)
+        texts = [engine.generate(prompt, params)[0].outputs[0].text for _ in range(2)]
+        runs[mib] = (texts, engine.stats())
+        engine.shutdown()
+    assert runs[0][0] == runs[1][0]
+    assert runs[0][1]["spec_pool_bytes"] == 0 and runs[0][1]["spec_pool_draft_tokens"] == 0
+    assert runs[1][1]["spec_pool_bytes"] == 1 << 20
+    assert runs[1][1]["spec_pool_accepted_tokens"] > 0  # the second answer, drafted from the first
+    with pytest.raises(ValueError, match="spec_pool_mib"):
+        drift.LLM(MODEL, spec="ngram", spec_pool_mib=-1, **ENGINE_OPTIONS)
+
+
 def test_32_prompts_in_one_call_equal_32_calls_of_one(llm):
     params = drift.SamplingParams(temperature=0, max_tokens=12)
     steps_before = llm.stats()["steps"]

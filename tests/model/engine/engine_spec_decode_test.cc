@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "runtime/load_engine.h"
+#include "scheduler/ngram_pool.h"
 #include "test_models.h"
 
 namespace drift {
@@ -74,8 +75,10 @@ struct Gemma3 {
 
 // Runs the prompts through an engine with speculation `mode`, concurrently (batched) or one
 // after the other (alone); on SmolLM2, or on Gemma 3 with `gemma3`'s prompts.
+// `pool_entries`: the n-gram pool shared across requests (0: none); `texts`: other prompts.
 SpecRun run(SpecMode mode, Sampling sampling, bool concurrent, KVDtype dtype = KVDtype::kF16,
-            const std::optional<Gemma3>& gemma3 = std::nullopt) {
+            const std::optional<Gemma3>& gemma3 = std::nullopt, int64_t pool_entries = 0,
+            const std::vector<std::string>* texts_given = nullptr) {
   SpecRun result;
   const auto path = test::model_path(gemma3 ? test::kGemma3File : test::kSmolLm2File);
   EXPECT_TRUE(test::model_available(path));
@@ -87,10 +90,12 @@ SpecRun run(SpecMode mode, Sampling sampling, bool concurrent, KVDtype dtype = K
   c.scheduler.max_num_batched_tokens = 256;
   c.scheduler.max_num_seqs = 8;
   c.scheduler.spec.mode = mode;
+  c.scheduler.spec.pool_entries = pool_entries;
   auto engine = load_engine(path.string(), c);
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   if (!engine.ok()) return result;
-  const std::vector<std::string> texts = gemma3 ? gemma3->texts : prompts();
+  const std::vector<std::string> texts =
+      texts_given ? *texts_given : (gemma3 ? gemma3->texts : prompts());
   result.outputs.resize(texts.size());
   std::mutex mutex;
   std::condition_variable done;
@@ -195,6 +200,33 @@ TEST(EngineSpecDecode, Gemma3SlidingGroupsGiveTheSameTokens) {
       run(SpecMode::kNgram, Sampling::kGreedy, /*concurrent=*/true, KVDtype::kF16, gemma3);
   expect_same_outputs(spec, plain);
   EXPECT_GT(spec.metrics.spec_accepted_tokens, 0u);
+}
+
+// The shared pool: a question asked again, after an unrelated request, is answered with the
+// text of the first answer, which the second request's own prompt cannot draft (there is little
+// to copy in it) but the pool, which recorded the first answer, can. The tokens and logprobs stay
+// those of one token a step; the pool's drafts are accepted.
+TEST(EngineSpecDecode, SharedPoolDraftsAnAnswerGivenBeforeAndKeepsTheTokens) {
+  const std::vector<std::string> texts = {
+      "What is the capital of France? Answer in one sentence.",
+      "Write a short poem about the sea.",
+      "What is the capital of France? Answer in one sentence.",
+  };
+  const SpecRun plain = run(SpecMode::kNone, Sampling::kGreedy, /*concurrent=*/false, KVDtype::kF16,
+                            std::nullopt, 0, &texts);
+  const SpecRun own = run(SpecMode::kNgram, Sampling::kGreedy, /*concurrent=*/false, KVDtype::kF16,
+                          std::nullopt, 0, &texts);
+  const SpecRun pooled = run(SpecMode::kNgram, Sampling::kGreedy, /*concurrent=*/false,
+                             KVDtype::kF16, std::nullopt, 1 << 16, &texts);
+  expect_same_outputs(pooled, plain);
+  expect_same_outputs(own, plain);
+  EXPECT_EQ(plain.outputs[0].tokens, plain.outputs[2].tokens) << "the test's premise";
+  EXPECT_GT(pooled.metrics.spec_pool_accepted_tokens, 0u);
+  EXPECT_LE(pooled.metrics.spec_pool_accepted_tokens, pooled.metrics.spec_pool_draft_tokens);
+  EXPECT_EQ(own.metrics.spec_pool_draft_tokens, 0u);
+  EXPECT_EQ(pooled.metrics.spec_pool_bytes, (uint64_t{1} << 16) * NgramPool::kEntryBytes);
+  EXPECT_GT(pooled.metrics.spec_accepted_tokens, own.metrics.spec_accepted_tokens);
+  EXPECT_LT(pooled.metrics.steps, own.metrics.steps);
 }
 
 }  // namespace

@@ -79,8 +79,14 @@ void expect_decode_steps_allocate_nothing(
   SchedulerConfig sc;
   sc.max_num_batched_tokens = 128;
   sc.max_num_seqs = 4;
-  sc.max_model_len = spec ? 512 : 256;  // room for 20 steps of drafts
-  if (spec) sc.spec.mode = SpecMode::kNgram;
+  sc.max_model_len = spec ? 1280 : 256;  // room for 60 steps of drafts, most accepted
+  if (spec) {
+    sc.spec.mode = SpecMode::kNgram;
+    // The shared pool records every committed token and, keyed by more tokens than the own-history
+    // drafter ever matches, is asked for a draft at every decode.
+    sc.spec.pool_entries = 1 << 16;
+    sc.spec.pool_context = 8;
+  }
   std::vector<int32_t> windows;
   for (int64_t il = 0; il < mc.n_layers; ++il)
     windows.push_back(mc.layers[il].sliding_window ? int32_t(mc.sliding_window) : 0);
@@ -88,7 +94,7 @@ void expect_decode_steps_allocate_nothing(
   ASSERT_TRUE(grouping.ok());
   const KVLayout layout = kv_layout_with_groups(
       KVLayout{int32_t(mc.n_layers), int32_t(mc.n_kv_heads), int32_t(mc.head_dim), 16}, *grouping);
-  auto kv = KVCacheManager::create(layout, (spec ? 160 : 64) * layout.num_groups());
+  auto kv = KVCacheManager::create(layout, (spec ? 400 : 64) * layout.num_groups());
   ASSERT_TRUE(kv.ok());
   ProgressLog log;
   QueueSink sink(layout.page_size);
@@ -123,7 +129,7 @@ void expect_decode_steps_allocate_nothing(
     r.id = id;
     for (int32_t i = 0; i < 20 + 9 * int32_t(id); ++i)
       r.prompt.push_back(100 + int32_t(id) * 50 + (spec ? i % 7 : i));
-    r.max_new_tokens = spec ? 400 : 40;
+    r.max_new_tokens = spec ? 1100 : 40;
     if (id <= 2) {
       r.sampling.temperature = 0;
     } else {

@@ -30,8 +30,19 @@ class FakeConstraint final : public TokenConstraint {
     return Status::Ok();
   }
   bool complete() const override { return accepted.size() >= length_; }
+  // Forces the tokens of `forced` from the current position on (as a grammar whose next text is
+  // fixed does), up to out.size().
+  int32_t forced_tokens(std::span<int32_t> out) override {
+    ++forced_asked;
+    int32_t n = 0;
+    for (size_t k = accepted.size(); k < forced.size() && size_t(n) < out.size(); ++k)
+      out[size_t(n++)] = forced[k];
+    return n;
+  }
 
   std::vector<int32_t> accepted;
+  std::vector<int32_t> forced;
+  int forced_asked = 0;
 
  private:
   size_t length_;
@@ -99,6 +110,56 @@ TEST(ConstrainedSequence, AStopTokenEndsTheOutputWithoutReachingTheGrammar) {
   EXPECT_EQ(d.records()[1].generated.size(), 3u);
   EXPECT_TRUE(d.records()[1].ended_on_stop_token);
   EXPECT_EQ(grammar->accepted, (std::vector<int32_t>{expected[0], expected[1]}));
+}
+
+// With speculation on, the tokens a grammar forces are the sequence's drafts: the executor
+// accepts those the model samples, the scheduler commits them, advancing the grammar once per
+// token, and the output is the model's.
+TEST(ConstrainedSequence, ForcedTokensRideAsDraftsAndAreAccepted) {
+  const FakeModel model{.vocab = 50, .eos = 0};
+  SchedulerConfig c = config();
+  c.spec.mode = SpecMode::kNgram;
+  c.spec.grammar_drafts = true;
+  Driver d(c, 16, 4, model, {});
+  SequenceRequest request = make_request(1, 5, 12);
+  const std::vector<TokenId> expected = model.reference(1, request.prompt, 12);
+  auto grammar = std::make_shared<FakeConstraint>(100);
+  // The grammar forces the model's own next tokens, but one that differs at position 6.
+  grammar->forced.assign(expected.begin(), expected.end());
+  grammar->forced[6] = expected[6] == 7 ? 8 : 7;
+  request.constraint = grammar;
+  ASSERT_TRUE(d.submit(std::move(request)));
+  int32_t drafts_seen = 0;
+  for (int i = 0; i < 40 && d.scheduler().has_unfinished(); ++i)
+    for (const StepItem& item : d.step().items) drafts_seen += item.num_drafts;
+  EXPECT_FALSE(d.scheduler().has_unfinished());
+  EXPECT_EQ(d.records()[1].generated, expected);
+  EXPECT_EQ(grammar->accepted, expected) << "the grammar saw every committed token once";
+  EXPECT_GT(drafts_seen, 0);
+  const SchedulerStats& s = d.scheduler().stats();
+  EXPECT_GT(s.spec_forced_accepted_tokens, 0u);
+  EXPECT_LT(s.spec_forced_accepted_tokens, s.spec_forced_draft_tokens) << "position 6 rejected";
+  EXPECT_GT(grammar->forced_asked, 0);
+  d.expect_all_released();
+}
+
+// By default a constrained sequence does not speculate (SpecConfig::grammar_drafts): one token a
+// step, its grammar never asked for forced tokens.
+TEST(ConstrainedSequence, WithoutGrammarDraftsItDecodesOneTokenAStep) {
+  const FakeModel model{.vocab = 50, .eos = 0};
+  SchedulerConfig c = config();
+  c.spec.mode = SpecMode::kNgram;
+  Driver d(c, 16, 4, model, {});
+  SequenceRequest request = make_request(1, 5, 12);
+  const std::vector<TokenId> expected = model.reference(1, request.prompt, 12);
+  auto grammar = std::make_shared<FakeConstraint>(100);
+  grammar->forced.assign(expected.begin(), expected.end());
+  request.constraint = grammar;
+  ASSERT_TRUE(d.submit(std::move(request)));
+  ASSERT_TRUE(d.run_to_completion());
+  EXPECT_EQ(d.records()[1].generated, expected);
+  EXPECT_EQ(d.scheduler().stats().spec_draft_tokens, 0u);
+  EXPECT_EQ(grammar->forced_asked, 0);
 }
 
 }  // namespace

@@ -54,9 +54,13 @@ struct FakeModel {
   // vocabulary the output soon repeats itself, as text that speculative decoding's n-gram drafts
   // predict does — wrongly at times when the drafts' matches are shorter than the order.
   int32_t order = 0;
+  // The next token does not depend on the sequence either, as a real model's does not: equal
+  // histories continue alike in every sequence (what drafts shared across requests predict).
+  bool same_for_every_sequence = false;
 
   TokenId next_token(SeqId seq, std::span<const TokenId> history) const {
-    uint64_t h = 1469598103934665603ull ^ (seq * 0x9E3779B97F4A7C15ull);
+    uint64_t h = 1469598103934665603ull;
+    if (!same_for_every_sequence) h ^= seq * 0x9E3779B97F4A7C15ull;
     if (order > 0 && history.size() > size_t(order)) history = history.last(size_t(order));
     for (TokenId t : history) h = (h ^ uint64_t(uint32_t(t))) * 1099511628211ull;
     h ^= h >> 29;

@@ -78,6 +78,11 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   m.spec_accepted_tokens = 9;
   m.spec_accepted_by_position[0] = 5;
   m.spec_accepted_by_position[1] = 4;
+  m.spec_pool_draft_tokens = 7;
+  m.spec_pool_accepted_tokens = 3;
+  m.spec_pool_bytes = 8388608;
+  m.spec_forced_draft_tokens = 11;
+  m.spec_forced_accepted_tokens = 10;
   m.time_to_first_token.observe(0.003);  // bucket (0.001, 0.005]
   m.time_to_first_token.observe(0.05);   // bucket (0.04, 0.06]
   m.time_to_first_token.observe(1000);   // +Inf only
@@ -98,6 +103,11 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   EXPECT_TRUE(has("vllm:spec_decode_num_accepted_tokens_total" + l + "} 9"));
   EXPECT_TRUE(has("vllm:spec_decode_num_accepted_tokens_per_pos" + l + ",position=\"1\"} 4"));
   EXPECT_FALSE(has("vllm:spec_decode_num_accepted_tokens_per_pos" + l + ",position=\"2\"} 0"));
+  EXPECT_TRUE(has("drift:spec_decode_pool_draft_tokens_total" + l + "} 7"));
+  EXPECT_TRUE(has("drift:spec_decode_pool_accepted_tokens_total" + l + "} 3"));
+  EXPECT_TRUE(has("drift:spec_decode_pool_bytes" + l + "} 8388608"));
+  EXPECT_TRUE(has("drift:spec_decode_forced_draft_tokens_total" + l + "} 11"));
+  EXPECT_TRUE(has("drift:spec_decode_forced_accepted_tokens_total" + l + "} 10"));
   EXPECT_TRUE(has("# TYPE vllm:time_to_first_token_seconds histogram"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.001\"} 0"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.005\"} 1"));

@@ -12,7 +12,8 @@ PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libpcre2-dev
           nlohmann-json3-dev libgtest-dev clang libclang-rt-14-dev python3 python3-pip
           python3-pytest python3-venv python3-dev libboost-dev curl wamerican python3-matplotlib
           chromium  # chromium: the web page's browser tests (driven by Playwright from the venv)
-          libzmq3-dev libmsgpack-cxx-dev)  # KV events for routers (src/kv_events/)
+          libzmq3-dev libmsgpack-cxx-dev  # KV events for routers (src/kv_events/)
+          libxxhash-dev)  # XXH3 digests and checksums of the KV disk tier (src/kv/)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -35,7 +35,7 @@ struct CpuExecutorConfig {
   KvLayerPlacement kv_placement;
 };
 
-class CpuExecutor final : public Executor {
+class CpuExecutor final : public Executor, private KVPageMemory {
  public:
   // `model` must outlive the executor.
   static Expected<std::unique_ptr<CpuExecutor>> create(const Model& model,
@@ -43,6 +43,7 @@ class CpuExecutor final : public Executor {
 
   Status run(const StepPlan& plan, ExecutionResult& result) override;
   bool healthy() const override { return healthy_; }
+  KVPageMemory* page_memory() override { return this; }
 
   const Model& model() const { return model_; }
   ThreadPool& pool() { return pool_; }
@@ -51,6 +52,9 @@ class CpuExecutor final : public Executor {
   CpuExecutor(const Model& model, const CpuExecutorConfig& config, KvPages kv,
               std::unique_ptr<ForwardPass> forward);
   Status run_step(const StepPlan& plan, ExecutionResult& result);
+  // KVPageMemory: a page is one contiguous run of the KV memory (model/kv_pages.h).
+  uint64_t page_bytes() const override { return uint64_t(kv_.page_stride()); }
+  std::span<uint8_t> page(PageId page) override { return kv_.page_bytes(page); }
   // Samples logits row `row` (item logit_row_item_[row]) with thread `thread`'s scratch.
   void sample_row(const StepPlan& plan, int64_t row, int thread, ExecutionResult& result);
   // Folds the hidden-state rows of embedding items into their vectors (executor/pooling.h).

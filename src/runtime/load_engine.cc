@@ -10,6 +10,7 @@
 #include "kv_events/zmq_kv_event_publisher.h"
 #include "model/model.h"
 #include "runtime/failing_executor.h"
+#include "runtime/model_identity.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/cpu_features.h"
@@ -96,7 +97,9 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
           std::move(executor), *executor_options.debug_fail_at_step));
     return std::unique_ptr<Executor>(std::move(executor));
   };
-  return Engine::create(config, model.facts, model.codec, make_executor, model.model,
+  ModelFacts facts = model.facts;
+  if (config.kv.disk_dir) facts.kv_identity = model_kv_identity(loaded);
+  return Engine::create(config, facts, model.codec, make_executor, model.model,
                         std::move(publisher));
 }
 

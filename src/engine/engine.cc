@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "engine/engine_worker.h"
+#include "engine/session_file.h"
+#include "util/log.h"
 
 namespace drift {
 
@@ -85,6 +87,13 @@ Status Engine::open_disk_tier(const ModelFacts& model) {
                          PrefixDiskTier::create(kv_, *prefix_cache_, *disk_store_, *memory));
   // A finished read may let a waiting request in: an idle worker must take another step.
   disk_store_->set_on_read_done([gateway = gateway_] { gateway->wake(); });
+  // Sessions of the last life continue, their prefixes warm through the tier.
+  Expected<SessionHistories> histories = load_session_histories(sessions_path());
+  if (histories.ok()) {
+    sessions_.restore(*histories, EngineClock::now());
+  } else {
+    spdlog::warn("{}", histories.error().message);
+  }
   if (kv_events_)  // routers hear of pages on disk too (medium "DISK")
     disk_store_->set_on_change([sink = kv_events_.get()](const KVDiskChange& change) {
       if (change.stored) {
@@ -107,7 +116,15 @@ void Engine::shutdown(ShutdownMode mode) {
   if (thread_.joinable()) thread_.join();
   gateway_->mark_stopped();
   // The worker is gone: its KV manager and pages are this thread's now.
-  if (disk_tier_) std::call_once(disk_written_back_, [&] { disk_tier_->write_back_cached(); });
+  if (disk_tier_) {
+    std::call_once(disk_written_back_, [&] {
+      disk_tier_->write_back_cached();
+      if (Status s =
+              save_session_histories(sessions_path(), sessions_.histories(EngineClock::now()));
+          !s.ok())
+        spdlog::warn("{}", s.message());
+    });
+  }
 }
 
 bool Engine::healthy() const { return worker_ && worker_->healthy(); }

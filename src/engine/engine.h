@@ -112,7 +112,8 @@ class Engine {
 
   // Stops taking requests (later submits are rejected), then kDrain runs every request already
   // accepted to its end, kAbort ends them "cancelled"; joins the worker; with a disk tier, writes
-  // the cached pages RAM still holds to it (so that they survive the restart). Safe to call more
+  // the cached pages RAM still holds and the sessions' histories to it (so that they survive the
+  // restart). Safe to call more
   // than once and from several threads; a later kAbort cuts a drain short.
   void shutdown(ShutdownMode mode);
 
@@ -153,8 +154,11 @@ class Engine {
   int64_t kv_pages_to_hold(int64_t num_tokens) const {
     return setup_.kv_layout.pages_to_hold(num_tokens, int64_t(setup_.scheduler.max_step_tokens()));
   }
-  // Opens the disk tier of setup_.kv_disk_dir under the prefix cache.
+  // Opens the disk tier of setup_.kv_disk_dir under the prefix cache, and restores the sessions
+  // saved there.
   Status open_disk_tier(const ModelFacts& model);
+  // Where the sessions' histories are kept across restarts (with a disk tier).
+  std::string sessions_path() const { return disk_store_->folder() + "/sessions"; }
   // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.
   std::optional<Rejection> size_request(const Request& request, RequestId id,
                                         std::span<const TokenId> prompt,

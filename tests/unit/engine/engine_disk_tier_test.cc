@@ -100,3 +100,59 @@ TEST(EngineDiskTier, ASecondEngineOnTheDirectoryIsRefused) {
 
 }  // namespace
 }  // namespace drift
+
+namespace drift {
+namespace {
+
+Request session_turn(RequestId id, const std::string& session, std::vector<TokenId> input) {
+  Request r;
+  r.id = id;
+  r.prompt = std::move(input);
+  r.max_tokens = 3;
+  r.session_id = session;
+  return r;
+}
+
+TEST(EngineDiskTier, ASessionContinuesAfterARestartWithItsPrefixReadFromDisk) {
+  TempDir dir;
+  const std::vector<TokenId> first_input = fake_prompt(1, 26);
+  std::vector<TokenId> history;
+  {
+    FakeEngine fake = make_fake_engine(tier_config(dir.path));
+    ASSERT_TRUE(fake.engine);
+    ASSERT_EQ(run(*fake.engine, session_turn(1, "chat", first_input)).finish.reason,
+              FinishReason::kLength);
+    history = fake.engine->session_history("chat").value();
+    ASSERT_EQ(history.size(), first_input.size() + 3);
+  }
+  FakeEngine fake = make_fake_engine(tier_config(dir.path));
+  ASSERT_TRUE(fake.engine);
+  EXPECT_EQ(fake.engine->session_history("chat"), history) << "the history came back";
+  const Completion c = run(*fake.engine, session_turn(2, "chat", {7, 8, 9}));
+  ASSERT_EQ(c.finish.reason, FinishReason::kLength) << c.finish.message;
+  std::vector<TokenId> prompt = history;
+  prompt.insert(prompt.end(), {7, 8, 9});
+  EXPECT_EQ(c.tokens, FakeModel{}.reference(2, prompt, 3));
+  EXPECT_EQ(fake.engine->metrics().kv_disk->tier.pages_loaded, 7u)
+      << "the 29 tokens of history fill 7 pages, read back";
+}
+
+TEST(EngineDiskTier, ADamagedSessionsFileIsIgnoredNotHalfRead) {
+  TempDir dir;
+  std::string folder;
+  {
+    FakeEngine fake = make_fake_engine(tier_config(dir.path));
+    ASSERT_TRUE(fake.engine);
+    run(*fake.engine, session_turn(1, "chat", fake_prompt(1, 10)));
+  }
+  for (const auto& entry : fs::directory_iterator(dir.path))
+    if (entry.is_directory()) folder = entry.path().string();
+  ASSERT_TRUE(fs::exists(folder + "/sessions"));
+  fs::resize_file(folder + "/sessions", fs::file_size(folder + "/sessions") - 3);
+  FakeEngine fake = make_fake_engine(tier_config(dir.path));
+  ASSERT_TRUE(fake.engine);
+  EXPECT_FALSE(fake.engine->session_history("chat").has_value());
+}
+
+}  // namespace
+}  // namespace drift

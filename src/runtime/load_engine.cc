@@ -99,9 +99,9 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
   };
   ModelFacts facts = model.facts;
   if (config.kv.disk_dir) facts.kv_identity = model_kv_identity(loaded);
-  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                         Engine::create(config, facts, model.codec, make_executor, model.model,
-                                        std::move(publisher)));
+  DRIFT_ASSIGN_OR_RETURN(
+      std::unique_ptr<Engine> engine,
+      Engine::create(config, facts, model.codec, make_executor, model.model, std::move(publisher)));
   if (const std::optional<KVDiskMetrics> disk = engine->metrics().kv_disk) {
     spdlog::info(
         "kv cache dir {}: {} pages of this model found ({:.1f} MiB of {:.1f} GiB), {} files "

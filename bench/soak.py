@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """A soak run of `drift serve` (not run in CI): mixed load for a long time — whole and streamed
 completions, chat, streams cancelled or abandoned mid-way, session turns and session deletes,
-malformed requests — while the server's resident memory, open file descriptors, KV pages and
+structured output (JSON schema, JSON object, regex, choice; streamed and whole), tool-call round
+trips, malformed requests and the hostile ones of the second abuse pass (deep JSON inside a
+string, a costly regex, grammars no output can follow, template built-ins in
+chat_template_kwargs) — while the server's resident memory, open file descriptors, KV pages and
 running/waiting requests are sampled every --sample-seconds. Standard library only (the PNG needs
 Debian's python3-matplotlib; run with /usr/bin/python3 if another python3 comes first).
 
@@ -87,6 +90,15 @@ class Client:
             conn.close()
 
 
+PERSON_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                                 "age": {"type": "integer"}},
+                 "required": ["name"]}
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
 class Load:
     """--concurrency workers, each picking a random action until stopped."""
 
@@ -110,8 +122,9 @@ class Load:
         rng = random.Random(seed)
         while not self.stop.is_set():
             action = rng.choices(
-                ["complete", "stream", "abandon", "chat", "session", "bad"],
-                weights=[20, 30, 15, 10, 20, 5])[0]
+                ["complete", "stream", "abandon", "chat", "session", "structured", "tools",
+                 "bad", "hostile"],
+                weights=[20, 30, 15, 10, 20, 10, 8, 5, 2])[0]
             try:
                 getattr(self, action)(rng)
                 self.record(action)
@@ -149,6 +162,64 @@ class Load:
         if rng.random() < 0.8:  # the rest expire by TTL
             status, _ = self.client.request("DELETE", f"/v1/sessions/{sid}")
             assert status in (200, 404), status
+
+    def structured(self, rng):
+        # Each way of constraining the output, streamed or not; the reply must follow it.
+        kind = rng.choice(["json_schema", "json_object", "regex", "choice"])
+        extra = {
+            "json_schema": {"response_format": {"type": "json_schema", "json_schema": {
+                "name": "person", "schema": PERSON_SCHEMA}}},
+            "json_object": {"response_format": {"type": "json_object"}},
+            "regex": {"guided_regex": "[0-9]{3}-[0-9]{4}"},
+            "choice": {"guided_choice": ["yes", "no", "maybe"]},
+        }[kind]
+        body = {"model": self.model, "max_tokens": 48, "temperature": 0.8,
+                "messages": [{"role": "user", "content": rng.choice(PROMPTS)}], **extra}
+        if rng.random() < 0.5:
+            status = self.client.stream("/v1/chat/completions", dict(body, stream=True))
+            assert status in (200, 429, 503), status
+            return
+        status, reply = self.client.request("POST", "/v1/chat/completions", body)
+        assert status in (200, 429, 503), status
+        if status != 200 or kind != "json_schema":
+            return
+        choice = json.loads(reply)["choices"][0]
+        if choice["finish_reason"] == "stop":  # complete: it parses and has the required key
+            assert "name" in json.loads(choice["message"]["content"]), choice
+
+    def tools(self, rng):
+        # A tool round trip: the call (free or required), then its result in the next turn.
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        choice = rng.choice(["auto", "required"])
+        status, reply = self.client.request("POST", "/v1/chat/completions", {
+            "model": self.model, "max_tokens": 64, "temperature": 0.8, "tools": [WEATHER_TOOL],
+            "tool_choice": choice, "messages": messages})
+        assert status in (200, 429, 503), status
+        if status != 200:
+            return
+        message = json.loads(reply)["choices"][0]["message"]
+        calls = message.get("tool_calls") or []
+        if not calls:
+            return
+        messages += [message, {"role": "tool", "tool_call_id": calls[0]["id"], "content": "18 C"}]
+        status, _ = self.client.request("POST", "/v1/chat/completions", {
+            "model": self.model, "max_tokens": 32, "tools": [WEATHER_TOOL], "messages": messages})
+        assert status in (200, 429, 503), status
+
+    def hostile(self, rng):
+        # The requests of the second abuse pass: each must be a 4xx, and the server must stay up.
+        deep = '{"a":' * 10000 + "1" + "}" * 10000
+        body = rng.choice([
+            {"guided_json": deep},
+            {"guided_regex": "(a{1000}){1000}"},
+            {"guided_json": {"$ref": "#"}},
+            {"guided_grammar": "start: a\na: b\nb: a\n"},
+            {"chat_template_kwargs": {"raise_exception": 1}},
+        ])
+        status, _ = self.client.request("POST", "/v1/chat/completions", {
+            "model": self.model, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
+            **body})
+        assert 400 <= status < 500 or status == 429, status
 
     def bad(self, rng):
         body = rng.choice([b"{", b'{"prompt": 5}', b'{"prompt": "x", "max_tokens": -1}',

@@ -42,12 +42,14 @@ if(NOT EXISTS ${_header_dir}/llguidance.h)
 endif()
 
 set(_lib ${DRIFT_CARGO_TARGET_DIR}/release/libdrift_llguidance.a)
+# Not --quiet: on a first build cargo compiles ~60 crates for a minute or two, and its lines are
+# the progress a user sees meanwhile (the console pool gives it the terminal).
 add_custom_command(
   OUTPUT ${_lib}
-  COMMAND ${CARGO} build --release --locked --quiet --manifest-path ${_crate}/Cargo.toml
+  COMMAND ${CARGO} build --release --locked --manifest-path ${_crate}/Cargo.toml
           --target-dir ${DRIFT_CARGO_TARGET_DIR}
   DEPENDS ${_crate}/Cargo.toml ${_crate}/Cargo.lock ${_crate}/src/lib.rs
-  COMMENT "cargo: building llguidance"
+  COMMENT "cargo: building llguidance (a minute or two the first time)"
   USES_TERMINAL)
 add_custom_target(llguidance_build DEPENDS ${_lib})
 
@@ -55,4 +57,10 @@ add_library(llguidance STATIC IMPORTED GLOBAL)
 set_target_properties(llguidance PROPERTIES IMPORTED_LOCATION ${_lib})
 target_include_directories(llguidance INTERFACE ${_header_dir})
 target_link_libraries(llguidance INTERFACE Threads::Threads ${CMAKE_DL_LIBS} m)
-add_dependencies(llguidance llguidance_build)
+# Only a link needs the library (its header is in the crate's source, there since configure).
+# Ninja builds it for the first link that names the file, so the C++ compiles of constrain and of
+# everything above it run while cargo does; a target-level dependency would hold every one of
+# them until cargo finishes. Other generators know no rule for the file: they get the dependency.
+if(NOT CMAKE_GENERATOR MATCHES "Ninja")
+  add_dependencies(llguidance llguidance_build)
+endif()

@@ -4,6 +4,8 @@
 #   fuzz_request_json  request JSON + schemas     tests/fuzz/corpus/request_json
 #   fuzz_jinja         chat templates (sandboxed) tests/data/templates (+ a conversation)
 #   fuzz_tokenizer     both models' tokenizers    tests/data/tokenizer/corpus (needs the models)
+#   fuzz_json_fields   JSON inside string fields  tests/fuzz/corpus/json_fields
+#   fuzz_grammar       grammar front ends         tests/fuzz/corpus/grammar (needs SmolLM2)
 # Any crash, leak, hang (one input running 120 s: generous, because a loaded virtual machine
 # was seen to stall a process for 50 s on an input that takes 0.1 s) or sanitizer report fails
 # the run (libFuzzer exits non-zero).
@@ -15,7 +17,8 @@ build=${1:?usage: $0 BUILD_DIR [SECONDS_PER_TARGET] [TARGET...]}
 seconds=${2:-60}
 shift $(($# < 2 ? $# : 2))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_gguf fuzz_request_json fuzz_jinja fuzz_tokenizer)
+[ ${#targets[@]} -gt 0 ] ||
+  targets=(fuzz_gguf fuzz_request_json fuzz_jinja fuzz_tokenizer fuzz_json_fields fuzz_grammar)
 cache="${DRIFT_CACHE:-$HOME/.cache/drift}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -72,6 +75,21 @@ for target in "${targets[@]}"; do
         fuzz "fuzz_tokenizer@$model" "$work/tokenizer-$model" 4096 \
           DRIFT_FUZZ_TOKENIZER_GGUF="$cache/$model.gguf"
       done
+      ;;
+    fuzz_json_fields)
+      mkdir -p "$work/json_fields"
+      cp tests/fuzz/corpus/json_fields/* "$work/json_fields/"
+      fuzz fuzz_json_fields "$work/json_fields" 65536
+      ;;
+    fuzz_grammar)
+      model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+      if [ ! -f "$model" ]; then
+        echo "fuzz_grammar: $model missing (scripts/fetch_models.sh); skipped" >&2
+        continue
+      fi
+      mkdir -p "$work/grammar"
+      cp tests/fuzz/corpus/grammar/* "$work/grammar/"
+      fuzz fuzz_grammar "$work/grammar" 8192 DRIFT_FUZZ_TOKENIZER_GGUF="$model"
       ;;
     *)
       echo "unknown fuzz target: $target" >&2

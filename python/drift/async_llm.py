@@ -81,13 +81,12 @@ class AsyncLLM:
         if kind == "chat":
             text = self._engine.detokenize(prompt_ids, render_special=True)
         queue: asyncio.Queue = asyncio.Queue()
-        keys, handles = [], []
+        keys = [next(self._keys) for _ in range(params.n)]
+        handles = []
         try:
-            for index, job in enumerate(params._jobs(kind, value)):
-                key = next(self._keys)
+            for index, key in enumerate(keys):
                 self._routes[key] = (queue, index)
-                keys.append(key)
-                handles.append(self._engine.submit_stream(job, self._channel, key))
+            handles = self._engine.submit_stream(params._job(kind, value), self._channel, keys)
             choices = [CompletionOutput(index=i, text="", token_ids=[]) for i in range(params.n)]
             running = params.n
             while running:
@@ -97,13 +96,14 @@ class AsyncLLM:
                     choice.token_ids.append(token)
                 choice.text += delta
                 if finish is not None:
-                    reason, error, message, _, _ = finish
+                    reason, error, message, _, _, stop_string = finish
                     if error == "value":
                         raise ValueError(message)
                     if error == "engine":
                         raise _drift.EngineError(message)
                     choice.finish_reason = reason
-                    choice.stop_reason = stop_reason(params, reason, choice.token_ids)
+                    choice.stop_reason = stop_reason(params, reason, choice.token_ids,
+                                                     stop_string)
                     running -= 1
                 yield RequestOutput(
                     request_id=request_id, prompt=text, prompt_token_ids=prompt_ids,

@@ -31,8 +31,11 @@ def params_list(sampling_params, count: int) -> list[SamplingParams]:
     return params
 
 
-def stop_reason(params: SamplingParams, finish_reason: str, token_ids: list[int]):
-    """vLLM's stop_reason: the stop_token_ids entry that ended the sequence."""
+def stop_reason(params: SamplingParams, finish_reason: str, token_ids: list[int],
+                stop_string: str | None = None):
+    """vLLM's stop_reason: the stop string or the stop_token_ids entry that ended the sequence."""
+    if stop_string is not None:
+        return stop_string
     if finish_reason == "stop" and token_ids and params.stop_token_ids:
         if token_ids[-1] in params.stop_token_ids:
             return token_ids[-1]
@@ -76,20 +79,18 @@ class LLM:
         self.shutdown()
 
     def _run(self, jobs, params: list[SamplingParams]) -> list[RequestOutput]:
-        engine_jobs = []
-        for (kind, value, _), p in zip(jobs, params):
-            engine_jobs.extend(p._jobs(kind, value))
+        engine_jobs = [p._job(kind, value) for (kind, value, _), p in zip(jobs, params)]
         results = iter(self._engine.generate(engine_jobs))
         outputs = []
         for (kind, value, text), p in zip(jobs, params):
             choices = []
             prompt_ids = None
             for index in range(p.n):
-                prompt_ids, token_ids, generated, finish_reason = next(results)
+                prompt_ids, token_ids, generated, finish_reason, stop_string = next(results)
                 choices.append(CompletionOutput(
                     index=index, text=generated, token_ids=token_ids,
                     finish_reason=finish_reason,
-                    stop_reason=stop_reason(p, finish_reason, token_ids)))
+                    stop_reason=stop_reason(p, finish_reason, token_ids, stop_string)))
             if kind == "chat":
                 text = self._engine.detokenize(prompt_ids, render_special=True)
             outputs.append(RequestOutput(request_id=str(next(self._request_ids)), prompt=text,

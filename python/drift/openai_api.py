@@ -14,7 +14,7 @@ becomes a 400 and its EngineError a 503 (overloaded, shutting down) or 500, as i
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import _drift
 from .sampling_params import SamplingParams
@@ -22,8 +22,6 @@ from .sampling_params import SamplingParams
 # OpenAI's and vLLM's sampling fields that SamplingParams takes under the same name.
 _SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
                     "frequency_penalty", "repetition_penalty", "seed", "ignore_eos")
-_MAX_STOP_STRINGS = 16
-_MAX_N = 16
 
 
 class RequestError(Exception):
@@ -48,7 +46,6 @@ class ParsedRequest:
     prompt: str | None = None             # completions
     messages: list[dict] | None = None    # chat
     params: SamplingParams = None
-    stop: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False           # stream_options.include_usage
 
@@ -106,20 +103,18 @@ def parse_request(body, chat: bool) -> ParsedRequest:
         if not isinstance(options, dict):
             raise _type_error("stream_options", "an object", options)
         request.include_usage = bool(options.get("include_usage", False))
+    fields = {}
     stop = body.get("stop")
     if isinstance(stop, str):
         stop = [stop]
-    if stop is not None:
-        if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop) or \
-                len(stop) > _MAX_STOP_STRINGS:
-            raise RequestError(400, f"stop: expected a non-empty string or a list of at most "
-                                    f"{_MAX_STOP_STRINGS} of them", "stop")
-        request.stop = stop
+    if stop is not None:  # the engine judges the strings (SamplingParams' check)
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            raise _type_error("stop", "a string or a list of strings", stop)
+        fields["stop"] = stop
     max_tokens = _int_field(body, "max_completion_tokens" if chat else "max_tokens", 1, 1 << 24)
     if max_tokens is None and chat:
         max_tokens = _int_field(body, "max_tokens", 1, 1 << 24)
-    n = _int_field(body, "n", 1, _MAX_N) or 1
-    fields = {}
+    n = _int_field(body, "n", 1, _drift.MAX_CHOICES) or 1
     for name in _SAMPLING_FIELDS:
         value = body.get(name)
         if value is None:
@@ -144,39 +139,7 @@ def parse_request(body, chat: bool) -> ParsedRequest:
 
 def _field_named_in(message: str) -> str | None:
     head = message.split(":", 1)[0].split(" ", 1)[0]
-    return head if head in _SAMPLING_FIELDS or head in ("n", "max_tokens") else None
-
-
-class StopMatcher:
-    """Cuts a stream of text deltas at the first stop string, holding back a tail that could be
-    the start of one (the text a client sees never includes the stop string)."""
-
-    def __init__(self, stops: list[str]):
-        self._stops = stops
-        self._held = ""
-        self.stopped = False
-
-    def feed(self, delta: str) -> str:
-        if self.stopped or not self._stops:
-            return "" if self.stopped else delta
-        text = self._held + delta
-        cut = min((i for i in (text.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
-            self.stopped = True
-            self._held = ""
-            return text[:cut]
-        keep = 0
-        for s in self._stops:
-            for k in range(min(len(s) - 1, len(text)), 0, -1):
-                if text.endswith(s[:k]):
-                    keep = max(keep, k)
-                    break
-        self._held = text[len(text) - keep:] if keep else ""
-        return text[:len(text) - keep] if keep else text
-
-    def flush(self) -> str:
-        held, self._held = self._held, ""
-        return "" if self.stopped else held
+    return head if head in _SAMPLING_FIELDS or head in ("n", "max_tokens", "stop") else None
 
 
 def _finish_reason(reason: str | None) -> str | None:
@@ -201,31 +164,23 @@ class OpenAIRoutes:
         return self._engine.generate(request.prompt, request.params, rid)
 
     async def _run(self, request: ParsedRequest):
-        """Yields (choice index, text delta, finish reason or None, the RequestOutput), with
-        stop strings applied; a sequence cut by a stop string is cancelled."""
+        """Yields (choice index, text delta, finish reason or None, the RequestOutput); the
+        engine has cut the text at the stop strings and ended those sequences "stop"."""
         self.check_model(request)
         n = request.params.n
-        matchers = [StopMatcher(request.stop) for _ in range(n)]
-        seen = [0] * n
-        done = [False] * n
+        seen, done = [0] * n, [False] * n
         try:
             async for out in self._outputs(request):
                 for c in out.outputs:
                     if done[c.index]:
                         continue
-                    m = matchers[c.index]
-                    delta = m.feed(c.text[seen[c.index]:])
+                    delta = c.text[seen[c.index]:]
                     seen[c.index] = len(c.text)
-                    if m.stopped:
+                    if c.finish_reason is not None:
                         done[c.index] = True
-                        yield c.index, delta, "stop", out
-                    elif c.finish_reason is not None:
-                        done[c.index] = True
-                        yield c.index, delta + m.flush(), _finish_reason(c.finish_reason), out
+                        yield c.index, delta, _finish_reason(c.finish_reason), out
                     elif delta:
                         yield c.index, delta, None, out
-                if all(done):
-                    return  # leaving the generator cancels sequences a stop string ended
         except ValueError as e:
             raise RequestError(400, str(e)) from None
         except _drift.EngineError as e:

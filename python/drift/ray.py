@@ -194,7 +194,7 @@ class OpenAIIngress:
         try:
             try:
                 body = json.loads(await request.body())
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:  # RecursionError: nested too deep
                 raise RequestError(400, f"the request body is not JSON: {e}") from None
             parsed = parse_request(body, chat)
             if parsed.model is not None and parsed.model != self._model_name:

@@ -9,7 +9,7 @@ by the engine's own check (ValueError naming the field).
 from . import _drift
 
 _ENGINE_FIELDS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
-                  "frequency_penalty", "repetition_penalty", "seed", "stop_token_ids",
+                  "frequency_penalty", "repetition_penalty", "seed", "stop", "stop_token_ids",
                   "ignore_eos", "logit_bias")
 
 
@@ -19,13 +19,15 @@ class SamplingParams:
                  min_p: float | None = None, presence_penalty: float | None = None,
                  frequency_penalty: float | None = None,
                  repetition_penalty: float | None = None, seed: int | None = None,
+                 stop: str | list[str] | None = None,
                  stop_token_ids: list[int] | None = None, ignore_eos: bool = False,
                  max_tokens: int | None = 16, logit_bias: dict[int, float] | None = None):
         # max_tokens: 16 as in vLLM; None runs until a stop or the end of the context.
         # top_k: 0 or -1 (vLLM's "off") keeps every token. seed: with n > 1, sequence i uses
-        # seed + i, so the sequences differ and each is reproducible.
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be an int >= 1, got {n!r}")
+        # seed + i, so the sequences differ and each is reproducible. stop: strings that end the
+        # text before them (the engine cuts it; finish_reason "stop", stop_reason the string).
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= _drift.MAX_CHOICES:
+            raise ValueError(f"n must be an int in [1, {_drift.MAX_CHOICES}], got {n!r}")
         if max_tokens is not None and (isinstance(max_tokens, bool)
                                        or not isinstance(max_tokens, int) or max_tokens < 1):
             raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
@@ -39,24 +41,23 @@ class SamplingParams:
         self.frequency_penalty = frequency_penalty
         self.repetition_penalty = repetition_penalty
         self.seed = seed
+        self.stop = [stop] if isinstance(stop, str) else (list(stop) if stop is not None else None)
         self.stop_token_ids = list(stop_token_ids) if stop_token_ids is not None else None
         self.ignore_eos = ignore_eos
         self.logit_bias = dict(logit_bias) if logit_bias is not None else None
         _drift.check_sampling(self._engine_fields())
 
-    def _engine_fields(self, choice: int = 0) -> dict:
-        """The fields set, as the engine takes them (choice: which of the n sequences)."""
+    def _engine_fields(self) -> dict:
+        """The fields set, as the engine takes them."""
         fields = {name: getattr(self, name) for name in _ENGINE_FIELDS
                   if getattr(self, name) is not None}
         if fields.get("ignore_eos") is False:
             del fields["ignore_eos"]
-        if self.seed is not None and choice:
-            fields["seed"] = self.seed + choice
         return fields
 
-    def _jobs(self, kind: str, prompt) -> list[tuple]:
-        """The engine requests of one prompt: one per sequence."""
-        return [(kind, prompt, self.max_tokens, self._engine_fields(i)) for i in range(self.n)]
+    def _job(self, kind: str, prompt) -> tuple:
+        """The engine job of one prompt; the engine makes its n sequences (seed, seed + 1, ...)."""
+        return (kind, prompt, self.max_tokens, self._engine_fields(), self.n)
 
     def __repr__(self) -> str:
         set_fields = ", ".join(f"{name}={getattr(self, name)!r}"

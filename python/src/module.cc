@@ -7,8 +7,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <limits>
 
+#include "engine/output_processor.h"
 #include "engine/sampling_defaults.h"
 #include "py_conversion.h"
 #include "py_engine.h"
@@ -32,9 +34,14 @@ const char* vllm_finish_reason(FinishReason reason) {
   }
 }
 
-// A job from Python: (kind, prompt, max_tokens or None, sampling fields).
-Request request_from(const nb::tuple& job) {
-  if (job.size() != 4) throw nb::value_error("a job is (kind, prompt, max_tokens, sampling)");
+nb::object stop_string_of(const Finish& finish) {
+  return finish.stop_string ? nb::object(nb::str(finish.stop_string->c_str())) : nb::none();
+}
+
+// A job from Python: (kind, prompt, max_tokens or None, sampling fields, n) -> its n engine
+// requests (the engine's fan-out: seeds seed, seed + 1, ...).
+std::vector<Request> requests_from(const nb::tuple& job) {
+  if (job.size() != 5) throw nb::value_error("a job is (kind, prompt, max_tokens, sampling, n)");
   Request r;
   r.prompt = prompt_from(nb::cast<std::string>(job[0]), job[1]);
   if (!job[2].is_none()) {
@@ -45,12 +52,20 @@ Request request_from(const nb::tuple& job) {
           ("max_tokens must be in [1, 2^31 - 1], got " + std::to_string(max_tokens)).c_str());
     r.max_tokens = int32_t(max_tokens);
   }
-  r.sampling = sampling_from(nb::cast<nb::dict>(job[3]));
-  return r;
+  const nb::dict fields = nb::cast<nb::dict>(job[3]);
+  r.sampling = sampling_from(fields);
+  r.stop = stop_strings_from(fields);
+  if (!nb::isinstance<nb::int_>(job[4]) || nb::isinstance<nb::bool_>(job[4]))
+    throw nb::type_error("n: expected an int");
+  const long long n = nb::cast<long long>(job[4]);
+  Expected<std::vector<Request>> choices =
+      fan_out_choices(r, int32_t(std::clamp<long long>(n, INT32_MIN, INT32_MAX)));
+  if (!choices.ok()) throw nb::value_error(choices.error().message.c_str());
+  return std::move(*choices);
 }
 
 // A stream's finish for Python: (finish_reason, error kind None | "value" | "engine", message,
-// prompt tokens, completion tokens).
+// prompt tokens, completion tokens, the stop string that ended it or None).
 nb::tuple finish_tuple(const Finish& finish) {
   nb::object kind = nb::none();
   try {
@@ -61,13 +76,15 @@ nb::tuple finish_tuple(const Finish& finish) {
     kind = nb::str("engine");
   }
   return nb::make_tuple(vllm_finish_reason(finish.reason), kind, finish.message,
-                        finish.usage.prompt_tokens, finish.usage.completion_tokens);
+                        finish.usage.prompt_tokens, finish.usage.completion_tokens,
+                        stop_string_of(finish));
 }
 
 }  // namespace
 
 NB_MODULE(_drift, m) {
   nb::exception<EngineError>(m, "EngineError", PyExc_RuntimeError);
+  m.attr("MAX_CHOICES") = kMaxChoices;  // SamplingParams.n's bound, the engine's
 
   m.def(
       "check_sampling",
@@ -75,6 +92,7 @@ NB_MODULE(_drift, m) {
         // The engine's own check of a request's sampling, on the fields set (unset ones take
         // neutral values here and the engine's defaults when the request runs).
         Status s = SamplingDefaults{}.resolve(sampling_from(fields)).validate();
+        if (s.ok()) s = validate_stop_strings(stop_strings_from(fields));
         if (!s.ok()) throw nb::value_error(s.message().c_str());
       },
       "Raises ValueError naming the first invalid sampling field.");
@@ -107,17 +125,31 @@ NB_MODULE(_drift, m) {
            nb::arg("model_path"), nb::arg("options"), nb::arg("chat_template") = nb::none())
       .def("generate",
            [](PyEngine& engine, const nb::list& jobs) {
-             std::vector<Request> requests;
-             for (nb::handle job : jobs) requests.push_back(request_from(nb::cast<nb::tuple>(job)));
+             std::vector<Request> requests;  // each job's n choices, in order
+             for (nb::handle job : jobs)
+               for (Request& r : requests_from(nb::cast<nb::tuple>(job)))
+                 requests.push_back(std::move(r));
              nb::list out;
              for (BatchOutcome& o : engine.run_batch(std::move(requests)))
                out.append(nb::make_tuple(o.prompt_token_ids, o.token_ids, o.text,
-                                         vllm_finish_reason(o.finish.reason)));
+                                         vllm_finish_reason(o.finish.reason),
+                                         stop_string_of(o.finish)));
              return out;
            })
-      .def("submit_stream",
-           [](PyEngine& engine, const nb::tuple& job, std::shared_ptr<StreamChannel> channel,
-              uint64_t key) { return engine.submit_stream(request_from(job), channel, key); })
+      .def(
+          "submit_stream",
+          [](PyEngine& engine, const nb::tuple& job, std::shared_ptr<StreamChannel> channel,
+             const std::vector<uint64_t>& keys) {
+            // One key per choice: choice i's events arrive under keys[i].
+            std::vector<Request> choices = requests_from(job);
+            if (choices.size() != keys.size())
+              throw nb::value_error("submit_stream: one key per choice (n) is needed");
+            nb::list handles;
+            for (size_t i = 0; i < choices.size(); ++i)
+              handles.append(nb::cast(engine.submit_stream(std::move(choices[i]), channel, keys[i]),
+                                      nb::rv_policy::move));
+            return handles;
+          })
       .def("tokenize",
            [](const PyEngine& engine, const std::string& kind, const nb::handle& prompt) {
              return engine.tokenize(prompt_from(kind, prompt));

@@ -93,6 +93,8 @@ EngineOptions engine_options_from(const nb::dict& options) {
       o.admission = str_of(n, value);
     else if (name == "policy")
       o.policy = str_of(n, value);
+    else if (name == "spec")
+      o.spec = str_of(n, value);
     else if (name == "max_queued")
       o.max_queued = int_of<int32_t>(n, value);
     else if (name == "default_max_tokens")
@@ -130,7 +132,7 @@ EngineOptions engine_options_from(const nb::dict& options) {
           ("unknown engine option '" + name +
            "' (the options are the CLI's flags with '_' for '-': threads, "
            "parallel, ctx_size, batch_tokens, kv_mib, kv_ram_fraction, "
-           "page_size, kv_cache_dtype, admission, policy, max_queued, "
+           "page_size, kv_cache_dtype, spec, admission, policy, max_queued, "
            "default_max_tokens, no_chunked_prefill, no_prefix_cache, no_hybrid_kv, "
            "target_itl_ms, idle_step_ms, target_ttft_ms, max_ttft_s, max_sessions, "
            "session_max_tokens, session_ttl, kv_events_endpoint, "
@@ -165,6 +167,8 @@ SamplingSettings sampling_from(const nb::dict& fields) {
       s.stop_token_ids = ids_of(n, value);
     else if (name == "ignore_eos")
       s.ignore_eos = bool_of(n, value);
+    else if (name == "stop")
+      continue;  // stop_strings_from
     else if (name == "logit_bias") {
       if (!nb::isinstance<nb::dict>(value))
         throw nb::type_error(
@@ -177,6 +181,16 @@ SamplingSettings sampling_from(const nb::dict& fields) {
     }
   }
   return s;
+}
+
+std::vector<std::string> stop_strings_from(const nb::dict& fields) {
+  std::vector<std::string> stop;
+  if (!fields.contains("stop")) return stop;
+  nb::object value = fields["stop"];
+  if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value))
+    throw nb::type_error(("stop: expected a list of str, got " + py_type_name(value)).c_str());
+  for (nb::handle item : value) stop.push_back(str_of("stop", item));
+  return stop;
 }
 
 namespace {

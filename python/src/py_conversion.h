@@ -17,8 +17,11 @@ namespace drift::python {
 // `options`: {"threads": 2, "parallel": 16, "kv_mib": 64.0, "no_prefix_cache": True, ...}.
 EngineOptions engine_options_from(const nanobind::dict& options);
 
-// `fields`: the sampling fields set, e.g. {"temperature": 0.0, "top_k": 40, "seed": 1}.
+// `fields`: the sampling fields set, e.g. {"temperature": 0.0, "top_k": 40, "seed": 1}; "stop"
+// (the request's stop strings, Request::stop) is not a sampling field and is left out here.
 SamplingSettings sampling_from(const nanobind::dict& fields);
+// The "stop" entry of `fields` (a list of str), empty when absent.
+std::vector<std::string> stop_strings_from(const nanobind::dict& fields);
 
 // `kind` "text" (a str, tokenized with the model's special tokens parsed, as `drift generate`
 // does), "tokens" (a list of ids) or "chat" (a list of {"role", "content"[, "name"]} dicts,

@@ -20,6 +20,7 @@ namespace {
 bool is_invalid_input(RejectReason reason) {
   switch (reason) {
     case RejectReason::kInvalidRequest:
+    case RejectReason::kPriorityNotScheduled:
     case RejectReason::kInvalidPrompt:
     case RejectReason::kInvalidGrammar:
     case RejectReason::kInvalidLogitBias:
@@ -190,6 +191,9 @@ nb::dict PyEngine::stats() const {
   d["prefill_tokens_total"] = m.prefill_tokens_total;
   d["decode_tokens_total"] = m.decode_tokens_total;
   d["preemptions"] = m.preemptions;
+  d["spec_drafts"] = m.spec_drafts;
+  d["spec_draft_tokens"] = m.spec_draft_tokens;
+  d["spec_accepted_tokens"] = m.spec_accepted_tokens;
   d["prompt_tokens_total"] = m.prompt_tokens_total;
   d["generation_tokens_total"] = m.generation_tokens_total;
   d["prefix_cache_queries"] = m.prefix_cache.queries;

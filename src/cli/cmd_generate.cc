@@ -74,9 +74,10 @@ Request make_request(const std::string& prompt, const GenerateOptions& o,
   return r;
 }
 
-// Prints the summary of finished requests to stderr and, if asked, as JSON.
+// Prints the summary of finished requests to stderr and, if asked, as JSON; with the engine's
+// speculative decoding counts (`metrics`) when it drafted.
 void report(const std::vector<RequestRecord>& records, Clock::time_point start,
-            Clock::time_point end, const GenerateOptions& o) {
+            Clock::time_point end, const GenerateOptions& o, const EngineMetrics& metrics) {
   std::vector<double> ttft, itl;
   int64_t prompt_tokens = 0, generated = 0, failed = 0;
   for (const RequestRecord& r : records) {
@@ -104,6 +105,8 @@ void report(const std::vector<RequestRecord>& records, Clock::time_point start,
       {"ttft_p99_ms", 1e3 * percentile(ttft, 99)},
       {"itl_p50_ms", 1e3 * percentile(itl, 50)},
       {"itl_p99_ms", 1e3 * percentile(itl, 99)},
+      {"spec_draft_tokens", metrics.spec_draft_tokens},
+      {"spec_accepted_tokens", metrics.spec_accepted_tokens},
   };
   fmt::print(stderr,
              "{} requests ({} failed), parallel {}: {} prompt + {} generated tokens in {:.3f} s "
@@ -114,6 +117,10 @@ void report(const std::vector<RequestRecord>& records, Clock::time_point start,
              j["total_tokens_per_second"].get<double>(), j["ttft_p50_ms"].get<double>(),
              j["ttft_p99_ms"].get<double>(), j["itl_p50_ms"].get<double>(),
              j["itl_p99_ms"].get<double>());
+  if (metrics.spec_draft_tokens > 0)
+    fmt::print(stderr, "speculative decoding: {} of {} draft tokens accepted ({:.0f}%)\n",
+               metrics.spec_accepted_tokens, metrics.spec_draft_tokens,
+               100.0 * double(metrics.spec_accepted_tokens) / double(metrics.spec_draft_tokens));
   if (o.stats_json) {
     std::ofstream out(*o.stats_json);
     out << j.dump(2) << "\n";
@@ -135,7 +142,7 @@ int stream_one(Engine& engine, const GenerateOptions& o, const SamplingSettings&
   }
   fmt::print("\n");
   std::fflush(stdout);
-  report(records, start, Clock::now(), o);
+  report(records, start, Clock::now(), o, engine.metrics());
   if (record.finish->reason == FinishReason::kError ||
       record.finish->reason == FinishReason::kRejected)
     return fail(make_error("{}", record.finish->message));
@@ -184,7 +191,7 @@ int run_batch(Engine& engine, const std::vector<std::string>& prompts, const Gen
       ++failures;
     }
   }
-  report(records, start, end, o);
+  report(records, start, end, o, engine.metrics());
   return failures == 0 ? 0 : 1;
 }
 

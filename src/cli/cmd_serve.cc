@@ -493,6 +493,12 @@ void register_serve(CLI::App& app) {
       fmt::print(stderr, "error: {}\n", origins.error().message);
       throw CLI::RuntimeError(2);
     }
+    // Every value is checked before it is printed or a model loads: a bad one in a file or the
+    // environment fails here, as a bad flag does, not minutes later.
+    if (Expected<EngineConfig> config = to_engine_config(o->engine); !config.ok()) {
+      fmt::print(stderr, "error: {}\n", config.error().message);
+      throw CLI::RuntimeError(2);
+    }
     if (o->print_config) {
       fmt::print("{}", describe_option_origins(*origins, {"api-key"}));
       return;

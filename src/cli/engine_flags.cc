@@ -35,6 +35,11 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "which entries a compressed head keeps: attention (most attended) or window "
                  "(first and most recent)")
       ->capture_default_str();
+  cmd.add_option("--spec", o.spec,
+                 "speculative decoding: auto (ngram for now), ngram (drafts from the request's "
+                 "own prompt and output, verified in the same step: greedy output unchanged) or "
+                 "none")
+      ->capture_default_str();
   cmd.add_option("--admission", o.admission,
                  "guaranteed (reserve prompt + max tokens) or optimistic (preempt by recompute)")
       ->capture_default_str();

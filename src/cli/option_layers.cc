@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 
 namespace drift::cli {
@@ -41,6 +42,16 @@ Status set_from_text(CLI::Option& option, const std::string& text, const std::st
 
 // The file's keys, normalized (ctx_size -> ctx-size), with their values as text.
 Expected<std::map<std::string, std::string>> read_config_file(const std::string& path) {
+  // toml++ reads a directory or a device as an empty file, which would start the server with no
+  // configuration at all: only a regular file of sane size is a config file.
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec) return make_error("config file '{}': {}", path, ec.message());
+  if (!std::filesystem::is_regular_file(status))
+    return make_error("config file '{}' is not a regular file", path);
+  constexpr uintmax_t kMaxConfigBytes = 1 << 20;
+  if (std::filesystem::file_size(path, ec) > kMaxConfigBytes || ec)
+    return make_error("config file '{}' is larger than {} bytes", path, kMaxConfigBytes);
   toml::table table;
   try {
     table = toml::parse_file(path);

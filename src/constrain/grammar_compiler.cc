@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "constrain/grammar_matcher.h"
+#include "util/json_limits.h"
 
 namespace drift {
 
@@ -37,11 +38,14 @@ int32_t end_of_output_token(const Tokenizer& tokenizer) {
 // sets llguidance's layout itself ("x-guidance"). llguidance's default allows any run of
 // whitespace between tokens, and a small model sampling at a high temperature can spend its
 // whole max_tokens there.
-std::string with_compact_layout(const GrammarSpec& spec) {
+Expected<std::string> with_compact_layout(const GrammarSpec& spec) {
   using nlohmann::json;
-  json schema = spec.kind == GrammarKind::kJsonObject
-                    ? json{{"type", "object"}}
-                    : json::parse(spec.source, nullptr, /*allow_exceptions=*/false);
+  json schema = json{{"type", "object"}};
+  if (spec.kind == GrammarKind::kJsonSchema) {
+    Expected<json> parsed = parse_bounded_json<json>(spec.source);
+    if (!parsed.ok()) return make_error("invalid json_schema: it {}", parsed.error().message);
+    schema = std::move(parsed).value();
+  }
   if (!schema.is_object() || schema.contains("x-guidance")) return spec.source;
   schema["x-guidance"] = {
       {"whitespace_flexible", false}, {"item_separator", ", "}, {"key_separator", ": "}};
@@ -63,9 +67,10 @@ const char* llg_constraint_type(GrammarKind kind) {
 
 }  // namespace
 
-Expected<std::unique_ptr<GrammarCompiler>> GrammarCompiler::create(const Tokenizer& tokenizer) {
+Expected<std::unique_ptr<GrammarCompiler>> GrammarCompiler::create(const Tokenizer& tokenizer,
+                                                                   const GrammarLimits& limits) {
   std::unique_ptr<GrammarCompiler> compiler(
-      new GrammarCompiler(std::make_unique<Tokenizer>(tokenizer)));
+      new GrammarCompiler(std::make_unique<Tokenizer>(tokenizer), limits));
   const int32_t n_vocab = tokenizer.vocab_size();
   // Every token's bytes, as llguidance wants them: the text it adds to the output, and for a
   // control token 0xFF then its name, which no plain text can produce.
@@ -116,15 +121,15 @@ Expected<std::unique_ptr<TokenConstraint>> GrammarCompiler::compile(const Gramma
   init.log_buffer_level = 0;
   // Messages go to clients: the reason, without llguidance's dump of the grammar.
   init.limits.verbose_errors = false;
-  const bool json = spec.kind == GrammarKind::kJsonSchema || spec.kind == GrammarKind::kJsonObject;
-  const std::string source = json ? with_compact_layout(spec) : spec.source;
-  LlgMatcher* matcher = llg_new_matcher(&init, llg_constraint_type(spec.kind), source.c_str());
-  if (const char* error = llg_matcher_get_error(matcher)) {
-    std::string message = error;
-    llg_free_matcher(matcher);
-    return make_error("invalid {}: {}", grammar_kind_name(spec.kind), message);
+  std::string source = spec.source;
+  if (spec.kind == GrammarKind::kJsonSchema || spec.kind == GrammarKind::kJsonObject) {
+    DRIFT_ASSIGN_OR_RETURN(source, with_compact_layout(spec));
   }
-  return std::unique_ptr<TokenConstraint>(std::make_unique<GrammarMatcher>(matcher));
+  auto matcher = std::make_unique<GrammarMatcher>(
+      llg_new_matcher(&init, llg_constraint_type(spec.kind), source.c_str()));
+  if (Status s = matcher->check_when_compiled(end_token_, limits_.first_masks_budget); !s.ok())
+    return make_error("invalid {}: {}", grammar_kind_name(spec.kind), s.message());
+  return std::unique_ptr<TokenConstraint>(std::move(matcher));
 }
 
 }  // namespace drift

@@ -4,6 +4,7 @@
 // JSON schema. Thread-safe: requests compile on their submitting threads.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "tokenizer/tokenizer.h"
@@ -14,28 +15,39 @@ struct LlgTokenizer;
 
 namespace drift {
 
+// What one grammar may cost before it is accepted: the time to compute the masks of its first
+// few positions (GrammarMatcher::check_when_compiled). It bounds the work a hostile grammar makes
+// a submitting thread do; a real schema's first masks take a few milliseconds.
+struct GrammarLimits {
+  std::chrono::milliseconds first_masks_budget{250};
+};
+
 class GrammarCompiler {
  public:
   // `tokenizer` is copied (cheap: its vocabulary is shared). The end-of-sequence token the
   // grammar allows once complete is the tokenizer's EOT, else its EOS, else its first EOG token.
-  static Expected<std::unique_ptr<GrammarCompiler>> create(const Tokenizer& tokenizer);
+  static Expected<std::unique_ptr<GrammarCompiler>> create(const Tokenizer& tokenizer,
+                                                           const GrammarLimits& limits = {});
   ~GrammarCompiler();
   GrammarCompiler(const GrammarCompiler&) = delete;
   GrammarCompiler& operator=(const GrammarCompiler&) = delete;
 
   // A fresh matcher at the start of the output, or an error naming what is wrong with the
   // grammar (llguidance's message: a schema keyword it does not know, a regex that does not
-  // parse, a grammar over its size limits, a source over kMaxGrammarSourceBytes).
+  // parse, a grammar over its size limits, a source over kMaxGrammarSourceBytes; a schema nested
+  // past util/json_limits.h's depth; a grammar no output can follow, or whose first masks take
+  // longer than the budget). Those masks are computed here, on the caller's thread.
   Expected<std::unique_ptr<TokenConstraint>> compile(const GrammarSpec& spec) const;
 
   int32_t end_token() const { return end_token_; }
 
  private:
-  explicit GrammarCompiler(std::unique_ptr<Tokenizer> tokenizer)
-      : tokenizer_(std::move(tokenizer)) {}
+  GrammarCompiler(std::unique_ptr<Tokenizer> tokenizer, const GrammarLimits& limits)
+      : tokenizer_(std::move(tokenizer)), limits_(limits) {}
 
   // Heap-held so that the address llguidance's tokenize callback keeps stays valid.
   std::unique_ptr<Tokenizer> tokenizer_;
+  GrammarLimits limits_;
   LlgTokenizer* llg_ = nullptr;
   int32_t end_token_ = 0;
 };

@@ -3,13 +3,106 @@
 #include <llguidance.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace drift {
+namespace {
+
+// Cancels a matcher's work through llguidance's cooperative cancellation once `budget` has
+// passed, unless it is destroyed first. llguidance's fuel limits bound most work, but not all of
+// it (a regex such as (a{1000}){1000} spends seconds building lexer states), so a clock is the
+// bound that always holds.
+class CancelAfter {
+ public:
+  CancelAfter(LlgCancellationHandle* handle, std::chrono::milliseconds budget)
+      : thread_([this, handle, budget] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (!finished_.wait_for(lock, budget, [this] { return done_; })) llg_cancel(handle);
+        }) {}
+  ~CancelAfter() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    finished_.notify_one();
+    thread_.join();
+  }
+  CancelAfter(const CancelAfter&) = delete;
+  CancelAfter& operator=(const CancelAfter&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  bool done_ = false;
+  std::thread thread_;  // last: it starts once the members above exist
+};
+
+bool allows(const uint32_t* mask, size_t mask_words, int64_t token) {
+  return token >= 0 && size_t(token / 32) < mask_words && (mask[token / 32] >> (token % 32)) & 1u;
+}
+
+// The lowest token the mask allows other than `end_token`; -1 when there is none.
+int64_t lowest_allowed(const uint32_t* mask, size_t mask_words, int64_t end_token) {
+  for (size_t w = 0; w < mask_words; ++w) {
+    for (uint32_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+      const int64_t token = int64_t(w) * 32 + __builtin_ctz(bits);
+      if (token != end_token) return token;
+    }
+  }
+  return -1;
+}
+
+// Computes the masks of the first kProbeTokens positions along one path (the lowest allowed token
+// other than the end each time), or until the grammar completes. Most grammars that cannot be
+// followed fail at the first mask (nothing matches, a rule only recurses); some fail one lexeme
+// later, when the parser's next row outgrows its limits (a rule of thousands of alternatives),
+// so a few positions are walked.
+Status probe_first_tokens(LlgMatcher* probe, size_t mask_words, int32_t end_token) {
+  constexpr int kProbeTokens = 4;
+  for (int position = 0; position < kProbeTokens; ++position) {
+    const uint32_t* mask =
+        llg_matcher_compute_mask(probe) == 0 ? llg_matcher_get_mask(probe) : nullptr;
+    if (!mask) return make_error("{}", llg_matcher_get_error(probe));
+    const int64_t next = lowest_allowed(mask, mask_words, end_token);
+    if (next < 0) {
+      if (allows(mask, mask_words, end_token)) return Status::Ok();  // complete here
+      if (position == 0) return make_error("no output can match it");
+      return make_error("no output can continue it after {} tokens", position);
+    }
+    if (llg_matcher_consume_token(probe, uint32_t(next)) != 0)
+      return make_error("{}", llg_matcher_get_error(probe));
+    if (llg_matcher_is_stopped(probe)) return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 GrammarMatcher::GrammarMatcher(LlgMatcher* matcher)
     : matcher_(matcher), mask_words_(llg_matcher_get_mask_byte_size(matcher) / sizeof(uint32_t)) {}
 
 GrammarMatcher::~GrammarMatcher() { llg_free_matcher(matcher_); }
+
+Status GrammarMatcher::check_when_compiled(int32_t end_token, std::chrono::milliseconds budget) {
+  if (const char* error = llg_matcher_get_error(matcher_)) return make_error("{}", error);
+  // The probe walks a copy, so this matcher stays at the start of the output.
+  LlgMatcher* probe = llg_clone_matcher(matcher_);
+  LlgCancellationHandle* handle = llg_matcher_get_cancellation_handle(probe);
+  Status walked;
+  {
+    CancelAfter deadline(handle, budget);
+    walked = probe_first_tokens(probe, mask_words_, end_token);
+  }
+  llg_free_cancellation_handle(handle);
+  // Checked after the deadline is gone: a cancel that lands just as the walk ends counts too.
+  const bool cancelled = llg_matcher_is_cancelled(probe);
+  llg_free_matcher(probe);
+  if (cancelled)
+    return make_error("it is too costly: its first token masks took over {} ms", budget.count());
+  return walked;
+}
 
 Status GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
   if (mask.size() < mask_words_)

@@ -1,6 +1,7 @@
 // One sequence's llguidance matcher as a TokenConstraint (util/token_constraint.h).
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "util/token_constraint.h"
@@ -11,11 +12,21 @@ namespace drift {
 
 class GrammarMatcher final : public TokenConstraint {
  public:
-  // Takes ownership of a matcher llguidance created without error.
+  // Takes ownership of a matcher as llguidance created it (it may hold an error: see
+  // check_when_compiled).
   explicit GrammarMatcher(LlgMatcher* matcher);
   ~GrammarMatcher() override;
   GrammarMatcher(const GrammarMatcher&) = delete;
   GrammarMatcher& operator=(const GrammarMatcher&) = delete;
+
+  // The checks of a new matcher, run where the grammar is compiled: llguidance's own error (a
+  // grammar that does not parse or is over its size limits), then the masks of the first few
+  // positions along one path (on a copy), computed within `budget`. A grammar that no output can
+  // follow (rules that only recurse, an empty regex), that outgrows the parser's limits at once
+  // (a rule of thousands of alternatives) or whose lexer is too costly fails here, on the
+  // submitting thread, instead of in a step of the engine, where it would stall every sequence
+  // and come back as the server's fault. `end_token` is the token that ends the output.
+  Status check_when_compiled(int32_t end_token, std::chrono::milliseconds budget);
 
   Status fill_mask(std::span<uint32_t> mask) override;
   Status accept(int32_t token) override;

@@ -175,7 +175,7 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
   }
   if (refused) {
     const int64_t max_new = accepted.sequence.max_new_tokens;
-    log_.record(ProgressEvent::kReject, id, kv_pages_to_hold(int64_t(prompt_tokens) + max_new),
+    log_.record(ProgressEvent::kReject, id, kv_pages_to_hold(prompt_tokens, max_new),
                 setup_.num_kv_pages);
     board_.count_rejected_at_submit();
     Finish finish;
@@ -203,31 +203,30 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
                           "request id {} is reserved: ids from 2^63 up are assigned by the engine",
                           id);
   if (request.priority != 0 && setup_.scheduler.policy != SchedulerPolicy::kPriority)
-    return make_rejection(
-        RejectReason::kInvalidRequest,
-        "request {}: priority {} needs the priority scheduling policy (--policy priority); this "
-        "engine runs {}",
-        id, request.priority, scheduler_policy_name(setup_.scheduler.policy));
+    // The value is not echoed: front ends may flip its sign (vLLM's "lower is served earlier").
+    return make_rejection(RejectReason::kPriorityNotScheduled,
+                          "a request priority needs the priority scheduling policy (--policy "
+                          "priority); this engine runs {}",
+                          scheduler_policy_name(setup_.scheduler.policy));
   if (request.kv_keep && !(*request.kv_keep > 0.0 && *request.kv_keep <= 1.0))
-    return make_rejection(RejectReason::kInvalidRequest,
-                          "request {}: kv_keep must be in (0, 1], got {}", id, *request.kv_keep);
-  if (std::optional<Rejection> refused = check_embedding_request(request, id)) return refused;
+    return make_rejection(RejectReason::kInvalidRequest, "kv_keep must be in (0, 1], got {}",
+                          *request.kv_keep);
+  if (std::optional<Rejection> refused = check_embedding_request(request)) return refused;
+  if (std::optional<Rejection> refused = check_output_request(request)) return refused;
   SequenceRequest& seq = accepted.sequence;
   seq.id = id;
   seq.sampling = setup_.sampling.resolve(request.sampling);
   if (Status s = seq.sampling.validate(); !s.ok())
-    return make_rejection(RejectReason::kInvalidRequest, "request {}: sampling: {}", id,
-                          s.message());
+    return make_rejection(RejectReason::kInvalidRequest, "sampling: {}", s.message());
   for (const LogitBias& b : seq.sampling.logit_bias)
     if (b.token >= vocab_size_)
       return make_rejection(RejectReason::kInvalidLogitBias,
-                            "request {}: logit_bias token {} is outside the vocabulary of {}", id,
-                            b.token, vocab_size_);
+                            "logit_bias token {} is outside the vocabulary of {}", b.token,
+                            vocab_size_);
   if (request.grammar) {
     Expected<std::unique_ptr<TokenConstraint>> matcher = codec_->compile_grammar(*request.grammar);
     if (!matcher.ok())
-      return make_rejection(RejectReason::kInvalidGrammar, "request {}: {}", id,
-                            matcher.error().message);
+      return make_rejection(RejectReason::kInvalidGrammar, "{}", matcher.error().message);
     seq.constraint = std::move(*matcher);
   }
   const EngineClock::time_point now = EngineClock::now();
@@ -236,8 +235,7 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
       request.session_id && sessions_.has_history(*request.session_id, now);
   Expected<std::vector<TokenId>> prompt = encode(std::move(request.prompt), continues_session);
   if (!prompt.ok())
-    return make_rejection(reject_reason_for_prompt(prompt.error()), "request {}: {}", id,
-                          prompt.error().message);
+    return make_rejection(reject_reason_for_prompt(prompt.error()), "{}", prompt.error().message);
   seq.prompt = std::move(*prompt);
   prompt_tokens = int32_t(std::min<size_t>(seq.prompt.size(), INT32_MAX));
   if (request.session_id) {
@@ -245,7 +243,7 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
     std::optional<Rejection> sizing;
     auto size_turn = [&](std::span<const TokenId> prompt) -> Expected<int32_t> {
       prompt_tokens = int32_t(std::min<size_t>(prompt.size(), INT32_MAX));
-      sizing = size_request(request, id, prompt, seq.max_new_tokens);
+      sizing = size_request(request, prompt, seq.max_new_tokens);
       if (sizing) return Error{sizing->message};
       return seq.max_new_tokens;
     };
@@ -263,7 +261,7 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
     seq.prompt = std::move(*turn);
     accepted.session_id = request.session_id;
   } else if (std::optional<Rejection> sizing =
-                 size_request(request, id, seq.prompt, seq.max_new_tokens)) {
+                 size_request(request, seq.prompt, seq.max_new_tokens)) {
     return sizing;
   }
   seq.priority = request.priority;
@@ -272,25 +270,36 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
     seq.pooling = request.pooling;
     seq.embedding.resize(size_t(setup_.embedding_size));  // here, so that no step allocates it
   }
-  accepted.text = codec_->start_stream();
+  accepted.output = std::make_unique<OutputProcessor>(
+      codec_->start_stream(), std::move(request.stop),
+      request.reply_format == ReplyFormat::kHarmony ? codec_->harmony_tokens() : std::nullopt);
   return std::nullopt;
 }
 
-std::optional<Rejection> Engine::check_embedding_request(const Request& request,
-                                                         RequestId id) const {
+std::optional<Rejection> Engine::check_embedding_request(const Request& request) const {
   // Rule: an embedding request generates nothing, so nothing that shapes a generation applies.
   if (request.pooling == PoolingMode::kNone) return std::nullopt;
   if (setup_.embedding_size < 1)
-    return make_rejection(RejectReason::kInvalidRequest,
-                          "request {}: this engine's model makes no embeddings", id);
+    return make_rejection(RejectReason::kInvalidRequest, "this engine's model makes no embeddings");
   if (request.max_tokens)
     return make_rejection(RejectReason::kInvalidRequest,
-                          "request {}: an embedding request generates no tokens, so it takes no "
-                          "max_tokens",
-                          id);
+                          "an embedding request generates no tokens, so it takes no "
+                          "max_tokens");
   if (request.session_id)
     return make_rejection(RejectReason::kInvalidRequest,
-                          "request {}: an embedding request cannot be a session turn", id);
+                          "an embedding request cannot be a session turn");
+  return std::nullopt;
+}
+
+std::optional<Rejection> Engine::check_output_request(const Request& request) const {
+  // Rule: what shapes the reply (stop strings, its format) is checked before any tokenizing.
+  // (Its messages carry no request id: they go to clients as they are.)
+  if (Status s = validate_stop_strings(request.stop); !s.ok())
+    return Rejection{RejectReason::kInvalidRequest, s.message(), std::nullopt};
+  if (request.reply_format == ReplyFormat::kHarmony && !codec_->harmony_tokens())
+    return Rejection{RejectReason::kInvalidRequest,
+                     "reply_format: this model's replies are not in the harmony format",
+                     std::nullopt};
   return std::nullopt;
 }
 
@@ -321,18 +330,16 @@ Expected<std::string> Engine::token_text(TokenId token) const {
   return codec_->token_text(token);
 }
 
-std::optional<Rejection> Engine::size_request(const Request& request, RequestId id,
+std::optional<Rejection> Engine::size_request(const Request& request,
                                               std::span<const TokenId> prompt,
                                               int32_t& sized_max_new_tokens) const {
   const int64_t prompt_len = int64_t(prompt.size());
-  if (prompt_len == 0)
-    return make_rejection(RejectReason::kEmptyPrompt, "request {}: the prompt is empty", id);
+  if (prompt_len == 0) return make_rejection(RejectReason::kEmptyPrompt, "the prompt is empty");
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab_size_)
-      return make_rejection(
-          RejectReason::kTokenOutsideVocabulary,
-          "request {}: prompt token {} at position {} is outside the vocabulary of {}", id,
-          prompt[i], i, vocab_size_);
+      return make_rejection(RejectReason::kTokenOutsideVocabulary,
+                            "prompt token {} at position {} is outside the vocabulary of {}",
+                            prompt[i], i, vocab_size_);
   }
   const int64_t max_len = setup_.max_model_len;
   const int64_t kv_tokens = setup_.kv_tokens;
@@ -340,32 +347,31 @@ std::optional<Rejection> Engine::size_request(const Request& request, RequestId 
     // Nothing is generated: the prompt may fill the context, and only it needs pages.
     if (prompt_len > max_len)
       return make_rejection(RejectReason::kPromptTooLong,
-                            "request {}: the input has {} tokens, but max_model_len is {}", id,
-                            prompt_len, max_len);
-    const int64_t pages = kv_pages_to_hold(prompt_len);
+                            "the input has {} tokens, but max_model_len is {}", prompt_len,
+                            max_len);
+    const int64_t pages = kv_pages_to_hold(prompt_len, 0);
     if (pages > setup_.num_kv_pages)
       return make_rejection(RejectReason::kExceedsKvCache,
-                            "request {} can never fit in the KV cache: {} input tokens need {} "
+                            "the request can never fit in the KV cache: {} input tokens need {} "
                             "pages of {} tokens, but the cache has {} pages",
-                            id, prompt_len, pages, setup_.kv_layout.page_size, setup_.num_kv_pages);
+                            prompt_len, pages, setup_.kv_layout.page_size, setup_.num_kv_pages);
     sized_max_new_tokens = 0;
     return std::nullopt;
   }
   if (prompt_len >= max_len)
-    return make_rejection(
-        RejectReason::kPromptTooLong,
-        "request {}: the prompt has {} tokens, but max_model_len is {}: no room to generate", id,
-        prompt_len, max_len);
+    return make_rejection(RejectReason::kPromptTooLong,
+                          "the prompt has {} tokens, but max_model_len is {}: no room to generate",
+                          prompt_len, max_len);
   int32_t max_new_tokens = 0;
   if (request.max_tokens) {
     if (*request.max_tokens < 1)
-      return make_rejection(RejectReason::kInvalidRequest,
-                            "request {}: max_tokens must be >= 1, got {}", id, *request.max_tokens);
+      return make_rejection(RejectReason::kInvalidRequest, "max_tokens must be >= 1, got {}",
+                            *request.max_tokens);
     if (prompt_len + *request.max_tokens > max_len)
-      return make_rejection(
-          RejectReason::kMaxTokensTooLong,
-          "request {}: {} prompt tokens + {} max_tokens = {} exceed max_model_len {}", id,
-          prompt_len, *request.max_tokens, prompt_len + *request.max_tokens, max_len);
+      return make_rejection(RejectReason::kMaxTokensTooLong,
+                            "{} prompt tokens + {} max_tokens = {} exceed max_model_len {}",
+                            prompt_len, *request.max_tokens, prompt_len + *request.max_tokens,
+                            max_len);
     max_new_tokens = *request.max_tokens;
   } else {
     // The default never makes a request too long: it shrinks to what is left.
@@ -373,13 +379,15 @@ std::optional<Rejection> Engine::size_request(const Request& request, RequestId 
     const int64_t cap = setup_.default_max_tokens.value_or(std::numeric_limits<int32_t>::max());
     max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, cap));
   }
-  const int64_t pages = kv_pages_to_hold(prompt_len + max_new_tokens);
+  // kv_keep < 1 bounds what a long sequence holds: judged as the scheduler will admit it.
+  const int64_t pages = kv_pages_to_hold(
+      prompt_len, max_new_tokens, request.kv_keep.value_or(setup_.scheduler.kv_compress.keep));
   if (pages > setup_.num_kv_pages)
     return make_rejection(
         RejectReason::kExceedsKvCache,
-        "request {} can never fit in the KV cache: {} prompt + {} max new tokens need {} pages of "
+        "the request can never fit in the KV cache: {} prompt + {} max new tokens need {} pages of "
         "{} tokens, but the cache has {} pages ({} tokens)",
-        id, prompt_len, max_new_tokens, pages, setup_.kv_layout.page_size, setup_.num_kv_pages,
+        prompt_len, max_new_tokens, pages, setup_.kv_layout.page_size, setup_.num_kv_pages,
         kv_tokens);
   sized_max_new_tokens = max_new_tokens;
   return std::nullopt;

@@ -45,6 +45,7 @@
 #include "kv/kv_disk_store.h"
 #include "kv/prefix_cache.h"
 #include "kv/prefix_disk_tier.h"
+#include "scheduler/capacity_scheduler.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
 #include "util/error.h"
@@ -146,13 +147,19 @@ class Engine {
                                   AcceptedRequest& accepted, int32_t& prompt_tokens);
   // Why an embedding request (Request::pooling) cannot run, from its fields alone; nullopt for
   // one that can, and for a generation request.
-  std::optional<Rejection> check_embedding_request(const Request& request, RequestId id) const;
+  std::optional<Rejection> check_embedding_request(const Request& request) const;
+  // Why the request's stop strings or reply format cannot be used; nullopt when they can.
+  std::optional<Rejection> check_output_request(const Request& request) const;
   // The prompt's token ids; a turn that continues a session gets no BOS/EOS.
   Expected<std::vector<TokenId>> encode(Prompt prompt, bool continues_session) const;
-  // The most KV pages a sequence of `num_tokens` holds at once (its sliding groups freeing what
-  // leaves their window between steps of at most the scheduler's step size).
-  int64_t kv_pages_to_hold(int64_t num_tokens) const {
-    return setup_.kv_layout.pages_to_hold(num_tokens, int64_t(setup_.scheduler.max_step_tokens()));
+  // The most KV pages a sequence holds at once: the capacity scheduler's own estimate
+  // (scheduler/capacity_scheduler.h), kv_keep included, so that a request the engine accepts is
+  // one the scheduler admits, and one it refuses is one the scheduler could never run.
+  int64_t kv_pages_to_hold(int64_t prompt_len, int64_t max_new_tokens, double kv_keep = 1.0) const {
+    return estimate_kv_usage(setup_.kv_layout, setup_.scheduler.kv_compress,
+                             setup_.scheduler.max_step_tokens(), prompt_len, max_new_tokens,
+                             kv_keep)
+        .num_pages;
   }
   // Opens the disk tier of setup_.kv_disk_dir under the prefix cache, and restores the sessions
   // saved there.
@@ -160,8 +167,7 @@ class Engine {
   // Where the sessions' histories are kept across restarts (with a disk tier).
   std::string sessions_path() const { return disk_store_->folder() + "/sessions"; }
   // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.
-  std::optional<Rejection> size_request(const Request& request, RequestId id,
-                                        std::span<const TokenId> prompt,
+  std::optional<Rejection> size_request(const Request& request, std::span<const TokenId> prompt,
                                         int32_t& sized_max_new_tokens) const;
 
   const EngineSetup setup_;

@@ -15,6 +15,7 @@
 #include "kv/kv_event_sink.h"
 #include "kv/prefix_cache.h"
 #include "kv/prefix_disk_tier.h"
+#include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
 
 namespace drift {
@@ -74,6 +75,12 @@ struct EngineMetrics {
   uint64_t prefill_tokens_total = 0;
   uint64_t decode_tokens_total = 0;
   uint64_t preemptions = 0;
+  // Speculative decoding (SchedulerStats): decodes that carried a draft, their draft tokens, the
+  // drafts accepted, and those by position in the draft (vLLM's spec_decode counters).
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
+  std::array<uint64_t, kMaxSpecDraftTokens> spec_accepted_by_position{};
   // The step cost model (step_cost_model.h), learned from the steps run so far, and what the
   // latency targets made of it: the prefill token budget of the last step, and that step's
   // predicted and measured executor time.

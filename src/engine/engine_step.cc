@@ -22,7 +22,8 @@ Status run_guarded(Executor& executor, const StepPlan& plan, ExecutionResult& re
 
 StepShape step_shape(const StepPlan& plan) {
   StepShape shape;
-  shape.prefill_tokens = plan.num_prefill_tokens;
+  // A decode item's drafts cost what prefill tokens do: their compute, with weights read once.
+  shape.prefill_tokens = plan.num_prefill_tokens + plan.num_draft_tokens;
   shape.decode_sequences = plan.num_decode_tokens;
   for (const StepItem& item : plan.items) {
     // Tokens at positions s .. s+n-1 attend over s+1 .. s+n positions.

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <exception>
 
-#include "util/utf8.h"
+#include "util/signal_stack.h"
 
 namespace drift {
 
@@ -33,6 +33,7 @@ EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Execu
   deliveries_.reserve(seqs);
   ids_.reserve(seqs);
   undecodable_.reserve(seqs);
+  stopped_.reserve(seqs);
   result_.items.reserve(seqs);
   metrics_.kv_pages_total = kv.num_pages();
   metrics_.kv_page_size = kv.page_size();
@@ -49,6 +50,7 @@ EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Execu
 }
 
 void EngineWorker::run() noexcept {
+  ensure_alternate_signal_stack();
   for (;;) {
     try {
       loop();
@@ -111,12 +113,12 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
     if (request.stream->cancel_requested()) {  // cancelled before the worker saw it
       LiveRequest never_admitted;
       never_admitted.stream = std::move(request.stream);
-      never_admitted.text = std::move(request.text);
+      never_admitted.output = std::move(request.output);
       never_admitted.submitted = request.submitted;
       never_admitted.prompt_tokens = prompt_tokens;
       never_admitted.session_id = std::move(request.session_id);
-      TokenEvent event;
-      finish_live(never_admitted, event, FinishReason::kCancelled, {}, now);
+      events_.clear();
+      finish_live(never_admitted, events_, FinishReason::kCancelled, {}, now);
       continue;
     }
     if (live_.contains(id)) {
@@ -134,7 +136,7 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
     }
     LiveRequest& live = live_[id];
     live.stream = std::move(request.stream);
-    live.text = std::move(request.text);
+    live.output = std::move(request.output);
     live.submitted = request.submitted;
     live.prompt_tokens = prompt_tokens;
     if (request.session_id) {
@@ -241,24 +243,24 @@ void EngineWorker::stamp_scheduled(const StepPlan& plan) {
 void EngineWorker::collect(std::span<const SequenceOutcome> outcomes) {
   const EngineClock::time_point now = EngineClock::now();
   undecodable_.clear();
+  stopped_.clear();
   for (const SequenceOutcome& outcome : outcomes) collect_one(outcome, now);
-  // After the span is done with: cancelling changes the scheduler's outcome list.
+  // After the span is done with: ending a sequence changes the scheduler's outcome list.
   for (RequestId id : undecodable_) (void)scheduler_.cancel(id);
+  for (RequestId id : stopped_) (void)scheduler_.stop(id);
 }
 
 void EngineWorker::collect_one(const SequenceOutcome& outcome, EngineClock::time_point now) {
-  // Rule: one outcome makes one event: its token with the text that became final, and the finish
-  // with usage and timings when the request ended.
+  // Rule: one outcome gives its token to the request's output processor, and the events that
+  // became final go out; a stop string it finds ends the request "stop" here and now.
   auto it = live_.find(outcome.id);
   if (it == live_.end()) return;  // every sequence the scheduler reports is live
   LiveRequest& live = it->second;
-  TokenEvent event;
+  events_.clear();
   std::optional<FinishReason> finish = outcome.finish;
   std::string message = outcome.message;
   if (outcome.token) {
     const TokenId token = *outcome.token;
-    event.token = token;
-    event.logprobs = outcome.logprobs;
     ++live.generated;
     ++metrics_.generation_tokens_total;
     if (!live.first_token) {
@@ -269,50 +271,67 @@ void EngineWorker::collect_one(const SequenceOutcome& outcome, EngineClock::time
     }
     live.last_token = now;
     if (live.session_id) live.turn_tokens.push_back(token);  // reserved: max_new_tokens
-    if (!outcome.stop_token) {                               // a stop token shows no text
-      Expected<std::string> text = live.text->push(token);
-      if (text.ok()) {
-        event.text = repair_utf8(*text);
-      } else {
-        if (!finish) undecodable_.push_back(outcome.id);
-        finish = FinishReason::kError;
-        message =
-            fmt::format("generated token {} cannot be decoded: {}", token, text.error().message);
-      }
+    Expected<bool> stopped =
+        live.output->push(token, outcome.logprobs, outcome.stop_token, events_);
+    if (!stopped.ok()) {
+      if (!finish) undecodable_.push_back(outcome.id);
+      finish = FinishReason::kError;
+      message =
+          fmt::format("generated token {} cannot be decoded: {}", token, stopped.error().message);
+    } else if (*stopped && !finish) {
+      stopped_.push_back(outcome.id);
+      finish = FinishReason::kStop;
     }
   }
   if (!outcome.embedding.empty()) {
-    event.embedding = outcome.embedding;
+    if (events_.empty()) events_.emplace_back();
+    events_.back().embedding = outcome.embedding;
     ++metrics_.embeddings_total;
     metrics_.embedding_prompt_tokens_total += uint64_t(live.prompt_tokens);
   }
   if (finish) {
-    finish_live(live, event, *finish, std::move(message), now);
+    finish_live(live, events_, *finish, std::move(message), now);
     live_.erase(it);
     return;
   }
-  deliveries_.emplace_back(live.stream, std::move(event));
+  deliver_events(live.stream, events_);
 }
 
-void EngineWorker::finish_live(LiveRequest& live, TokenEvent& event, FinishReason reason,
-                               std::string message, EngineClock::time_point now) {
-  event.text += repair_utf8(live.text->finish());
+void EngineWorker::deliver_events(const std::shared_ptr<RequestStream>& stream,
+                                  std::vector<TokenEvent>& events) {
+  for (TokenEvent& event : events) deliveries_.emplace_back(stream, std::move(event));
+  events.clear();
+}
+
+void EngineWorker::finish_live(LiveRequest& live, std::vector<TokenEvent>& events,
+                               FinishReason reason, std::string message,
+                               EngineClock::time_point now) {
+  live.output->finish(events);
+  // A stop string that the end completed (bytes held back until then) stops a reply cut by
+  // max_tokens as well.
+  if (reason == FinishReason::kLength && live.output->matched_stop()) reason = FinishReason::kStop;
   Finish finish;
   finish.reason = reason;
   finish.message = std::move(message);
   finish.usage = TokenUsage{live.prompt_tokens, live.generated};
+  if (reason == FinishReason::kStop) finish.stop_string = live.output->matched_stop();
   if (live.first_scheduled)
     finish.timings.queue_seconds = seconds_between(live.submitted, *live.first_scheduled);
   if (live.first_token)
     finish.timings.time_to_first_token_seconds = seconds_between(live.submitted, *live.first_token);
   finish.timings.end_to_end_seconds = seconds_between(live.submitted, now);
-  end_session_turn(live.session_id, live.stream->id(), live.turn_tokens,
+  // A turn a stop string ended keeps its tokens up to the stop string (output_processor.h).
+  const std::span<const TokenId> turn =
+      std::span<const TokenId>(live.turn_tokens)
+          .first(std::min(live.turn_tokens.size(), live.output->kept_tokens()));
+  end_session_turn(live.session_id, live.stream->id(), turn,
                    reason == FinishReason::kStop || reason == FinishReason::kLength);
   ++metrics_.finished_by_reason[size_t(reason)];
   metrics_.prompt_tokens_total += uint64_t(live.prompt_tokens);
   metrics_.end_to_end.observe(finish.timings.end_to_end_seconds);
-  event.finish = std::move(finish);
-  deliveries_.emplace_back(std::move(live.stream), std::move(event));
+  events.back().finish = std::move(finish);
+  deliver_events(live.stream, events);
+  live.stream.reset();
 }
 
 void EngineWorker::end_session_turn(const std::optional<std::string>& session, RequestId id,
@@ -355,8 +374,8 @@ void EngineWorker::fail_everything(const std::string& why) noexcept {
   gateway_.close({RejectReason::kUnhealthy, unhealthy_reason_, std::nullopt});
   const EngineClock::time_point now = EngineClock::now();
   for (auto& [id, live] : live_) {
-    TokenEvent event;
-    finish_live(live, event, FinishReason::kError, why, now);
+    events_.clear();
+    finish_live(live, events_, FinishReason::kError, why, now);
   }
   live_.clear();
   metrics_.healthy = false;
@@ -382,6 +401,11 @@ void EngineWorker::publish(const StepReport& report) {
                           report.num_items, report.executor_seconds});
   }
   metrics_.preemptions = scheduler_.capacity_stats().preempted;
+  const SchedulerStats& stats = scheduler_.stats();
+  metrics_.spec_drafts = stats.spec_drafts;
+  metrics_.spec_draft_tokens = stats.spec_draft_tokens;
+  metrics_.spec_accepted_tokens = stats.spec_accepted_tokens;
+  metrics_.spec_accepted_by_position = stats.spec_accepted_by_position;
   if (const PrefixCache* cache = scheduler_.prefix_cache()) {
     metrics_.prefix_cache_enabled = true;
     metrics_.prefix_cache = cache->stats();

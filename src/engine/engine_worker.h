@@ -6,7 +6,8 @@
 //   → plan the step's prefill token budget from the step cost model and the latency targets
 //   → run_engine_step: schedule_step, executor.run, on_step_executed      [allocation-free]
 //   → teach the cost model the step's time
-//   → turn outcomes into events (detokenize, usage, timings), publish the forecast (for
+//   → turn outcomes into events (output_processor.h: detokenize, reply format, stop strings;
+//     then usage, timings), publish the forecast (for
 //     predictive admission), the metrics and (while a live view reads them) a snapshot,
 //     deliver events
 //   → if the executor reports itself unhealthy: end every request with an error, refuse new ones
@@ -57,7 +58,7 @@ class EngineWorker {
   // One request between its admission and its finish event.
   struct LiveRequest {
     std::shared_ptr<RequestStream> stream;
-    std::unique_ptr<TokenTextStream> text;
+    std::unique_ptr<OutputProcessor> output;
     EngineClock::time_point submitted;
     std::optional<EngineClock::time_point> first_scheduled;
     std::optional<EngineClock::time_point> first_token;
@@ -83,8 +84,12 @@ class EngineWorker {
   void stamp_scheduled(const StepPlan& plan);
   void collect(std::span<const SequenceOutcome> outcomes);
   void collect_one(const SequenceOutcome& outcome, EngineClock::time_point now);
-  void finish_live(LiveRequest& request, TokenEvent& event, FinishReason reason,
+  // Ends the request: its held-back output, then the finish, go out after `events` (its events
+  // of this step, which this empties).
+  void finish_live(LiveRequest& request, std::vector<TokenEvent>& events, FinishReason reason,
                    std::string message, EngineClock::time_point now);
+  void deliver_events(const std::shared_ptr<RequestStream>& stream,
+                      std::vector<TokenEvent>& events);
   void reject(AcceptedRequest& request, int32_t prompt_tokens, Rejection why);
   void end_session_turn(const std::optional<std::string>& session, RequestId id,
                         std::span<const TokenId> generated, bool completed);
@@ -119,6 +124,8 @@ class EngineWorker {
   std::vector<std::pair<std::shared_ptr<RequestStream>, TokenEvent>> deliveries_;
   std::vector<RequestId> ids_;          // scratch
   std::vector<RequestId> undecodable_;  // ended by a token the codec cannot decode
+  std::vector<RequestId> stopped_;      // ended by a stop string, still in the scheduler
+  std::vector<TokenEvent> events_;      // scratch: one request's events of one outcome
 };
 
 }  // namespace drift

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/output_processor.h"
 #include "engine/request_stream.h"
-#include "engine/text_codec.h"
 #include "scheduler/sequence_state.h"
 #include "util/error.h"
 
@@ -27,7 +27,7 @@ using EngineClock = std::chrono::steady_clock;
 struct AcceptedRequest {
   SequenceRequest sequence;
   std::shared_ptr<RequestStream> stream;
-  std::unique_ptr<TokenTextStream> text;
+  std::unique_ptr<OutputProcessor> output;
   EngineClock::time_point submitted;
   // The session this request is a turn of (its turn was begun in the session store).
   std::optional<std::string> session_id;

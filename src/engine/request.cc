@@ -15,10 +15,24 @@ RejectReason reject_reason_for_prompt(const Error& error) {
   return RejectReason::kInvalidPrompt;
 }
 
+Expected<std::vector<Request>> fan_out_choices(const Request& request, int32_t n) {
+  if (n < 1 || n > kMaxChoices) return make_error("n: must be in [1, {}], got {}", kMaxChoices, n);
+  if (n > 1 && request.id) return make_error("n: {} choices cannot share one request id", n);
+  if (n > 1 && request.session_id)
+    return make_error("n: a session turn has one choice (a session takes one turn at a time)");
+  std::vector<Request> choices(size_t(n), request);
+  if (request.sampling.seed)
+    for (int32_t i = 1; i < n; ++i)
+      choices[size_t(i)].sampling.seed = *request.sampling.seed + uint64_t(i);
+  return choices;
+}
+
 std::string_view reject_reason_name(RejectReason reason) {
   switch (reason) {
     case RejectReason::kInvalidRequest:
       return "invalid_request";
+    case RejectReason::kPriorityNotScheduled:
+      return "priority_not_scheduled";
     case RejectReason::kInvalidPrompt:
       return "invalid_prompt";
     case RejectReason::kChatTemplateRefused:

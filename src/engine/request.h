@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "chat/tool_call_syntax.h"
 #include "jinja/json.h"
 #include "scheduler/sequence_state.h"
 #include "util/error.h"
@@ -70,6 +71,19 @@ struct ChatPrompt {
   jinja::Json template_kwargs = jinja::Json::object();
 };
 
+// How a reply's tokens are read (output_processor.h).
+enum class ReplyFormat : uint8_t {
+  kText,  // the text of the tokens is the content
+  // OpenAI's harmony (gpt-oss): the markers split the reply into reasoning (the analysis channel),
+  // content and tool calls (chat/harmony_reply.h). Needs a model whose codec has harmony
+  // tokens (TextCodec::harmony_tokens), or the request is rejected.
+  kHarmony,
+};
+
+// Bounds of Request::stop, the engine's (every front end refers to these).
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopStringBytes = 256;
+
 // What submit or tokenize takes as a prompt: token ids (each checked against the vocabulary), text
 // or a conversation.
 using Prompt = std::variant<std::vector<TokenId>, TextPrompt, ChatPrompt>;
@@ -110,7 +124,23 @@ struct Request {
   // sequence is long (design-notes "KV-Compress"). Absent: the engine's default (--kv-keep).
   // Over HTTP, the body field "kv_keep".
   std::optional<double> kv_keep;
+  // Stop strings: the reply's text (its content, for kHarmony) ends before the first one that
+  // appears, and the request finishes "stop" (Finish::stop_string says which). At most
+  // kMaxStopStrings, each non-empty valid UTF-8 of at most kMaxStopStringBytes. The events never
+  // carry the stop string, nor the logprobs of tokens that wrote only it (output_processor.h).
+  std::vector<std::string> stop;
+  ReplyFormat reply_format = ReplyFormat::kText;
 };
+
+// Most choices (OpenAI's and vLLM's n) one request may ask for, in every front end.
+inline constexpr int32_t kMaxChoices = 16;
+
+// The engine requests of `n` choices of `request`: copies that differ only by seed — seed,
+// seed + 1, ... when the request gives one (so each choice is reproducible alone), else each
+// derives its own from its request id. The one fan-out of every front end (the server, Python).
+// An error naming "n" when n is outside [1, kMaxChoices]; a request with an id or a session
+// cannot be copied (ids must differ; a session takes one turn at a time) unless n is 1.
+Expected<std::vector<Request>> fan_out_choices(const Request& request, int32_t n);
 
 struct TokenUsage {
   int32_t prompt_tokens = 0;      // of an embedding request: the tokens it pooled
@@ -127,7 +157,8 @@ struct RequestTimings {
 // Why the engine refused a request (finish reason kRejected), so that a caller can act on the kind
 // (a server maps it to an HTTP status) without reading the message.
 enum class RejectReason : uint8_t {
-  kInvalidRequest,          // a field other than the prompt: id, priority, sampling, max_tokens
+  kInvalidRequest,          // a field other than the prompt: id, sampling, max_tokens
+  kPriorityNotScheduled,    // a priority was given, but the engine does not schedule by priority
   kInvalidPrompt,           // the prompt cannot be tokenized (e.g. not a conversation)
   kChatTemplateRefused,     // the chat template refused the conversation (its raise_exception)
   kChatTemplateFailed,      // the server's chat template is broken: the operator's error, not
@@ -160,6 +191,8 @@ struct Finish {
   std::string message;
   TokenUsage usage;
   RequestTimings timings;
+  // kStop because a stop string (Request::stop) appeared: that string.
+  std::optional<std::string> stop_string;
   // kRejected because the engine is overloaded: seconds after which a retry is predicted to be
   // admitted in time (from the predicted time to first token, or 1 for a full queue). A server
   // sends it as Retry-After.
@@ -172,13 +205,20 @@ struct TokenEvent {
   std::optional<TokenId> token;
   // Text that became final with this event: always valid UTF-8, never half a character (bytes
   // of an incomplete character are held back; at the end, ones that never completed become
-  // U+FFFD). The deltas of a request concatenate to the decode of its generated tokens.
+  // U+FFFD). The deltas of a request concatenate to the decode of its generated tokens, up to
+  // its first stop string. A token's text goes out with its own event, once no stop string can
+  // take it back; the finish event may carry text of no token (bytes completed at the end).
   std::string text;
-  // The token's log-probabilities, when the request's sampling.logprobs asked for them.
+  // A kHarmony reply's reasoning (its analysis channel) that became final; `text` is its content.
+  std::string reasoning;
+  // The token's log-probabilities, when the request's sampling.logprobs asked for them (absent
+  // for a token that wrote only a stop string).
   std::optional<TokenLogprobs> logprobs;
   // An embedding request's vector (one float per hidden unit of the model, unit L2 norm), on its
   // finish event.
   std::vector<float> embedding;
+  // A kHarmony reply's complete tool calls, on its finish event.
+  std::vector<ParsedToolCall> tool_calls;
   // Set on the request's last event, exactly once.
   std::optional<Finish> finish;
 };

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/harmony_parser.h"
+#include "chat/tool_call_syntax.h"
 #include "engine/request.h"
-#include "tokenizer/harmony_parser.h"
-#include "tokenizer/tool_call_syntax.h"
 #include "util/error.h"
 
 namespace drift {

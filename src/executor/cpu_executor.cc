@@ -31,14 +31,17 @@ CpuExecutor::CpuExecutor(const Model& model, const CpuExecutorConfig& config, Kv
       kv_(std::move(kv)),
       forward_(std::move(forward)),
       sequences_(config.max_batch_sequences),
-      logits_(static_cast<size_t>(config.max_batch_sequences) * model.config().n_vocab),
+      logits_(static_cast<size_t>(config.max_batch_sequences + config.max_draft_tokens) *
+              model.config().n_vocab),
       logit_row_item_(config.max_batch_sequences),
+      logit_first_row_(config.max_batch_sequences),
       hidden_(static_cast<size_t>(config.max_batch_tokens) * model.config().n_embd),
       compressor_(config.kv_compress) {
   for (int t = 0; t < pool_.size(); ++t) {
     sampler_scratch_.emplace_back(model.config().n_vocab, model.isa());
     logprob_rows_.emplace_back(model.config().n_vocab);
     mask_rows_.emplace_back(size_t(token_mask_words(model.config().n_vocab)));
+    if (config.max_draft_tokens > 0) draft_histories_.emplace_back(size_t(config.max_context));
   }
 }
 
@@ -70,6 +73,7 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
   }
 
   for (SeqId id : plan.kv_tables_released) kv_tables_.erase(id);
+  DRIFT_RETURN_IF_ERROR(validate_drafts(plan));
 
   const size_t n_items = plan.items.size();
   for (size_t i = 0; i < n_items; ++i) {
@@ -92,6 +96,7 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
     s.start_pos = item.start_position;
     s.page_table = plan.pages(item);
     s.want_logits = item.sample;
+    s.all_logits = item.num_drafts > 0;  // a row for each verified position
     const PooledRows rows =
         pooled_rows(item.pooling, item.start_position, item.num_tokens, item.completes_embedding());
     s.hidden_begin = rows.begin;
@@ -102,18 +107,25 @@ Status CpuExecutor::run_step(const StepPlan& plan, ExecutionResult& result) {
   DRIFT_RETURN_IF_ERROR(compress_kv(plan));
 
   result.reset(n_items);
+  // Sized once, at the first step (the executor's warm-up): no later step allocates it.
+  if (result.draft_logprobs.size() < size_t(config_.max_draft_tokens))
+    result.draft_logprobs.resize(size_t(config_.max_draft_tokens));
   pool_embeddings(plan, result);
-  // Logits rows are in item order, one per sampled item.
-  int64_t n_sampled = 0;
-  for (size_t i = 0; i < n_items; ++i)
-    if (plan.items[i].sample) logit_row_item_[n_sampled++] = static_cast<int64_t>(i);
+  // Logits rows are in item order, one per sampled item and one more per draft.
+  int64_t n_sampled = 0, n_rows = 0;
+  for (size_t i = 0; i < n_items; ++i) {
+    if (!plan.items[i].sample) continue;
+    logit_row_item_[n_sampled] = static_cast<int64_t>(i);
+    logit_first_row_[n_sampled++] = n_rows;
+    n_rows += 1 + plan.items[i].num_drafts;
+  }
   // Each sampled row is independent (the grammar mask, filters and draw touch only its own
   // sequence's matcher, its logits and the thread's scratch), so the rows are spread over the
   // pool: with a 49k-262k vocabulary, sampling 64 sequences one after another would be a serial
   // tail on every decode step, and a constrained row's mask costs about as much as its draw.
   pool_.run([&](int index, int count) {
     const Range rows = split_range(n_sampled, index, count);
-    for (int64_t row = rows.begin; row < rows.end; ++row) sample_row(plan, row, index, result);
+    for (int64_t k = rows.begin; k < rows.end; ++k) sample_item(plan, k, index, result);
   });
   return Status::Ok();
 }
@@ -182,11 +194,48 @@ void CpuExecutor::pool_embeddings(const StepPlan& plan, ExecutionResult& result)
   }
 }
 
-void CpuExecutor::sample_row(const StepPlan& plan, int64_t row, int thread,
-                             ExecutionResult& result) {
-  const int64_t n_vocab = model_.config().n_vocab;
-  const int64_t i = logit_row_item_[row];
+// Rule: a draft is checked by sampling its position exactly as a decode of the tokens before it
+// would — the same logits (a token's logits do not depend on its batch), penalties over the same
+// history, the same random draw (indexed by the tokens generated before it) — and accepted when
+// the sample equals it. So the output is token for token what decoding one at a time gives,
+// greedy or sampled; for a sampled request that is standard speculative sampling with a point-mass
+// draft: accepted with probability p(draft), else a sample of p without the draft, renormalised.
+void CpuExecutor::sample_item(const StepPlan& plan, int64_t index, int thread,
+                              ExecutionResult& result) {
+  const int64_t i = logit_row_item_[index];
   const StepItem& item = plan.items[i];
+  ItemResult& out = result.items[i];
+  const std::span<const TokenId> drafts = plan.tokens(item).last(size_t(item.num_drafts));
+  // This item's drafts' logprobs: after those of the drafts of the sampled items before it.
+  TokenLogprobs* draft_logprobs = result.draft_logprobs.data() + (logit_first_row_[index] - index);
+  std::span<const int32_t> history = item.history;
+  for (int32_t j = 0;; ++j) {
+    if (j > 0) {  // the history of position j: the item's tokens, then drafts [0, j)
+      std::vector<int32_t>& buffer = draft_histories_[size_t(thread)];
+      if (j == 1) std::copy(item.history.begin(), item.history.end(), buffer.begin());
+      buffer[item.history.size() + size_t(j - 1)] = drafts[size_t(j - 1)];
+      history = std::span<const int32_t>(buffer.data(), item.history.size() + size_t(j));
+    }
+    std::optional<TokenLogprobs> logprobs;
+    const int32_t token =
+        sample_position(item, logit_first_row_[index] + j, history, thread, out, logprobs);
+    if (token < 0) return;
+    if (j < item.num_drafts && token == drafts[size_t(j)]) {
+      if (logprobs) draft_logprobs[j] = *logprobs;
+      continue;
+    }
+    out.token = token;
+    out.accepted_drafts = j;
+    out.logprobs = logprobs;
+    if (logprobs) out.draft_logprobs = {draft_logprobs, size_t(j)};
+    return;
+  }
+}
+
+int32_t CpuExecutor::sample_position(const StepItem& item, int64_t row,
+                                     std::span<const int32_t> history, int thread,
+                                     ItemResult& result, std::optional<TokenLogprobs>& logprobs) {
+  const int64_t n_vocab = model_.config().n_vocab;
   std::span<float> logits(logits_.data() + row * n_vocab, n_vocab);
   const SamplingParams& params = *item.sampling;
   const uint64_t seed = params.seed.value_or(item.seq_id);
@@ -194,22 +243,42 @@ void CpuExecutor::sample_row(const StepPlan& plan, int64_t row, int thread,
   // Sampling rewrites the logits in place; logprobs are of the raw ones.
   if (params.logprobs) std::copy(logits.begin(), logits.end(), raw.begin());
   // The mask depends only on the tokens committed so far: it is the same whatever the batch.
+  // (Items with drafts have no grammar: validate_drafts.)
   std::span<const uint32_t> allowed;
   if (item.constraint) {
     std::span<uint32_t> mask(mask_rows_[thread]);
     if (Status s = item.constraint->fill_mask(mask); !s.ok()) {
-      result.items[i].error = s.error();
-      return;
+      result.error = s.error();
+      return -1;
     }
     allowed = mask;
   }
-  const int32_t token = sample_token(logits, params, item.history, item.prompt_len, seed,
+  const int32_t token = sample_token(logits, params, history, item.prompt_len, seed,
                                      sampler_scratch_[thread], allowed);
-  result.items[i].token = token;
   if (params.logprobs && token >= 0 && token < n_vocab) {
-    result.items[i].logprobs.emplace();
-    compute_token_logprobs(raw, token, *params.logprobs, *result.items[i].logprobs);
+    logprobs.emplace();
+    compute_token_logprobs(raw, token, *params.logprobs, *logprobs);
   }
+  return token;
+}
+
+Status CpuExecutor::validate_drafts(const StepPlan& plan) const {
+  // Rule: drafts ride only in a sampled decode item of an uncompressed, unconstrained sequence,
+  // whose history and drafts fit the context, and the plan's drafts fit the logits rows.
+  int64_t drafts = 0;
+  for (const StepItem& item : plan.items) {
+    if (item.num_drafts == 0) continue;
+    if (item.num_drafts < 0 || item.num_drafts >= item.num_tokens || !item.sample ||
+        item.kind != StepItemKind::kDecode || item.kv_compressed || item.constraint != nullptr ||
+        int64_t(item.history.size()) + item.num_drafts > config_.max_context)
+      return make_error("item of sequence {} cannot verify its {} drafts", item.seq_id,
+                        item.num_drafts);
+    drafts += item.num_drafts;
+  }
+  if (drafts > config_.max_draft_tokens)
+    return make_error("step carries {} draft tokens, the executor was sized for {}", drafts,
+                      config_.max_draft_tokens);
+  return Status::Ok();
 }
 
 }  // namespace drift

@@ -1,12 +1,13 @@
 // The CPU executor: runs a StepPlan as one forward pass of the model over the paged KV cache,
-// samples the next token of every item that asks for one, and pools the final hidden states of
-// embedding items. It owns the KV memory, the forward
-// workspace, the compute thread pool and the samplers' scratch, all sized at creation, so that a
-// step allocates nothing.
+// samples the next token of every item that asks for one (verifying a decode item's drafts
+// position by position), and pools the final hidden states of embedding items. It owns the KV
+// memory, the forward workspace, the compute thread pool and the samplers' scratch, all sized at
+// creation, so that a step allocates nothing.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct CpuExecutorConfig {
   int64_t max_batch_tokens = 512;
   int64_t max_batch_sequences = 64;
   int64_t max_context = 4096;
+  // Speculative decoding: the most draft tokens a plan carries (SpecConfig::
+  // max_plan_draft_tokens), each of which needs a logits row of its own.
+  int64_t max_draft_tokens = 0;
   // KV-Compress's policy and windows; how much each sequence keeps comes with each plan.
   KvCompressConfig kv_compress;
   // Each layer's KV group and slot in a page (kv/kv_groups.h); empty: one group of every layer.
@@ -55,8 +59,16 @@ class CpuExecutor final : public Executor, private KVPageMemory {
   // KVPageMemory: a page is one contiguous run of the KV memory (model/kv_pages.h).
   uint64_t page_bytes() const override { return uint64_t(kv_.page_stride()); }
   std::span<uint8_t> page(PageId page) override { return kv_.page_bytes(page); }
-  // Samples logits row `row` (item logit_row_item_[row]) with thread `thread`'s scratch.
-  void sample_row(const StepPlan& plan, int64_t row, int thread, ExecutionResult& result);
+  // Samples the `index`-th sampled item (logit_row_item_[index], whose logits rows start at
+  // logit_first_row_[index]) with thread `thread`'s scratch: its one token, or its drafts'
+  // verdict and the token after the accepted ones.
+  void sample_item(const StepPlan& plan, int64_t index, int thread, ExecutionResult& result);
+  // One position's token from logits row `row`, sampled as a decode after `history` would be,
+  // with its logprobs into `logprobs` when the item asks for them. -1 after recording an error
+  // in `result`.
+  int32_t sample_position(const StepItem& item, int64_t row, std::span<const int32_t> history,
+                          int thread, ItemResult& result, std::optional<TokenLogprobs>& logprobs);
+  Status validate_drafts(const StepPlan& plan) const;
   // Folds the hidden-state rows of embedding items into their vectors (executor/pooling.h).
   void pool_embeddings(const StepPlan& plan, ExecutionResult& result);
   // KV-Compress: the per-head table of a compressed item's sequence, made at its first item (its
@@ -71,14 +83,18 @@ class CpuExecutor final : public Executor, private KVPageMemory {
   KvPages kv_;
   std::unique_ptr<ForwardPass> forward_;
   std::vector<ForwardSequence> sequences_;  // [max_batch_sequences]
-  std::vector<float> logits_;               // [max_batch_sequences][n_vocab]
-  std::vector<int64_t> logit_row_item_;     // [max_batch_sequences] item of each logits row
+  std::vector<float> logits_;               // [max_batch_sequences + max_draft_tokens][n_vocab]
+  std::vector<int64_t> logit_row_item_;     // [max_batch_sequences] each sampled item
+  std::vector<int64_t> logit_first_row_;    // [max_batch_sequences] its first logits row
   std::vector<float> hidden_;               // [max_batch_tokens][n_embd] rows embeddings pool
   // Per compute thread: the sampler's scratch and a [n_vocab] copy of the raw logits for logprobs.
   std::vector<SamplerScratch> sampler_scratch_;
   std::vector<std::vector<float>> logprob_rows_;
   // Per compute thread: the allowed-token mask of a constrained row, [token_mask_words(n_vocab)].
   std::vector<std::vector<uint32_t>> mask_rows_;
+  // Per compute thread: a verified position's history, the item's tokens then the drafts before
+  // it, [max_context].
+  std::vector<std::vector<int32_t>> draft_histories_;
   bool healthy_ = true;
   // KV-Compress: each compressed sequence's table ([layers][kv heads][max_context] positions and
   // metric sums, 8 bytes an entry), kept across steps until the plan releases it.

@@ -10,6 +10,7 @@
 #include "jinja/error_kind.h"
 #include "jinja/interpreter.h"
 #include "jinja/pyrepr.h"
+#include "jinja/template.h"
 
 namespace drift::jinja {
 namespace {
@@ -150,6 +151,11 @@ Expected<Value> global_strftime_now(Interpreter& in, CallArgs& args) {
 }
 
 }  // namespace
+
+bool is_global_name(std::string_view name) {
+  static const Dict globals = make_globals();
+  return globals.find(name) != nullptr;
+}
 
 Dict make_globals() {
   Dict globals;

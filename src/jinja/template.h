@@ -38,6 +38,10 @@ class Template {
   std::shared_ptr<const StmtList> body_;
 };
 
+// True for the name of a global function (range, namespace, dict, raise_exception,
+// strftime_now): a variable of that name would hide it from the template.
+bool is_global_name(std::string_view name);
+
 // Converts a JSON object to template variables, each value checked against the depth limit.
 Expected<Dict> variables_from_json(const Json& variables, const RenderLimits& limits);
 

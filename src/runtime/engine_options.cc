@@ -18,6 +18,14 @@ Status check_numbers(const EngineOptions& o) {
     return make_error("target_ttft_ms must be in [0.001, 1e9], got {}", *o.target_ttft_ms);
   if (o.max_ttft_s && !(*o.max_ttft_s >= 0.001 && *o.max_ttft_s <= 1e7))
     return make_error("max_ttft_s must be in [0.001, 1e7], got {}", *o.max_ttft_s);
+  // Written so that NaN fails too: these come from files and the environment as text.
+  if (!(o.kv_keep > 0.0 && o.kv_keep <= 1.0))
+    return make_error("kv_keep must be in (0, 1], got {}", o.kv_keep);
+  if (!(o.kv_ram_fraction > 0.0 && o.kv_ram_fraction <= 1.0))
+    return make_error("kv_ram_fraction must be in (0, 1], got {}", o.kv_ram_fraction);
+  if (!(o.sessions.idle_ttl_seconds > 0.0 && o.sessions.idle_ttl_seconds <= 1e9))
+    return make_error("session_ttl must be in (0, 1e9] seconds, got {}",
+                      o.sessions.idle_ttl_seconds);
   return Status::Ok();
 }
 
@@ -69,6 +77,11 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
   if (!evict) return make_error("kv_evict: expected attention or window, got '{}'", o.kv_evict);
   config.scheduler.kv_compress.policy = *evict;
   config.default_max_tokens = o.default_max_tokens;
+  if (o.spec == "auto" || o.spec == "ngram") {
+    config.scheduler.spec.mode = SpecMode::kNgram;
+  } else if (o.spec != "none") {
+    return make_error("spec: expected auto, ngram or none, got '{}'", o.spec);
+  }
   return config;
 }
 

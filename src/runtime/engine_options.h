@@ -48,6 +48,9 @@ struct EngineOptions {
   // KV-Compress: the kv_keep of requests that give none (1: off), and the eviction policy.
   double kv_keep = 1.0;
   std::string kv_evict = "attention";
+  // Speculative decoding: auto (the best drafts this engine supports: ngram for now), ngram
+  // (drafts from each request's own prompt and output) or none.
+  std::string spec = "auto";
 };
 
 // The configuration these options describe; an error names the option whose text is not one of

@@ -86,6 +86,7 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
     c.max_batch_tokens = setup.scheduler.max_num_batched_tokens;
     c.max_batch_sequences = setup.scheduler.max_num_seqs;
     c.max_context = setup.max_model_len;
+    c.max_draft_tokens = setup.scheduler.spec.max_plan_draft_tokens();
     c.kv_compress = setup.scheduler.kv_compress;
     if (setup.kv_grouping.num_groups() > 1)
       c.kv_placement =

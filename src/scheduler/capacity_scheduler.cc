@@ -5,26 +5,31 @@
 
 namespace drift {
 
-KVUsageEstimate CapacityScheduler::estimate(int32_t prompt_len, int32_t max_new_tokens,
-                                            double kv_keep, int32_t keep_from) const {
+KVUsageEstimate estimate_kv_usage(const KVLayout& layout, const KvCompressConfig& compress,
+                                  int32_t max_step_tokens, int64_t prompt_len,
+                                  int64_t max_new_tokens, double kv_keep, int64_t keep_from) {
+  auto usage = [&](int64_t tokens, std::optional<int64_t> step) {
+    KVUsageEstimate e;
+    e.num_tokens = std::max<int64_t>(0, tokens);
+    e.num_pages = layout.pages_to_hold(e.num_tokens, step);
+    e.num_bytes = uint64_t(e.num_pages) * layout.bytes_per_page();
+    return e;
+  };
+  const int64_t length = std::max<int64_t>(0, prompt_len) + std::max<int64_t>(0, max_new_tokens);
   if (!(kv_keep < 1.0))
-    return kv_.estimate(
-        prompt_len, max_new_tokens,
-        max_step_tokens_ > 0 ? std::optional<int64_t>(max_step_tokens_) : std::nullopt);
-  // A compressed sequence's slots stop being positions: no group frees by window.
-  const KVUsageEstimate whole = kv_.estimate(prompt_len, max_new_tokens);
-  // Before a step a compressed sequence holds less than its target + a page (a larger excess
-  // was compressed after the step that made it); targets grow with the length, and a sequence no
-  // longer than min_tokens is not compressed. A step then adds at most max_step_tokens_.
-  KvCompressConfig config = compress_;
+    return usage(length,
+                 max_step_tokens > 0 ? std::optional<int64_t>(max_step_tokens) : std::nullopt);
+  // A compressed sequence's slots stop being positions: no group frees by window. Before a step
+  // it holds less than its target + a page (a larger excess was compressed after the step that
+  // made it); targets grow with the length, and a sequence no longer than min_tokens is not
+  // compressed. A step then adds at most max_step_tokens.
+  KvCompressConfig config = compress;
   config.keep = kv_keep;
-  const int64_t length = int64_t(prompt_len) + max_new_tokens;
   const int64_t held =
       std::max<int64_t>(config.min_tokens,
-                        kv_keep_target(config, length, keep_from) + kv_.page_size() - 1) +
-      max_step_tokens_;
-  if (held >= length) return whole;
-  return kv_.estimate(held, 0);
+                        kv_keep_target(config, length, keep_from) + layout.page_size - 1) +
+      max_step_tokens;
+  return usage(std::min(held, length), std::nullopt);
 }
 
 Status CapacityScheduler::check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens,

@@ -45,6 +45,15 @@ inline bool runs_before(const SequenceState& a, const SequenceState& b) {
   return a.arrival_order < b.arrival_order;
 }
 
+// The most KV a sequence ever holds (CapacityScheduler::estimate), from the layout and the
+// compression settings alone, so that the engine judges a request by the very formula the
+// scheduler admits it by: prompt + max_new_tokens in full groups, at most the window plus one
+// step (`max_step_tokens`, 0: unbounded) in sliding groups; or, compressed with kv_keep < 1, the
+// largest target plus a page plus one step's tokens in every group, if that is less.
+KVUsageEstimate estimate_kv_usage(const KVLayout& layout, const KvCompressConfig& compress,
+                                  int32_t max_step_tokens, int64_t prompt_len,
+                                  int64_t max_new_tokens, double kv_keep, int64_t keep_from = 0);
+
 class CapacityScheduler {
  public:
   // `compress` and `max_step_tokens` (the most tokens one step may add to a sequence) bound what a
@@ -63,7 +72,10 @@ class CapacityScheduler {
   // freed by window), the largest target plus a page plus one step's tokens in every group, if
   // that is less than prompt + max_new_tokens.
   KVUsageEstimate estimate(int32_t prompt_len, int32_t max_new_tokens, double kv_keep,
-                           int32_t keep_from = 0) const;
+                           int32_t keep_from = 0) const {
+    return estimate_kv_usage(kv_.layout(), compress_, max_step_tokens_, prompt_len, max_new_tokens,
+                             kv_keep, keep_from);
+  }
   KVUsageEstimate estimate(const SequenceState& seq) const {
     return estimate(seq.prompt_len, seq.max_new_tokens, seq.kv_keep, seq.kv_keep_from);
   }

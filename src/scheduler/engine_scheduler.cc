@@ -46,7 +46,7 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
       groups * std::min<int64_t>(int64_t(seqs) * kv.layout().pages_for_tokens(config.max_model_len),
                                  kv.num_pages() + seqs);
   running_.reserve(seqs);
-  outcomes_.reserve(seqs);
+  outcomes_.reserve(seqs + size_t(config.spec.max_plan_draft_tokens()));  // a token per draft
   plan_.items.reserve(seqs);
   plan_.page_copies.reserve(seqs * size_t(groups));
   plan_.kv_compressions.reserve(seqs);
@@ -56,6 +56,7 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
   plan_.kv_groups = kv.layout().num_groups();
   prefix_pages_.reserve(size_t(groups * kv.layout().pages_for_tokens(config.max_model_len)));
   page_row_.resize(size_t(groups));
+  draft_scratch_.resize(size_t(config.spec.max_draft_tokens));
 }
 
 // ---- Requests ----
@@ -110,6 +111,10 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.pooling = request.pooling;
   seq.embedding = std::move(request.embedding);
   seq.kv_keep = kv_keep;
+  // Drafts are verified without a grammar's mask and never in a compressed sequence, whose slots
+  // a rollback would not restore (docs/design-notes.md "Speculative decoding").
+  seq.speculates = config_.spec.enabled() && !embeds && !seq.constraint && !seq.kv_compressed();
+  seq.draft_length = AdaptiveDraftLength(config_.spec.max_draft_tokens);
   seq.arrival_step = step_;
   seq.arrival_order = next_arrival_order_++;
   seq.waiting_rank = waiting_order_->rank(seq);
@@ -118,18 +123,20 @@ Status EngineScheduler::add(SequenceRequest request) {
   return Status::Ok();
 }
 
-std::optional<SequenceOutcome> EngineScheduler::cancel(SeqId id) {
-  // Rule: a cancel ends the sequence in any phase and frees everything it holds.
+std::optional<SequenceOutcome> EngineScheduler::end_early(SeqId id, FinishReason reason) {
+  // Rule: a cancel (or a stop the engine found) ends the sequence in any phase and frees
+  // everything it holds.
   auto it = seqs_.find(id);
   if (it == seqs_.end() || it->second.cancel_pending) return std::nullopt;
   SequenceState& seq = it->second;
-  log_.record(ProgressEvent::kCancel, id, int64_t(seq.phase));
+  if (reason == FinishReason::kCancelled)
+    log_.record(ProgressEvent::kCancel, id, int64_t(seq.phase));
   if (plan_outstanding_ && seq.last_scheduled_step == plan_.step) {
     seq.cancel_pending = true;  // the executor may still read its pages and tokens
-    return SequenceOutcome{id, std::nullopt, FinishReason::kCancelled, {}};
+    return SequenceOutcome{id, std::nullopt, reason, {}};
   }
   outcomes_.clear();
-  finish(seq, FinishReason::kCancelled, {});
+  finish(seq, reason, {});
   return outcomes_.back();
 }
 
@@ -193,6 +200,7 @@ void EngineScheduler::begin_step() {
   plan_.kv_tables_released.swap(kv_tables_to_release_);
   token_budget_ = config_.max_num_batched_tokens;
   prefill_budget_ = prefill_token_budget_;
+  draft_budget_ = plan_draft_budget();
   held_for_waiting_head_ = 0;
   if (config_.enable_chunked_prefill && !waiting_.empty() &&
       waiting_.front()->num_pending_tokens() <= prefill_budget_ / 2)
@@ -210,12 +218,20 @@ void EngineScheduler::begin_step() {
 
 void EngineScheduler::schedule_decodes() {
   // Rule: every decoding sequence gets its one token, in protection order; a page it lacks is
-  // taken from lower-ranked sequences not in this step, else it waits a step.
+  // taken from lower-ranked sequences not in this step, else it waits a step. Drafts come after:
+  // each takes only what the decodes still to place leave of the budgets.
+  int32_t unplaced = 0;  // decodes not yet placed in this step
+  if (draft_budget_ > 0)
+    for (const SequenceState* s : running_)
+      unplaced += s->phase == SequencePhase::kDecode && s->last_scheduled_step != step_;
   for (size_t i = 0; i < running_.size() && token_budget_ > 0; ++i) {
     SequenceState& seq = *running_[i];
     if (seq.phase != SequencePhase::kDecode || seq.last_scheduled_step == step_) continue;
     if (!make_room(seq, 1)) continue;
-    add_item(seq, 1);
+    unplaced = std::max(0, unplaced - 1);
+    const int32_t room = std::min(draft_budget_, token_budget_ - 1 - unplaced);
+    const int32_t n = draft_for(seq, room, unplaced);
+    add_item(seq, 1, std::span<const TokenId>(draft_scratch_.data(), size_t(n)));
   }
 }
 
@@ -518,9 +534,11 @@ void EngineScheduler::enqueue_waiting(SequenceState& seq) {
   waiting_.insert(at, &seq);
 }
 
-void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
+void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens,
+                               std::span<const TokenId> drafts) {
   // Rule: the item's pages are bound now, so its slots and block table are final.
-  std::optional<KVAppend> grown = kv_.append(seq.id, num_tokens, &plan_.page_copies);
+  const auto num_drafts = int32_t(drafts.size());
+  std::optional<KVAppend> grown = kv_.append(seq.id, num_tokens + num_drafts, &plan_.page_copies);
   if (!grown) {  // callers check the room first
     assert(false && "add_item without room");
     return;
@@ -532,7 +550,8 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   item.seq_id = seq.id;
   item.kind = seq.phase == SequencePhase::kDecode ? StepItemKind::kDecode : StepItemKind::kPrefill;
   item.start_position = start;
-  item.num_tokens = num_tokens;
+  item.num_tokens = num_tokens + num_drafts;
+  item.num_drafts = num_drafts;
   item.token_offset = plan_.num_tokens();
   item.page_offset = int32_t(plan_.block_table.size());
   item.num_pages = int32_t(kv_.pages(seq.id, 0).size());
@@ -551,9 +570,12 @@ void EngineScheduler::add_item(SequenceState& seq, int32_t num_tokens) {
   }
   plan_.token_ids.insert(plan_.token_ids.end(), seq.tokens.begin() + start,
                          seq.tokens.begin() + start + num_tokens);
+  plan_.token_ids.insert(plan_.token_ids.end(), drafts.begin(), drafts.end());
   plan_.items.push_back(item);
   if (seq.kv_compressed()) plan_kv_compression(seq, int32_t(plan_.items.size()) - 1);
-  token_budget_ -= num_tokens;
+  token_budget_ -= num_tokens + num_drafts;
+  draft_budget_ -= num_drafts;
+  plan_.num_draft_tokens += num_drafts;
   seq.last_scheduled_step = step_;
   if (item.kind == StepItemKind::kDecode) {
     plan_.num_decode_tokens += num_tokens;
@@ -621,8 +643,8 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
       continue;
     }
     const ItemResult& r = result.items[i];
-    if (r.error || (item.sample && (!r.token || *r.token < 0)) ||
-        (item.completes_embedding() && !r.embedded)) {
+    if (r.error || (item.sample && (!r.token || *r.token < 0)) || r.accepted_drafts < 0 ||
+        r.accepted_drafts > item.num_drafts || (item.completes_embedding() && !r.embedded)) {
       log_.record(ProgressEvent::kError, seq.id, int64_t(plan_.step), int64_t(i));
       finish(seq, FinishReason::kError,
              r.error ? r.error->message
@@ -630,7 +652,15 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
                                    item.sample ? "token" : "embedding", seq.id));
       continue;
     }
-    seq.num_computed_tokens += item.num_tokens;
+    // Of a draft, only the accepted tokens' K/V stay (the sampled token's is computed next step).
+    seq.num_computed_tokens += item.num_tokens - (item.num_drafts - r.accepted_drafts);
+    if (item.num_drafts > 0) {
+      count_verified(seq, item, r.accepted_drafts);
+      if (Status s = roll_back_drafts(seq); !s.ok()) {
+        finish(seq, FinishReason::kError, s.message());
+        continue;
+      }
+    }
     if (compress) {
       if (Status s = apply_kv_compression(seq, *compress); !s.ok()) {
         finish(seq, FinishReason::kError, s.message());
@@ -647,18 +677,7 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
     }
     if (!item.sample) continue;  // an earlier chunk of a prefill
     seq.phase = SequencePhase::kDecode;
-    seq.tokens.push_back(*r.token);
-    outcomes_.push_back(SequenceOutcome{seq.id, *r.token, std::nullopt, {}, r.logprobs});
-    if (is_stop_token(seq, *r.token)) {
-      outcomes_.back().stop_token = true;
-      finish(seq, FinishReason::kStop, {});
-    } else if (Status s = advance_constraint(seq, *r.token); !s.ok()) {
-      finish(seq, FinishReason::kError, s.message());
-    } else if (seq.constraint && seq.constraint->complete()) {
-      finish(seq, FinishReason::kStop, {});  // the output matched the whole grammar
-    } else if (seq.generated_len() >= seq.max_new_tokens) {
-      finish(seq, FinishReason::kLength, {});
-    }
+    commit_tokens(seq, item, r);
   }
   plan_outstanding_ = false;
   return outcomes_;

@@ -46,6 +46,7 @@
 // the plan, the outcome list and every page list reuse memory sized at construction or admission.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -58,6 +59,7 @@
 #include "kv/prefix_cache.h"
 #include "kv/prefix_disk_tier.h"
 #include "scheduler/capacity_scheduler.h"
+#include "scheduler/ngram_drafter.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
 #include "scheduler/step_load.h"
@@ -99,6 +101,12 @@ struct SchedulerStats {
   uint64_t prefix_shared_in_step = 0;
   // Admission attempts in which the request waited for its prefix's pages to be read from disk.
   uint64_t tier_waits = 0;
+  // Speculative decoding: decode items that carried a draft, their draft tokens, the drafts the
+  // executor accepted, and those by position in their draft (vLLM's per-position counts).
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
+  std::array<uint64_t, kMaxSpecDraftTokens> spec_accepted_by_position{};
 };
 
 class EngineScheduler {
@@ -122,7 +130,14 @@ class EngineScheduler {
   // already cancelled). A sequence in the outstanding plan is reported cancelled at once, but its
   // pages and token storage — which the executor may be reading — are released when the plan is
   // reported, and that report says nothing more about it.
-  std::optional<SequenceOutcome> cancel(SeqId id);
+  std::optional<SequenceOutcome> cancel(SeqId id) {
+    return end_early(id, FinishReason::kCancelled);
+  }
+  // As cancel, for a sequence whose output the engine found complete by a rule it applies to the
+  // text (a stop string): its outcome, stats and progress log say kStop, and its full pages stay
+  // cached as any finished sequence's do. (In the outstanding plan, the later release counts as
+  // a cancel.)
+  std::optional<SequenceOutcome> stop(SeqId id) { return end_early(id, FinishReason::kStop); }
 
   // Composes the next step. The plan is valid until it is reported with on_step_executed or
   // on_step_failed; until then, calling schedule_step again returns the same plan. An empty plan
@@ -184,6 +199,8 @@ class EngineScheduler {
                   KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache,
                   PrefixDiskTier* tier);
 
+  std::optional<SequenceOutcome> end_early(SeqId id, FinishReason reason);
+
   // Step composition, one phase each.
   void begin_step();
   void schedule_decodes();
@@ -227,7 +244,21 @@ class EngineScheduler {
   void release_kv_table(const SequenceState& seq);
   bool make_room(SequenceState& seq, int64_t tokens);
   void preempt(size_t running_index);
-  void add_item(SequenceState& seq, int32_t num_tokens);
+  // `drafts`: a decode item's drafts, after its one token (speculative decoding).
+  void add_item(SequenceState& seq, int32_t num_tokens, std::span<const TokenId> drafts = {});
+  // Speculative decoding (engine_scheduler_spec.cc): the step's draft tokens; a decoding
+  // sequence's draft (in draft_scratch_) within `room` tokens, leaving `later_decodes` a page
+  // each; after the step, the rejected drafts' slots returned and the accepted tokens committed.
+  int32_t plan_draft_budget() const;
+  int32_t draft_for(SequenceState& seq, int32_t room, int32_t later_decodes);
+  Status roll_back_drafts(SequenceState& seq);
+  void count_verified(SequenceState& seq, const StepItem& item, int32_t accepted);
+  // Appends the item's accepted drafts and its sampled token, each as a decode step would; the
+  // first that ends the sequence drops those after it.
+  void commit_tokens(SequenceState& seq, const StepItem& item, const ItemResult& result);
+  // Appends one generated token; true if it ended the sequence (which is then gone).
+  bool commit_token(SequenceState& seq, TokenId token,
+                    const std::optional<TokenLogprobs>& logprobs);
   void admit(SequenceState& seq, const CachedPrefix& prefix);
   void enqueue_waiting(SequenceState& seq);
   void finish(SequenceState& seq, FinishReason reason, std::string message);
@@ -260,9 +291,12 @@ class EngineScheduler {
   std::vector<PageId> page_row_;  // [kv groups] scratch of cache_full_pages
   // Compressed sequences ended since the last plan: the next plan tells the executor.
   std::vector<SeqId> kv_tables_to_release_;
+  NgramDraftConfig ngram_;
+  std::vector<TokenId> draft_scratch_;  // [spec.max_draft_tokens] one sequence's draft
 
   // The step being composed.
   int32_t token_budget_ = 0;      // tokens still free in this step
+  int32_t draft_budget_ = 0;      // draft tokens still free in this step
   int32_t partial_prefills_ = 0;  // sequences that will end this step with an unfinished prefill
   int32_t prefill_token_budget_;  // set_prefill_token_budget
   int32_t prefill_budget_ = 0;    // prefill tokens still free in this step

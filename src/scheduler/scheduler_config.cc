@@ -38,6 +38,28 @@ std::optional<AdmissionMode> parse_admission_mode(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view spec_mode_name(SpecMode mode) {
+  switch (mode) {
+    case SpecMode::kNone:
+      return "none";
+    case SpecMode::kNgram:
+      return "ngram";
+  }
+  return "unknown";
+}
+
+Status SpecConfig::validate() const {
+  if (spec_mode_name(mode) == "unknown")
+    return make_error("spec.mode has invalid value {}", static_cast<int>(mode));
+  if (max_draft_tokens < 0 || max_draft_tokens > kMaxSpecDraftTokens)
+    return make_error("spec.max_draft_tokens must be in [0, {}], got {}", kMaxSpecDraftTokens,
+                      max_draft_tokens);
+  if (max_step_draft_tokens < 0 || max_step_draft_tokens > 1024)
+    return make_error("spec.max_step_draft_tokens must be in [0, 1024], got {}",
+                      max_step_draft_tokens);
+  return Status::Ok();
+}
+
 Status SchedulerConfig::validate() const {
   if (max_num_batched_tokens < 1)
     return make_error("max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
@@ -75,6 +97,7 @@ Status SchedulerConfig::validate() const {
     return make_error("priority_steps_per_level must be a finite number > 0, got {}",
                       priority_steps_per_level);
   DRIFT_RETURN_IF_ERROR(kv_compress.validate());
+  DRIFT_RETURN_IF_ERROR(spec.validate());
   return Status::Ok();
 }
 

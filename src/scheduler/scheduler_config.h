@@ -34,6 +34,34 @@ std::optional<SchedulerPolicy> parse_scheduler_policy(std::string_view name);
 std::string_view admission_mode_name(AdmissionMode mode);  // "guaranteed", "optimistic"
 std::optional<AdmissionMode> parse_admission_mode(std::string_view name);
 
+// The longest draft SpecConfig::max_draft_tokens may allow.
+inline constexpr int32_t kMaxSpecDraftTokens = 64;
+
+// Speculative decoding: where a decoding sequence's drafts come from.
+enum class SpecMode : uint8_t {
+  kNone,   // one token per decode step
+  kNgram,  // drafts from the sequence's own prompt and output (scheduler/ngram_drafter.h)
+};
+std::string_view spec_mode_name(SpecMode mode);  // "none", "ngram"
+
+// Drafts ride in a decode item (1 + k tokens) and are verified by the executor in the same
+// forward pass; only the spare part of a step's token budget goes to them (docs/design-notes.md
+// "Speculative decoding").
+struct SpecConfig {
+  SpecMode mode = SpecMode::kNone;
+  // The longest draft of one sequence in one step (its adaptive length's ceiling).
+  int32_t max_draft_tokens = 8;
+  // Draft tokens of a whole step, less one for each decoding sequence: drafts shrink as the
+  // batch grows and vanish once this many sequences decode, where a CPU step stops being bound
+  // by reading the weights and extra tokens are no longer nearly free.
+  int32_t max_step_draft_tokens = 32;
+
+  bool enabled() const { return mode != SpecMode::kNone && max_draft_tokens > 0; }
+  // Most draft tokens one plan can carry (0 when off): what the executor sizes its logits for.
+  int32_t max_plan_draft_tokens() const { return enabled() ? max_step_draft_tokens : 0; }
+  Status validate() const;
+};
+
 struct SchedulerConfig {
   // Tokens one step may process, decode and prefill together. At least max_num_seqs, so that
   // every running sequence's decode token fits in one step.
@@ -76,6 +104,8 @@ struct SchedulerConfig {
   // KV-Compress (kv/kv_eviction.h): the kv_keep of requests that do not give one (1: off), the
   // policy, and when and how much each head keeps.
   KvCompressConfig kv_compress;
+  // Speculative decoding (off unless set).
+  SpecConfig spec;
 
   Status validate() const;
   // The most tokens one step adds to a sequence: a chunk of at most long_prefill_token_threshold

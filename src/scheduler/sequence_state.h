@@ -10,6 +10,7 @@
 
 #include "kv/kv_types.h"
 #include "kv/prefix_cache.h"
+#include "scheduler/adaptive_draft_length.h"
 #include "scheduler/pooling_mode.h"
 #include "util/sampling_params.h"
 #include "util/token_constraint.h"
@@ -100,6 +101,10 @@ struct SequenceState {
   double kv_keep = 1.0;
   int32_t kv_evicted = 0;
   int32_t kv_keep_from = 0;
+  // Speculative decoding: whether the sequence's decodes carry drafts (the engine's spec mode is
+  // on and nothing it asks for rules them out), and how long its next draft may be.
+  bool speculates = false;
+  AdaptiveDraftLength draft_length;
 
   int32_t total_len() const { return static_cast<int32_t>(tokens.size()); }
   bool kv_compressed() const { return kv_keep < 1.0; }

@@ -18,7 +18,7 @@ namespace drift {
 
 enum class StepItemKind : uint8_t {
   kPrefill,  // a chunk of the prompt (or, after preemption, of prompt + generated text)
-  kDecode,   // the one newest token of a decoding sequence
+  kDecode,   // the newest token of a decoding sequence, then any drafts to verify
 };
 
 // One sequence's share of the step: tokens [start_position, start_position + num_tokens) of the
@@ -35,6 +35,11 @@ struct StepItem {
   // Sample a token from the logits of the last scheduled token: true for decode and for the last
   // chunk of a prefill, false for the earlier chunks (and for every chunk of an embedding).
   bool sample = false;
+  // Speculative decoding (a decode item only): its last num_drafts tokens are drafted guesses of
+  // what follows its first. The executor verifies them position by position, sampling each
+  // position as a decode of the tokens before it would (same penalties, bias, filters and random
+  // draw), and reports how many of them it accepted (ItemResult::accepted_drafts).
+  int32_t num_drafts = 0;
   // An embedding request's chunk (pooling not kNone): the executor folds the final hidden states
   // of its tokens into `embedding`, the sequence's own storage (valid until the plan is
   // reported), starting afresh at position 0 (a preempted sequence is prefilled again); the chunk
@@ -97,7 +102,8 @@ struct StepPlan {
   // whose per-head tables the executor drops.
   std::vector<SeqId> kv_tables_released;
   int32_t num_prefill_tokens = 0;
-  int32_t num_decode_tokens = 0;
+  int32_t num_decode_tokens = 0;  // one per decode item
+  int32_t num_draft_tokens = 0;   // drafts of decode items, besides their decode tokens
 
   bool empty() const { return items.empty(); }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
@@ -125,14 +131,21 @@ struct StepPlan {
     page_copies.clear();
     kv_compressions.clear();
     kv_tables_released.clear();
-    num_prefill_tokens = num_decode_tokens = 0;
+    num_prefill_tokens = num_decode_tokens = num_draft_tokens = 0;
   }
 };
 
 // The executor's report on one item, in the plan's item order.
 struct ItemResult {
-  // The sampled token; required for an item with sample = true, ignored otherwise.
+  // The sampled token; required for an item with sample = true, ignored otherwise. For an item
+  // with drafts, the token sampled after the accepted ones (where the first rejected draft was).
   std::optional<TokenId> token;
+  // Of an item's drafts, how many (from the first) the executor accepted: they are generated
+  // tokens, in order before `token`, and the K/V of the others are to be discarded.
+  int32_t accepted_drafts = 0;
+  // With logprobs asked for: those of each accepted draft, in order (`logprobs` is `token`'s),
+  // in ExecutionResult::draft_logprobs.
+  std::span<const TokenLogprobs> draft_logprobs;
   // The item failed; its sequence ends with this error while the others go on.
   std::optional<Error> error;
   // The sampled token's log-probabilities, when its sampling params ask for them.
@@ -144,6 +157,8 @@ struct ItemResult {
 
 struct ExecutionResult {
   std::vector<ItemResult> items;  // one per StepPlan item, same order
+  // The storage of the items' draft_logprobs, sized by the executor once (it keeps its size).
+  std::vector<TokenLogprobs> draft_logprobs;
 
   // Empties and sizes the result for a plan of `num_items` items, keeping capacity.
   void reset(size_t num_items) {

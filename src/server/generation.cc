@@ -38,10 +38,6 @@ void Generation::start() {
   auto self = shared_from_this();
   exchange_->on_disconnect([self] { self->client_gone(); });
   choices_.resize(spec_.choices.size());
-  for (size_t i = 0; i < spec_.choices.size(); ++i) {
-    if (!spec_.stop.empty()) choices_[i].stop = std::make_unique<StopStringMatcher>(spec_.stop);
-    if (spec_.harmony) choices_[i].harmony = std::make_unique<HarmonyReply>(*spec_.harmony);
-  }
   for (size_t i = 0; i < spec_.choices.size() && !ended_; ++i) {
     // Runs on the engine's worker thread (or here, for an immediate rejection): only hands the
     // event over to the I/O thread.
@@ -77,7 +73,6 @@ void Generation::ensure_stream_started() {
 void Generation::on_event(size_t index, TokenEvent event) {
   if (ended_) return;
   ChoiceState& c = choices_[index];
-  if (c.finish_reason) return;  // ended by a stop string; later events are moot
   if (event.finish && (event.finish->reason == FinishReason::kRejected ||
                        event.finish->reason == FinishReason::kError ||
                        event.finish->reason == FinishReason::kCancelled)) {
@@ -102,55 +97,14 @@ void Generation::on_event(size_t index, TokenEvent event) {
   if (!outcome_.ttft_seconds && event.token)
     outcome_.ttft_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  if (c.harmony) return on_harmony_event(index, std::move(event));
-  std::string text = std::move(event.text);
-  if (c.stop) {
-    StopStringMatcher::Output out = c.stop->push(text);
-    text = std::move(out.text);
-    if (out.stopped) {
-      emit_text(index, std::move(text));
-      ++outcome_.stop_string_matches;
-      // Usage counts the tokens generated up to the match; dropping the handle cancels the rest.
-      c.handle = RequestHandle();
-      return finish_choice(index, "stop", c.tokens);
-    }
-    if (event.finish) text += c.stop->flush();
-  }
-  emit_text(index, std::move(text));
-  if (event.finish) {
-    const Finish& f = *event.finish;
-    finish_choice(index, f.reason == FinishReason::kLength ? "length" : "stop",
-                  f.usage.completion_tokens);
-  }
-}
-
-void Generation::on_harmony_event(size_t index, TokenEvent event) {
-  ChoiceState& c = choices_[index];
-  HarmonyReply::Delta delta;
-  if (event.token) delta = c.harmony->push(*event.token, event.text);
-  if (event.finish) {
-    HarmonyReply::Delta tail = c.harmony->finish();
-    delta.reasoning += tail.reasoning;
-    delta.content += tail.content;
-  }
-  emit_reasoning(index, delta.reasoning);
-  std::string content = std::move(delta.content);
-  if (c.stop) {
-    StopStringMatcher::Output out = c.stop->push(content);
-    content = std::move(out.text);
-    if (out.stopped) {
-      emit_text(index, std::move(content));
-      ++outcome_.stop_string_matches;
-      c.handle = RequestHandle();  // cancels the rest
-      c.harmony->finish();         // the calls it completed stand
-      return finish_choice(index, "stop", c.tokens);
-    }
-    if (event.finish) content += c.stop->flush();
-  }
-  emit_text(index, std::move(content));
-  if (event.finish)
-    finish_choice(index, event.finish->reason == FinishReason::kLength ? "length" : "stop",
-                  event.finish->usage.completion_tokens);
+  emit_reasoning(index, event.reasoning);
+  emit_text(index, std::move(event.text));
+  if (!event.finish) return;
+  const Finish& f = *event.finish;
+  if (f.stop_string) ++outcome_.stop_string_matches;
+  c.harmony_calls = std::move(event.tool_calls);
+  finish_choice(index, f.reason == FinishReason::kLength ? "length" : "stop",
+                f.usage.completion_tokens);
 }
 
 void Generation::emit_reasoning(size_t index, std::string_view text) {
@@ -212,9 +166,9 @@ std::string Generation::take_tool_calls(ChoiceState& c, std::string_view reply) 
 
 void Generation::finish_choice(size_t index, std::string reason, int64_t completion_tokens) {
   ChoiceState& c = choices_[index];
-  if (c.harmony && spec_.tool_call_syntax) {
-    // The calls were read from the tokens; the content was sent (or kept) as it came.
-    std::vector<ParsedToolCall> calls = c.harmony->tool_calls();
+  if (spec_.harmony && spec_.tool_call_syntax) {
+    // The engine read the calls from the tokens; the content was sent (or kept) as it came.
+    std::vector<ParsedToolCall> calls = std::move(c.harmony_calls);
     if (!spec_.parallel_tool_calls && calls.size() > 1) calls.resize(1);
     for (ParsedToolCall& call : calls)
       c.tool_calls.push_back({new_tool_call_id(), std::move(call.name), std::move(call.arguments)});
@@ -263,7 +217,7 @@ void Generation::complete() {
                                int64_t(echo.size()));
     results.push_back({int32_t(i), echo + choices_[i].text, *choices_[i].finish_reason,
                        std::move(logprobs), std::move(choices_[i].tool_calls)});
-    if (choices_[i].harmony) results.back().reasoning_content = std::move(choices_[i].reasoning);
+    if (spec_.harmony) results.back().reasoning_content = std::move(choices_[i].reasoning);
   }
   exchange_->respond(
       200, "application/json",

@@ -1,7 +1,8 @@
 // One completion or chat request in flight: its n engine requests (choices), the text each has
-// produced, stop strings, and the response — whole JSON, or an SSE stream. It lives on the I/O
-// thread: engine events arrive on the engine's worker thread and are posted here, so no socket is
-// ever touched by the engine.
+// produced, and the response — whole JSON, or an SSE stream. The engine's output processor has
+// cut the text at stop strings and read a harmony reply's channels; this only serializes. It lives
+// on the I/O thread: engine events arrive on the engine's worker thread and are posted here, so no
+// socket is ever touched by the engine.
 //
 // Ownership: the exchange's disconnect callback holds the generation until the response ends
 // (then it lets go); a client that leaves drops every RequestHandle, which cancels the engine
@@ -19,13 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "chat/tool_call_syntax.h"
 #include "engine/engine.h"
 #include "server/api_error.h"
-#include "server/harmony_reply.h"
 #include "server/http_server.h"
 #include "server/openai_response.h"
-#include "server/stop_string_matcher.h"
-#include "tokenizer/tool_call_syntax.h"
 
 namespace boost::asio {
 class io_context;
@@ -40,15 +39,14 @@ struct GenerationOutcome {
   int64_t completion_tokens = 0;
   std::optional<double> ttft_seconds;  // first text sent (or first token, non-streaming)
   bool client_gone = false;
-  bool cut = false;  // cancelled by the server (drain, abort, a killed session)
-  int stop_string_matches = 0;
+  bool cut = false;             // cancelled by the server (drain, abort, a killed session)
+  int stop_string_matches = 0;  // choices the engine ended at a stop string
 };
 
 struct GenerationSpec {
   ResponseMeta meta;
   bool stream = false;
   bool include_usage = false;
-  std::vector<std::string> stop;
   // One per choice, in index order: the engine request, and text to put first (echo). Usage
   // counts the prompt tokens once per distinct prompt, as OpenAI does: of the first choice of each
   // (the engine's count, known when submit returns).
@@ -66,9 +64,9 @@ struct GenerationSpec {
   // model's syntax; a stream holds back text that may start a call and sends each call whole.
   std::optional<ToolCallSyntax> tool_call_syntax;
   bool parallel_tool_calls = true;  // false: only a reply's first call is kept
-  // Chat with a harmony model: each reply is read by its markers (harmony_reply.h) into
-  // reasoning_content, content and (with tools) tool calls; stop strings apply to the content.
-  std::optional<HarmonyTokens> harmony;
+  // Chat with a harmony model: the engine reads each reply (Request::reply_format kHarmony) into
+  // reasoning_content, content and tool calls; stop strings apply to the content.
+  bool harmony = false;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -83,7 +81,6 @@ class Generation : public std::enable_shared_from_this<Generation> {
  private:
   struct ChoiceState {
     RequestHandle handle;
-    std::unique_ptr<StopStringMatcher> stop;
     std::string text;  // non-streaming: the whole text
     int64_t tokens = 0;
     std::optional<std::string> finish_reason;
@@ -94,8 +91,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::string reply;                        // with tools, streaming: the reply's text so far
     size_t reply_sent = 0;  // with tools, streaming: bytes of `reply` sent as content
     std::vector<ToolCall> tool_calls;
-    std::unique_ptr<HarmonyReply> harmony;  // a harmony model's reply being read
-    std::string reasoning;                  // non-streaming, harmony: the reasoning_content
+    std::vector<ParsedToolCall> harmony_calls;  // a harmony reply's, from its finish event
+    std::string reasoning;                      // non-streaming, harmony: the reasoning_content
   };
   // With tools: the reply's calls (ids given here), and its content around them.
   std::string take_tool_calls(ChoiceState& c, std::string_view reply);
@@ -103,8 +100,6 @@ class Generation : public std::enable_shared_from_this<Generation> {
   nlohmann::json take_pending_logprobs(ChoiceState& c);
 
   void on_event(size_t index, TokenEvent event);
-  // A harmony reply's event: its reasoning and content deltas out, stop strings on the content.
-  void on_harmony_event(size_t index, TokenEvent event);
   void emit_text(size_t index, std::string text);
   void send_content(size_t index, std::string_view text);
   void emit_reasoning(size_t index, std::string_view text);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "server/request_json.h"
+
 namespace drift::server {
 
 namespace {
@@ -34,9 +36,10 @@ MaybeError schema_source(const json& v, std::string_view param, std::string& out
   const json* schema = &v;
   json parsed;
   if (v.is_string()) {
-    parsed = json::parse(v.get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded())
-      return bad_request(fmt::format("'{}' is a string that is not JSON", param), param);
+    auto field = parse_json_field<json>(v.get_ref<const std::string&>(), param,
+                                        {.max_bytes = kMaxGrammarSourceBytes});
+    if (auto* e = std::get_if<ApiError>(&field)) return *e;
+    parsed = std::move(std::get<json>(field));
     schema = &parsed;
   }
   if (!schema->is_object() && !schema->is_boolean())

@@ -19,9 +19,6 @@
 
 namespace drift::server {
 
-inline constexpr int32_t kMaxChoices = 8;             // n
-inline constexpr size_t kMaxStopStrings = 16;         // stop
-inline constexpr size_t kMaxStopStringBytes = 256;    // each stop string
 inline constexpr size_t kMaxPrompts = 32;             // a list of prompts in one completion request
 inline constexpr size_t kMaxMessages = 4096;          // messages of one chat request
 inline constexpr int32_t kMaxCompletionLogprobs = 5;  // completions' logprobs (as OpenAI)
@@ -34,8 +31,8 @@ struct GenerationOptions {
   // temperature, top_p/k, min_p, penalties, seed, ignore_eos; the fields the body does not give
   // stay unset and take the engine's defaults.
   SamplingSettings sampling;
-  int32_t n = 1;
-  std::vector<std::string> stop;  // non-empty strings
+  int32_t n = 1;                  // in [1, kMaxChoices], the engine's bound (request.h)
+  std::vector<std::string> stop;  // non-empty strings, within the engine's bounds (request.h)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt text precedes each choice's text

@@ -24,6 +24,7 @@
 #include "server/tool_request.h"
 #include "server/web_ui.h"
 #include "util/log.h"
+#include "util/signal_stack.h"
 
 namespace drift::server {
 
@@ -132,6 +133,7 @@ void OpenAIService::off_io_thread(const HttpRequest& request,
                                   Then then) {
   boost::asio::post(*prompt_workers_, [this, request = HttpRequest(request), exchange,
                                        work = std::move(work), then = std::move(then)]() mutable {
+    ensure_alternate_signal_stack();  // asio's pool starts its threads itself
     using Result = decltype(work(request.body));
     std::optional<Result> result;
     try {
@@ -472,7 +474,10 @@ void OpenAIService::completions(const HttpRequest& request,
   off_io_thread(request, exchange, std::move(work),
                 [this](const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                        GenerationRequest generation) {
-                  start_generation(request, exchange, generation_spec(std::move(generation)));
+                  auto spec = generation_spec(std::move(generation));
+                  if (auto* e = std::get_if<ApiError>(&spec))
+                    return reply_error(request, exchange, *e);
+                  start_generation(request, exchange, std::move(std::get<GenerationSpec>(spec)));
                 });
 }
 
@@ -499,8 +504,8 @@ std::variant<GenerationRequest, ApiError> OpenAIService::parse_generation_reques
             "reasoning_effort");
       prompt.template_kwargs["reasoning_effort"] = *c.reasoning_effort;
     }
-    // A harmony model's replies are read by their markers' ids (harmony_reply.h).
-    out.harmony = model_->engine->codec().harmony_tokens();
+    // A harmony model's replies are read by their markers' ids (chat/harmony_reply.h).
+    out.harmony = model_->engine->codec().harmony_tokens().has_value();
     out.prompts.push_back({std::move(prompt), std::string()});
     return out;
   }
@@ -539,8 +544,9 @@ std::optional<ApiError> OpenAIService::read_tool_fields(const std::string& body,
       !parsed.contains("parallel_tool_calls") && !parsed.contains("chat_template_kwargs"))
     return std::nullopt;
   // Parsed once more with the client's key order, which templates print tool schemas in.
-  const jinja::Json ordered = jinja::Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!ordered.is_object()) return bad_request("the body is not a JSON object");
+  Expected<jinja::Json> reparsed = parse_bounded_json<jinja::Json>(body);
+  if (!reparsed.ok() || !reparsed->is_object()) return bad_request("the body is not a JSON object");
+  const jinja::Json& ordered = *reparsed;
   auto tools = parse_tool_request(ordered);
   if (auto* e = std::get_if<ApiError>(&tools)) return *e;
   ToolRequest& t = std::get<ToolRequest>(tools);
@@ -608,7 +614,7 @@ std::optional<ApiError> OpenAIService::prepare_prompts(GenerationRequest& reques
   return std::nullopt;
 }
 
-GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
+std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(GenerationRequest parsed) {
   GenerationOptions& options = parsed.options;
   GenerationSpec spec;
   spec.meta.chat = parsed.chat;
@@ -617,7 +623,6 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
   spec.meta.model = config_.served_model_name;
   spec.stream = options.stream;
   spec.include_usage = options.include_usage;
-  spec.stop = options.stop;
   spec.tool_call_syntax = parsed.tool_call_syntax;
   spec.harmony = parsed.harmony;
   spec.parallel_tool_calls = parsed.parallel_tool_calls;
@@ -630,19 +635,22 @@ GenerationSpec OpenAIService::generation_spec(GenerationRequest parsed) {
     };
   }
   for (GenerationRequest::PromptEntry& entry : parsed.prompts) {
-    for (int32_t i = 0; i < options.n; ++i) {
+    Request request;
+    request.prompt = std::move(entry.prompt);
+    request.max_tokens = options.max_tokens;
+    request.sampling = options.sampling;
+    if (options.constraint) request.grammar = options.constraint->grammar;
+    request.session_id = options.session_id;
+    // The engine admits larger priorities first; vLLM's field is the other way round.
+    request.priority = -options.priority;
+    request.kv_keep = options.kv_keep;
+    request.stop = options.stop;
+    if (parsed.harmony) request.reply_format = ReplyFormat::kHarmony;
+    Expected<std::vector<Request>> choices = fan_out_choices(request, options.n);
+    if (!choices.ok()) return bad_request(choices.error().message, "n");
+    for (size_t i = 0; i < choices->size(); ++i) {
       GenerationSpec::Choice choice;
-      choice.request.prompt = entry.prompt;
-      choice.request.max_tokens = options.max_tokens;
-      choice.request.sampling = options.sampling;
-      if (options.constraint) choice.request.grammar = options.constraint->grammar;
-      choice.request.session_id = options.session_id;
-      // The engine admits larger priorities first; vLLM's field is the other way round.
-      choice.request.priority = -options.priority;
-      choice.request.kv_keep = options.kv_keep;
-      // Choices of one request differ by seed: seed, seed+1, ... (engine-derived when unset).
-      if (options.sampling.seed)
-        choice.request.sampling.seed = *options.sampling.seed + uint64_t(i);
+      choice.request = std::move((*choices)[i]);
       choice.echo = entry.echo;
       choice.counts_prompt_tokens = i == 0;
       spec.choices.push_back(std::move(choice));

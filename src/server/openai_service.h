@@ -77,8 +77,8 @@ struct GenerationRequest {
   // Chat with tools offered (tool_choice not "none"): the model's call syntax, to read replies.
   std::optional<ToolCallSyntax> tool_call_syntax;
   bool parallel_tool_calls = true;
-  // Chat with a harmony model (gpt-oss): the markers its replies are read by.
-  std::optional<HarmonyTokens> harmony;
+  // Chat with a harmony model (gpt-oss): the engine reads its replies by their markers.
+  bool harmony = false;
 };
 
 class OpenAIService {
@@ -139,7 +139,8 @@ class OpenAIService {
   // of a request that continues no session (a session turn's BOS and history are the engine's
   // to decide at submit), so that the I/O thread never tokenizes a large prompt.
   std::optional<ApiError> prepare_prompts(GenerationRequest& request) const;
-  GenerationSpec generation_spec(GenerationRequest parsed);
+  // The engine requests of a parsed request (the engine's fan_out_choices makes its n choices).
+  std::variant<ApiError, GenerationSpec> generation_spec(GenerationRequest parsed);
   void start_generation(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                         GenerationSpec spec);
 

@@ -157,6 +157,20 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
     w.sample("vllm:request_success_total",
              fmt::format(",finished_reason=\"{}\"", finish_reason_name(r)), double(m.finished(r)));
   }
+  // Speculative decoding, as vLLM counts it: drafts (decodes that carried one), draft tokens,
+  // accepted draft tokens, and those by position in the draft (up to the last position used).
+  w.counter("vllm:spec_decode_num_drafts_total", "Decodes that carried a draft to verify.",
+            double(m.spec_drafts));
+  w.counter("vllm:spec_decode_num_draft_tokens_total", "Draft tokens verified.",
+            double(m.spec_draft_tokens));
+  w.counter("vllm:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
+            double(m.spec_accepted_tokens));
+  w.labelled_counter_header("vllm:spec_decode_num_accepted_tokens_per_pos",
+                            "Draft tokens accepted, by position in their draft.");
+  for (size_t i = 0; i < m.spec_accepted_by_position.size() && m.spec_accepted_by_position[i] > 0;
+       ++i)
+    w.sample("vllm:spec_decode_num_accepted_tokens_per_pos", fmt::format(",position=\"{}\"", i),
+             double(m.spec_accepted_by_position[i]));
   w.histogram("vllm:time_to_first_token_seconds", "Time to first token, from submit.",
               m.time_to_first_token);
   w.histogram("vllm:inter_token_latency_seconds", "Gaps between consecutive tokens.",

@@ -42,6 +42,8 @@ ApiError error_for(RejectReason reason, const std::string& message,
       return bad_request(message, grammar_param);
     case RejectReason::kInvalidLogitBias:
       return bad_request(message, "logit_bias");
+    case RejectReason::kPriorityNotScheduled:
+      return bad_request(message, "priority");
     case RejectReason::kMaxTokensTooLong:
       return bad_request(message, "max_tokens");
     case RejectReason::kSessionBusy: {

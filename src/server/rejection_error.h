@@ -11,6 +11,7 @@
 //   kMaxTokensTooLong                            -> 400 naming "max_tokens"
 //   kInvalidGrammar                              -> 400 naming the grammar's field
 //   kInvalidLogitBias                            -> 400 naming "logit_bias"
+//   kPriorityNotScheduled                        -> 400 naming "priority"
 //   kSessionBusy                                 -> 409 "session_busy" (a turn is running)
 //   kSessionLimit                                -> 429 "session_limit" + Retry-After: 1
 //   kExceedsKvCache, kInvalidRequest             -> 400

@@ -42,56 +42,14 @@ std::optional<size_t> find_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
-int json_nesting_depth(std::string_view body, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > deepest) deepest = depth;
-      if (deepest > limit) return limit + 1;
-    } else if (c == ']' || c == '}') {
-      --depth;  // unbalanced input is the parser's to reject
-    }
-  }
-  return deepest;
-}
-
-std::variant<nlohmann::json, ApiError> parse_request_json(std::string_view body, int max_depth) {
+std::variant<nlohmann::json, ApiError> parse_request_json(std::string_view body,
+                                                          const JsonLimits& limits) {
   if (auto bad = find_invalid_utf8(body))
     return bad_request(fmt::format("the request body is not valid UTF-8 (byte offset {})", *bad));
-  if (json_nesting_depth(body, max_depth) > max_depth)
-    return bad_request(
-        fmt::format("the request body nests arrays/objects deeper than {} levels", max_depth));
-  nlohmann::json json;
-  try {
-    // A number beyond double's range (1e400) throws out_of_range even without exceptions.
-    json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  } catch (const nlohmann::json::exception& e) {
-    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
-  }
-  if (json.is_discarded()) {
-    // Parse again with exceptions for the position and reason; only reached for a bad body.
-    try {
-      (void)nlohmann::json::parse(body);
-    } catch (const nlohmann::json::exception& e) {
-      return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
-    }
-    return bad_request("the request body is not valid JSON");
-  }
-  if (!json.is_object()) return bad_request("the request body must be a JSON object");
-  return json;
+  Expected<nlohmann::json> json = parse_bounded_json<nlohmann::json>(body, limits);
+  if (!json.ok()) return bad_request(fmt::format("the request body {}", json.error().message));
+  if (!json->is_object()) return bad_request("the request body must be a JSON object");
+  return std::move(json).value();
 }
 
 }  // namespace drift::server

@@ -1,7 +1,11 @@
 // The checks a request body passes before nlohmann parses it: well-formed UTF-8 (a body that is
-// not is refused with 400, so nothing the client sent is silently altered) and a bounded nesting
-// depth (a deeply nested body cannot exhaust the parser's stack or memory).
+// not is refused with 400, so nothing the client sent is silently altered) and the bounds of
+// util/json_limits.h (a deeply nested body cannot exhaust a thread's stack). JSON documents that
+// arrive inside a body's strings (a schema, a tool call's arguments) go through
+// parse_json_field, under the same bounds.
 #pragma once
+
+#include <fmt/format.h>
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
@@ -10,22 +14,29 @@
 #include <variant>
 
 #include "server/api_error.h"
+#include "util/json_limits.h"
 
 namespace drift::server {
-
-inline constexpr int kMaxJsonDepth = 64;
 
 // Byte offset of the first byte that does not belong to a well-formed UTF-8 sequence (overlong
 // forms, surrogates and values past U+10FFFF included); nullopt when the text is valid.
 std::optional<size_t> find_invalid_utf8(std::string_view text);
 
-// The deepest nesting of arrays and objects in `body`, counting only brackets outside strings.
-// Stops counting once `limit` is exceeded (returns limit + 1).
-int json_nesting_depth(std::string_view body, int limit);
-
 // Parses a request body that must be a JSON object: UTF-8, depth and syntax are checked, each
 // failure a 400 that says where.
 std::variant<nlohmann::json, ApiError> parse_request_json(std::string_view body,
-                                                          int max_depth = kMaxJsonDepth);
+                                                          const JsonLimits& limits = {});
+
+// Parses the JSON text a string field of the body holds (its UTF-8 was checked with the body);
+// a 400 naming `param` when it is too deep, too large or not JSON.
+template <typename Json>
+std::variant<Json, ApiError> parse_json_field(std::string_view text, std::string_view param,
+                                              const JsonLimits& limits = {}) {
+  Expected<Json> parsed = parse_bounded_json<Json>(text, limits);
+  if (!parsed.ok())
+    return bad_request(fmt::format("'{}' holds a JSON text that {}", param, parsed.error().message),
+                       param);
+  return std::move(parsed).value();
+}
 
 }  // namespace drift::server

@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "chat/tool_call_syntax.h"
 #include "jinja/json.h"
-#include "tokenizer/tool_call_syntax.h"
 
 namespace drift::server {
 

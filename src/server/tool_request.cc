@@ -5,6 +5,8 @@
 #include <cctype>
 #include <set>
 
+#include "util/json_limits.h"
+
 namespace drift::server {
 namespace {
 
@@ -94,11 +96,16 @@ MaybeError parse_choice(const Json& body, const std::set<std::string>& names, To
 }
 
 // A call's arguments: the JSON text OpenAI sends, parsed into the object templates print (a text
-// that is not an object stays a string, which templates print as given).
-Json arguments_value(const Json& arguments) {
+// that is not an object, or not JSON, stays a string, which templates print as given). A text
+// beyond util/json_limits.h's bounds is refused: parsed, it would be as deep as it is long.
+std::variant<Json, ApiError> arguments_value(const Json& arguments, const std::string& param) {
   if (!arguments.is_string()) return arguments;
-  Json parsed = Json::parse(arguments.get_ref<const std::string&>(), nullptr, false);
-  return parsed.is_object() ? parsed : arguments;
+  const std::string& text = arguments.get_ref<const std::string&>();
+  if (std::optional<std::string> violation = json_limit_violation(text, {}))
+    return bad_request(fmt::format("{} holds a JSON text that {}", param, *violation), param);
+  Expected<Json> parsed = parse_bounded_json<Json>(text);
+  if (parsed.ok() && parsed->is_object()) return std::move(parsed).value();
+  return arguments;
 }
 
 MaybeError read_calls(const Json& calls, const std::string& param, Json& out) {
@@ -123,7 +130,13 @@ MaybeError read_calls(const Json& calls, const std::string& param, Json& out) {
       return bad_request(fmt::format("{}.function.arguments must be a JSON string", at),
                          at + ".function.arguments");
     Json copy = call;  // keeps the client's key order, as the template prints it
-    copy["function"]["arguments"] = arguments ? arguments_value(*arguments) : Json::object();
+    if (!arguments) {
+      copy["function"]["arguments"] = Json::object();
+    } else {
+      auto value = arguments_value(*arguments, at + ".function.arguments");
+      if (auto* e = std::get_if<ApiError>(&value)) return *e;
+      copy["function"]["arguments"] = std::move(std::get<Json>(value));
+    }
     out.push_back(std::move(copy));
   }
   return std::nullopt;

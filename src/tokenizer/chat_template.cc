@@ -75,6 +75,14 @@ Expected<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs) con
         return make_error("chat template: extra context may not set '{}'", name);
       }
     }
+    // A kwarg named like a built-in would make the template fail when it calls it, which would
+    // read as the template's fault; it is the caller's.
+    if (jinja::is_global_name(name)) {
+      return make_error(
+          "chat template: extra context may not set '{}', a function the template language "
+          "provides",
+          name);
+    }
     DRIFT_RETURN_IF_ERROR(add(name, value));
   }
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <exception>
 
+#include "util/signal_stack.h"
+
 namespace drift {
 namespace {
 
@@ -255,6 +257,7 @@ void crash_terminate_handler() {
 }  // namespace
 
 void install_progress_crash_handler(const ProgressLog& log) {
+  ensure_alternate_signal_stack();  // the installing thread: usually the main thread
   g_crash_log.store(&log, std::memory_order_release);
   g_dumped.store(false);
   if (g_installed) return;

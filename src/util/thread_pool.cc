@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "util/signal_stack.h"
+
 namespace drift {
 namespace {
 
@@ -87,6 +89,7 @@ void ThreadPool::run(FunctionRef<void(int, int)> job) {
 }
 
 void ThreadPool::worker_loop(int index) {
+  ensure_alternate_signal_stack();
   // The generation the pool was built with, not a fresh load: the first run() may bump it before
   // this thread gets scheduled, and that job must not be missed.
   uint32_t seen = 0;

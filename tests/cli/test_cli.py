@@ -63,6 +63,22 @@ def test_parallel_prompts_give_the_same_text_as_one_at_a_time(prompts_file, tmp_
     assert summary["ttft_p50_ms"] > 0 and summary["itl_p50_ms"] > 0
 
 
+def test_speculative_decoding_drafts_and_leaves_greedy_text_unchanged(tmp_path):
+    prompt = "Copy the list: red, green, blue, red, green, blue, red, green, blue. Copy: red,"
+    runs = {}
+    for spec in ("none", "ngram"):
+        stats = tmp_path / f"{spec}.json"
+        out = drift("generate", "-m", SMOLLM2, "-p", prompt, "-n", 48, "--temp", 0, "--ignore-eos",
+                    "--spec", spec, "--stats-json", stats)
+        runs[spec] = (out, json.loads(stats.read_text()))
+    assert runs["ngram"][0].stdout == runs["none"][0].stdout
+    assert runs["none"][1]["spec_draft_tokens"] == 0
+    assert runs["ngram"][1]["spec_accepted_tokens"] > 0
+    assert "draft tokens accepted" in runs["ngram"][0].stderr
+    bad = drift("generate", "-m", SMOLLM2, "-p", prompt, "--spec", "draft", check=False)
+    assert bad.returncode != 0 and "spec" in bad.stderr
+
+
 def test_one_streamed_prompt_equals_its_batch_run(tmp_path):
     prompt = PROMPTS[1]
     streamed = drift("generate", "-m", SMOLLM2, "-p", prompt, "-n", 32, "--temp", 0)

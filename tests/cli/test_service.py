@@ -208,6 +208,24 @@ def test_bad_configuration_names_the_variable_or_the_key(tmp_path):
     assert result.returncode != 0 and "line 1" in result.stderr
 
 
+def test_a_config_that_is_no_file_or_a_value_out_of_range_fails_before_anything_runs(tmp_path):
+    # toml++ reads a directory or a device as an empty file: the server started with no
+    # configuration at all instead of failing.
+    for path in (tmp_path, "/dev/zero", "/dev/null"):
+        result = run("serve", "--print-config", "--config", path, check=False)
+        assert result.returncode != 0 and "not a regular file" in result.stderr, result.stderr
+    # Values a file or the environment gives are checked before they are printed, not after a
+    # model has loaded.
+    config = tmp_path / "drift.toml"
+    for text, key in (('kv-keep = "nan"\n', "kv_keep"), ("kv-keep = 1.5\n", "kv_keep"),
+                      ("kv-ram-fraction = 0\n", "kv_ram_fraction"),
+                      ("session-ttl = -1\n", "session_ttl")):
+        config.write_text(text)
+        result = run("serve", "--print-config", "--config", config, check=False)
+        assert result.returncode != 0 and key in result.stderr, (text, result.stderr)
+        assert result.stdout == "", "printed a configuration it refuses"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,5 +1,5 @@
 """A measurable stand-in for "the answer reads like English": the share of words that are in
-Debian's word list (package wamerican, /usr/share/dict/words; scripts/setup.sh installs it).
+Debian's word list (package wamerican, /usr/share/dict/words; scripts/setup_test.sh installs it).
 
 Measured on the default model (SmolLM2-135M-Instruct Q4_1), 20 answers each to the README's two
 examples: with the llama.cpp defaults the chat example ("Name a color.") scores 0.98 on average
@@ -17,7 +17,7 @@ _words = None
 def dictionary():
     global _words
     if _words is None:
-        assert WORDS_FILE.exists(), "install the Debian package wamerican (scripts/setup.sh does)"
+        assert WORDS_FILE.exists(), "install the Debian package wamerican (scripts/setup_test.sh does)"
         _words = {w.strip().lower() for w in WORDS_FILE.read_text(errors="replace").splitlines()}
     return _words
 

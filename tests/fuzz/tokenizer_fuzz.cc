@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_model.h"
 #include "gguf/gguf_file.h"
 #include "server/prompt_bound.h"
 #include "tokenizer/tokenizer.h"
@@ -22,18 +23,10 @@ struct Loaded {
 };
 std::optional<Loaded> loaded;
 
-std::string model_path() {
-  if (const char* path = std::getenv("DRIFT_FUZZ_TOKENIZER_GGUF")) return path;
-  const char* cache = std::getenv("DRIFT_CACHE");
-  const char* home = std::getenv("HOME");
-  return (cache ? std::string(cache) : std::string(home ? home : ".") + "/.cache/drift") +
-         "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const std::string path = model_path();
+  const std::string path = drift::fuzz::model_path();
   auto file = drift::GgufFile::open(path);
   if (!file.ok()) {
     std::fprintf(stderr, "fuzz_tokenizer: %s\n", file.error().message.c_str());

@@ -21,6 +21,9 @@ from conftest import ENGINE_OPTIONS, MODEL, ROOT
     ({"logit_bias": {5: 500.0}}, "logit_bias"),
     ({"max_tokens": 0}, "max_tokens"),
     ({"n": 0}, "n"),
+    ({"n": 17}, "n"),
+    ({"stop": [""]}, "stop"),
+    ({"stop": ["x"] * 17}, "stop"),
 ])
 def test_sampling_params_out_of_range_raise_value_error(fields, named):
     with pytest.raises(ValueError, match=named):
@@ -30,8 +33,8 @@ def test_sampling_params_out_of_range_raise_value_error(fields, named):
 def test_sampling_params_of_the_wrong_type_raise_type_error():
     with pytest.raises(TypeError, match="temperature"):
         drift.SamplingParams(temperature="hot")
-    with pytest.raises(TypeError):
-        drift.SamplingParams(stop="\n")  # stop strings are not supported (see README)
+    with pytest.raises(TypeError, match="stop"):
+        drift.SamplingParams(stop=[3])
 
 
 def test_requests_the_engine_refuses_raise_value_error(llm):
@@ -57,6 +60,7 @@ def test_requests_the_engine_refuses_raise_value_error(llm):
     ({"admission": "sometimes"}, ValueError, "admission"),
     ({"policy": "random"}, ValueError, "policy"),
     ({"kv_cache_dtype": "f8"}, ValueError, "kv_cache_dtype"),
+    ({"spec": "eagle"}, ValueError, "spec"),
     ({"kv_mib": -5}, ValueError, "kv_mib"),
     ({"page_size": 0}, ValueError, "page_size"),
     ({"warp_speed": 9}, ValueError, "unknown engine option 'warp_speed'"),

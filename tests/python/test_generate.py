@@ -32,6 +32,23 @@ def test_greedy_text_equals_drift_generate(llm):
     assert out[0].prompt_token_ids[0] != out[0].prompt_token_ids[1]
 
 
+def test_spec_drafts_and_leaves_greedy_text_unchanged():
+    from conftest import ENGINE_OPTIONS
+    prompt = "Copy: one two three four, one two three four, one two three four, one two"
+    params = drift.SamplingParams(temperature=0, max_tokens=48, ignore_eos=True)
+    texts = {}
+    for spec in ("none", "ngram"):
+        engine = drift.LLM(MODEL, spec=spec, **ENGINE_OPTIONS)
+        texts[spec] = engine.generate(prompt, params)[0].outputs[0].text
+        stats = engine.stats()
+        engine.shutdown()
+        if spec == "none":
+            assert stats["spec_draft_tokens"] == 0
+        else:
+            assert stats["spec_accepted_tokens"] > 0
+    assert texts["ngram"] == texts["none"]
+
+
 def test_32_prompts_in_one_call_equal_32_calls_of_one(llm):
     params = drift.SamplingParams(temperature=0, max_tokens=12)
     steps_before = llm.stats()["steps"]
@@ -81,6 +98,16 @@ def test_n_sequences_with_a_seed_are_reproducible(llm):
     assert len({tuple(o.token_ids) for o in first.outputs}) > 1
 
 
+def test_choice_i_of_n_is_the_request_with_seed_plus_i(llm):
+    # The engine's one fan-out (the server's too): choice i samples with seed + i.
+    n_params = drift.SamplingParams(n=3, temperature=0.9, seed=11, max_tokens=8)
+    outputs = llm.generate("Once upon a time", n_params)[0].outputs
+    for i, choice in enumerate(outputs):
+        alone = llm.generate("Once upon a time", drift.SamplingParams(
+            temperature=0.9, seed=11 + i, max_tokens=8))[0].outputs[0]
+        assert choice.token_ids == alone.token_ids, i
+
+
 def test_token_id_prompts_and_stop_token_ids(llm):
     text = llm.generate("Hello, my name is", GREEDY)[0]
     by_ids = llm.generate({"prompt_token_ids": text.prompt_token_ids}, GREEDY)[0]
@@ -92,6 +119,23 @@ def test_token_id_prompts_and_stop_token_ids(llm):
     assert stopped.finish_reason == "stop"
     assert stopped.stop_reason == stop_id
     assert stopped.token_ids == text.outputs[0].token_ids[:stopped.token_ids.index(stop_id) + 1]
+
+
+def test_stop_strings_end_the_text_in_the_engine(llm):
+    whole = llm.generate("Count: one, two, three,", GREEDY)[0].outputs[0]
+    stop = whole.text[len(whole.text) // 2:len(whole.text) // 2 + 3]
+    finished_before = llm.stats()["finished"]
+    out = llm.generate("Count: one, two, three,", drift.SamplingParams(
+        temperature=0, max_tokens=32, stop=["never-there", stop]))[0].outputs[0]
+    assert out.text == whole.text.split(stop)[0]
+    assert out.finish_reason == "stop" and out.stop_reason == stop
+    # The engine ended it "stop" (it used to be a cancel of a sequence a Python matcher cut).
+    finished = llm.stats()["finished"]
+    assert finished["stop"] == finished_before["stop"] + 1
+    assert finished["cancelled"] == finished_before["cancelled"]
+    # Its tokens are the ones generated up to the one that completed the stop string.
+    assert out.token_ids == whole.token_ids[:len(out.token_ids)]
+    assert len(out.token_ids) < len(whole.token_ids)
 
 
 def test_chat_renders_the_models_template_as_jinja2_does(llm):

@@ -75,8 +75,12 @@ def test_priority_is_served_under_the_priority_policy(latency_server):
 
 
 def test_priority_needs_the_priority_policy(server):
-    r = server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "priority": 1})
-    assert r.status_code == 400
-    assert "--policy priority" in r.json()["error"]["message"]
+    for priority in (1, -1):
+        r = server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "priority": priority})
+        assert r.status_code == 400
+        error = r.json()["error"]
+        assert "--policy priority" in error["message"] and error["param"] == "priority"
+        # The engine's sign is the opposite of the API's: echoing it would contradict the request.
+        assert str(-priority) not in error["message"], error["message"]
     r = server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "priority": "high"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "priority"

@@ -82,3 +82,35 @@ def test_session_bad_requests(server):
     assert r.status_code == 400 and "/v1/completions" in r.json()["error"]["message"]
     r = httpx.get(f"{server.url}/v1/sessions/whatever", headers=server.headers())
     assert r.status_code == 405
+
+
+def test_a_stop_string_ends_a_session_turn_as_stop_and_the_turn_stays(server):
+    # The repro: a stop string used to cancel the turn (its history lost, the next turn
+    # refused with 409 while the cancel was pending, "cancelled" counted in the metrics).
+    sid = f"stop-{uuid.uuid4()}"
+    key_stop = 'vllm:request_success_total{finished_reason="stop"}'
+    key_cancelled = 'vllm:request_success_total{finished_reason="cancelled"}'
+    before = server.metrics()
+    r = server.post("/v1/completions", {"session_id": sid, "prompt": "1, 2, 3, 4, 5, 6,",
+                                        "stop": [" 9"], "max_tokens": 40, "temperature": 0,
+                                        "logprobs": 0})
+    assert r.status_code == 200, r.text
+    turn1 = r.json()
+    choice = turn1["choices"][0]
+    assert choice["finish_reason"] == "stop", choice
+    assert " 9" not in choice["text"]
+    # The logprobs are of the text's tokens only: none of the tokens that wrote " 9".
+    tokens = choice["logprobs"]["tokens"]
+    assert "".join(tokens) == choice["text"]
+    after = server.metrics()
+    assert after[key_stop] == before[key_stop] + 1
+    assert after[key_cancelled] == before[key_cancelled]
+
+    # The next turn, at once: the session holds the turn up to the stop string.
+    r = server.post("/v1/completions", {"session_id": sid, "prompt": " 10,", "max_tokens": 3,
+                                        "temperature": 0})
+    assert r.status_code == 200, r.text
+    new = server.post("/tokenize", {"prompt": " 10,", "add_special_tokens": False}).json()
+    assert r.json()["usage"]["prompt_tokens"] == (turn1["usage"]["prompt_tokens"] + len(tokens)
+                                                  + len(new["tokens"]))
+    httpx.delete(f"{server.url}/v1/sessions/{sid}", headers=server.headers())

@@ -40,7 +40,7 @@ def server():
 def browser_context():
     sync_api = pytest.importorskip("playwright.sync_api")
     if not pathlib.Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: scripts/setup.sh installs Debian's chromium")
+        pytest.fail(f"{CHROMIUM} is missing: scripts/setup_test.sh installs Debian's chromium")
     OUTPUT.mkdir(parents=True, exist_ok=True)
     profile = tempfile.mkdtemp(prefix="drift-webui-profile-")
     with sync_api.sync_playwright() as p:

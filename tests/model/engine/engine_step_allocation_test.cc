@@ -60,10 +60,13 @@ class QueueSink final : public KVEventSink {
 // optionally a prefix cache that registers the pages the decodes fill and reports them as KV
 // events.
 // With `hybrid`, the KV pages are split into groups by attention kind (kv/kv_groups.h) and the
-// decodes free the sliding groups' pages that leave the window.
+// decodes free the sliding groups' pages that leave the window. With `spec`, the decodes carry
+// n-gram drafts (the prompts repeat themselves), verified, accepted and rolled back in the
+// measured steps, with logprobs for the accepted drafts too.
 void expect_decode_steps_allocate_nothing(
     kernels::KvFormat format, bool kv_events = false,
-    const std::filesystem::path& path = test::model_path(test::kSmolLm2File), bool hybrid = false) {
+    const std::filesystem::path& path = test::model_path(test::kSmolLm2File), bool hybrid = false,
+    bool spec = false) {
   ASSERT_TRUE(test::model_available(path));
   auto isa = select_isa(detect_cpu_features());
   ASSERT_TRUE(isa.ok());
@@ -74,7 +77,8 @@ void expect_decode_steps_allocate_nothing(
   SchedulerConfig sc;
   sc.max_num_batched_tokens = 128;
   sc.max_num_seqs = 4;
-  sc.max_model_len = 256;
+  sc.max_model_len = spec ? 512 : 256;  // room for 20 steps of drafts
+  if (spec) sc.spec.mode = SpecMode::kNgram;
   std::vector<int32_t> windows;
   for (int64_t il = 0; il < mc.n_layers; ++il)
     windows.push_back(mc.layers[il].sliding_window ? int32_t(mc.sliding_window) : 0);
@@ -82,7 +86,7 @@ void expect_decode_steps_allocate_nothing(
   ASSERT_TRUE(grouping.ok());
   const KVLayout layout = kv_layout_with_groups(
       KVLayout{int32_t(mc.n_layers), int32_t(mc.n_kv_heads), int32_t(mc.head_dim), 16}, *grouping);
-  auto kv = KVCacheManager::create(layout, 64 * layout.num_groups());
+  auto kv = KVCacheManager::create(layout, (spec ? 160 : 64) * layout.num_groups());
   ASSERT_TRUE(kv.ok());
   ProgressLog log;
   QueueSink sink(layout.page_size);
@@ -99,6 +103,7 @@ void expect_decode_steps_allocate_nothing(
   ec.max_batch_tokens = sc.max_num_batched_tokens;
   ec.max_batch_sequences = sc.max_num_seqs;
   ec.max_context = sc.max_model_len;
+  ec.max_draft_tokens = sc.spec.max_plan_draft_tokens();
   if (grouping->num_groups() > 1)
     ec.kv_placement =
         KvLayerPlacement{grouping->layers_per_group, grouping->layer_group, grouping->layer_slot};
@@ -115,8 +120,8 @@ void expect_decode_steps_allocate_nothing(
     SequenceRequest r;
     r.id = id;
     for (int32_t i = 0; i < 20 + 9 * int32_t(id); ++i)
-      r.prompt.push_back(100 + int32_t(id) * 50 + i);
-    r.max_new_tokens = 40;
+      r.prompt.push_back(100 + int32_t(id) * 50 + (spec ? i % 7 : i));
+    r.max_new_tokens = spec ? 400 : 40;
     if (id <= 2) {
       r.sampling.temperature = 0;
     } else {
@@ -159,21 +164,32 @@ void expect_decode_steps_allocate_nothing(
 
   const int32_t first_len = (*scheduler)->find(1)->total_len();
   const uint64_t events_before = sink.counts().events;
+  const SchedulerStats spec_before = (*scheduler)->stats();
   uint64_t before = g_allocations.load();
   g_counting.store(true);
+  // With drafts, enough steps that some are rejected and rolled back: a sequence that has fallen
+  // into a loop gets every draft accepted for a while.
+  const int counted_steps = spec ? 60 : 20;
   int decode_steps = 0;
-  for (; decode_steps < 20; ++decode_steps) {
+  for (; decode_steps < counted_steps; ++decode_steps) {
     StepReport report = step();
     if (report.decode_tokens != 4) break;
   }
   g_counting.store(false);
   const uint64_t allocations = g_allocations.load() - before;
-  EXPECT_EQ(decode_steps, 20);
+  EXPECT_EQ(decode_steps, counted_steps);
   EXPECT_EQ(allocations, 0u) << "heap allocations in " << decode_steps << " decode steps";
   EXPECT_TRUE(costs.calibrated()) << "the cost model saw prefill and decode steps";
   // Page boundaries were crossed (16 tokens per page).
   EXPECT_GT((*scheduler)->find(1)->total_len() / 16, first_len / 16);
   if (kv_events) EXPECT_GT(sink.counts().events, events_before) << "pages filled and reported";
+  if (spec) {
+    const SchedulerStats& after = (*scheduler)->stats();
+    EXPECT_GT(after.spec_accepted_tokens, spec_before.spec_accepted_tokens) << "drafts accepted";
+    EXPECT_GT(after.spec_draft_tokens - spec_before.spec_draft_tokens,
+              after.spec_accepted_tokens - spec_before.spec_accepted_tokens)
+        << "and some rejected (rolled back)";
+  }
   if (hybrid) {
     ASSERT_GT(layout.num_groups(), 1);
     EXPECT_EQ(kv->pages(1, 1)[0], kNoPage) << "the sliding group freed what left its window";
@@ -294,6 +310,12 @@ TEST(EngineStepAllocation, DecodeStepsThatFreeSlidingWindowPagesAllocateNothing)
       kernels::KvFormat::kF16, /*kv_events=*/true,
       std::filesystem::path(DRIFT_TEST_DATA_DIR) / "model" / "gpt-oss-synthetic.gguf",
       /*hybrid=*/true);
+}
+
+TEST(EngineStepAllocation, DecodeStepsWithSpeculationAllocateNothing) {
+  expect_decode_steps_allocate_nothing(kernels::KvFormat::kF16, /*kv_events=*/true,
+                                       test::model_path(test::kSmolLm2File), /*hybrid=*/false,
+                                       /*spec=*/true);
 }
 
 TEST(EngineStepAllocation, DecodeStepsWithAQuantizedKvCacheAllocateNothing) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <string>
 #include <vector>
@@ -146,6 +147,56 @@ TEST(GrammarCompiler, BadGrammarsAreErrorsThatSayWhy) {
   EXPECT_NE(error(GrammarKind::kRegex, std::string("a\0b", 3)).find("NUL"), std::string::npos);
   EXPECT_NE(error(GrammarKind::kLark, std::string(kMaxGrammarSourceBytes + 1, 'x')).find("at most"),
             std::string::npos);
+}
+
+// Grammars that parse but that no output can follow: once they failed at the first step's mask,
+// as the engine's error (a 500); now compiling refuses them, naming why.
+TEST(GrammarCompiler, GrammarsNoOutputCanFollowAreRefusedWhenCompiled) {
+  Fixture f;
+  auto error = [&](GrammarKind kind, std::string source) {
+    Expected<std::unique_ptr<TokenConstraint>> c = f.compiler->compile({kind, std::move(source)});
+    return c.ok() ? std::string("compiled") : c.error().message;
+  };
+  std::string alternatives = "start: ";
+  for (int i = 0; i < 6000; ++i) alternatives += i ? " | x" : "x";
+  alternatives += "\nx: \"y\"";
+  const std::pair<GrammarKind, std::string> cases[] = {
+      {GrammarKind::kJsonSchema, R"({"$ref": "#"})"},
+      {GrammarKind::kJsonSchema,
+       R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"},
+      {GrammarKind::kLark, "start: a\na: b\nb: a\n"},
+      {GrammarKind::kRegex, "[^\\x00-\\x{10FFFF}]"},
+      {GrammarKind::kLark, alternatives + "\n"},
+  };
+  for (const auto& [kind, source] : cases) {
+    const std::string message = error(kind, source);
+    EXPECT_EQ(message.rfind(fmt::format("invalid {}: ", grammar_kind_name(kind)), 0), 0u)
+        << source.substr(0, 80) << " -> " << message;
+  }
+}
+
+// (a{1000}){1000} compiles in microseconds, then building its lexer states takes seconds: the
+// first mask is computed at compile time within the budget, and the grammar refused past it.
+TEST(GrammarCompiler, ACostlyRegexIsRefusedWithinTheBudget) {
+  Fixture f;
+  const auto started = std::chrono::steady_clock::now();
+  Expected<std::unique_ptr<TokenConstraint>> c =
+      f.compiler->compile({GrammarKind::kRegex, "(a{1000}){1000}"});
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("too costly"), std::string::npos) << c.error().message;
+  EXPECT_LT(took, GrammarLimits{}.first_masks_budget * 4);
+}
+
+TEST(GrammarCompiler, ASchemaNestedPastTheJsonLimitIsRefused) {
+  Fixture f;
+  std::string deep;
+  for (int i = 0; i < 2000; ++i) deep += R"({"type":"array","items":)";
+  deep += R"({"type":"integer"})" + std::string(2000, '}');
+  Expected<std::unique_ptr<TokenConstraint>> c =
+      f.compiler->compile({GrammarKind::kJsonSchema, deep});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("deeper than 64"), std::string::npos) << c.error().message;
 }
 
 TEST(GrammarCompiler, MatchersAreIndependent) {

@@ -34,7 +34,7 @@ TEST(EngineRejection, EachRefusalHasItsKind) {
   EXPECT_EQ(rejected_for(engine, token_request(6, 4, 0)), RejectReason::kInvalidRequest);
   Request priority = token_request(7, 4, 4);
   priority.priority = 3;
-  EXPECT_EQ(rejected_for(engine, std::move(priority)), RejectReason::kInvalidRequest);
+  EXPECT_EQ(rejected_for(engine, std::move(priority)), RejectReason::kPriorityNotScheduled);
   Request chat;
   chat.prompt = ChatPrompt{{{"", "the fake template needs a role"}}};
   EXPECT_EQ(rejected_for(engine, std::move(chat)), RejectReason::kInvalidPrompt);

@@ -151,33 +151,33 @@ TEST(Engine, RequestsThatCanNeverRunAreRejectedAtOnceWithTheSizes) {
 
   Finish f = rejection_of(engine, token_request(1, 100, 40));
   EXPECT_EQ(f.reason, FinishReason::kRejected);
-  EXPECT_EQ(f.message,
-            "request 1: 100 prompt tokens + 40 max_tokens = 140 exceed max_model_len 128");
+  EXPECT_EQ(f.message, "100 prompt tokens + 40 max_tokens = 140 exceed max_model_len 128");
   EXPECT_EQ(f.usage.prompt_tokens, 100);
   EXPECT_EQ(f.usage.completion_tokens, 0);
   EXPECT_FALSE(f.timings.queue_seconds);
 
   f = rejection_of(engine, token_request(2, 50, 20));
-  EXPECT_EQ(f.message,
-            "request 2 can never fit in the KV cache: 50 prompt + 20 max new tokens need 18 pages "
-            "of 4 tokens, but the cache has 16 pages (64 tokens)");
+  EXPECT_EQ(
+      f.message,
+      "the request can never fit in the KV cache: 50 prompt + 20 max new tokens need 18 pages "
+      "of 4 tokens, but the cache has 16 pages (64 tokens)");
 
   f = rejection_of(engine, token_request(3, 128, 1));
   EXPECT_EQ(f.message,
-            "request 3: the prompt has 128 tokens, but max_model_len is 128: no room "
+            "the prompt has 128 tokens, but max_model_len is 128: no room "
             "to generate");
 
   Request r = token_request(4, 5, 0);
-  EXPECT_EQ(rejection_of(engine, r).message, "request 4: max_tokens must be >= 1, got 0");
+  EXPECT_EQ(rejection_of(engine, r).message, "max_tokens must be >= 1, got 0");
   r = token_request(5, 5, 5);
   std::get<std::vector<TokenId>>(r.prompt)[2] = kVocab;
   EXPECT_EQ(rejection_of(engine, r).message,
-            "request 5: prompt token 1000 at position 2 is outside the vocabulary of 1000");
+            "prompt token 1000 at position 2 is outside the vocabulary of 1000");
   r = token_request(6, 5, 5);
   r.sampling.top_p = 0;
-  EXPECT_EQ(rejection_of(engine, r).message, "request 6: sampling: top_p must be in (0, 1], got 0");
+  EXPECT_EQ(rejection_of(engine, r).message, "sampling: top_p must be in (0, 1], got 0");
   r = token_request(7, 0, 5);
-  EXPECT_EQ(rejection_of(engine, r).message, "request 7: the prompt is empty");
+  EXPECT_EQ(rejection_of(engine, r).message, "the prompt is empty");
   r = token_request(8, 5, 5);
   r.id = kFirstEngineAssignedId + 1;
   EXPECT_NE(rejection_of(engine, r).message.find("is reserved"), std::string::npos);

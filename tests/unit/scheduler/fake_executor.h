@@ -16,6 +16,10 @@
 // step share to read it (a request joining the step that computes its prefix): as a real executor,
 // the fake performs every write of a step before its reads.
 //
+// A decode item with drafts (speculative decoding) writes every token's slot, drafts included,
+// and verifies the drafts against the fake model one position at a time; a rejected draft's slot
+// holds its token, so a later read of that position before the slot is rewritten fails.
+//
 // A compressed item (KV-Compress) keeps, per sequence, the position each of its slots holds (one
 // table: the fake model has one head) and is checked the same way through it; the plan's
 // compressions run with a known attention — position p's metric is known_attention(p) — through
@@ -46,9 +50,14 @@ struct FakeModel {
   TokenId eos = 0;
   // About one sampled token in eos_one_in is the EOS token; nullopt: never.
   std::optional<uint32_t> eos_one_in;
+  // The next token depends on the last `order` tokens only (0: on all of them). With a small
+  // vocabulary the output soon repeats itself, as text that speculative decoding's n-gram drafts
+  // predict does — wrongly at times when the drafts' matches are shorter than the order.
+  int32_t order = 0;
 
   TokenId next_token(SeqId seq, std::span<const TokenId> history) const {
     uint64_t h = 1469598103934665603ull ^ (seq * 0x9E3779B97F4A7C15ull);
+    if (order > 0 && history.size() > size_t(order)) history = history.last(size_t(order));
     for (TokenId t : history) h = (h ^ uint64_t(uint32_t(t))) * 1099511628211ull;
     h ^= h >> 29;
     if (eos_one_in && h % *eos_one_in == 0) return eos;
@@ -125,14 +134,29 @@ class FakeExecutor : public Executor, public KVPageMemory {
         continue;
       }
       for (int32_t g = 0; g < plan.kv_groups; ++g) read_group(plan, item, g);
-      if (item.sample) {
-        result.items[i].token =
-            model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
-      }
+      if (item.sample) verify(plan, item, result.items[i]);
       if (item.pooling != PoolingMode::kNone) pool(item, result.items[i]);
     }
     for (const KvCompression& c : plan.kv_compressions) compress(plan, c);
     return Status::Ok();
+  }
+
+  // The token after the item's committed tokens, after as many of its drafts as the fake model
+  // agrees with, one position at a time.
+  void verify(const StepPlan& plan, const StepItem& item, ItemResult& r) {
+    const size_t committed = size_t(item.context_len() - item.num_drafts);
+    std::vector<TokenId> history(item.history.begin(), item.history.begin() + committed);
+    std::span<const TokenId> drafts = plan.tokens(item).last(size_t(item.num_drafts));
+    for (int32_t j = 0;; ++j) {
+      const TokenId t = model_.next_token(item.seq_id, history);
+      if (j < item.num_drafts && t == drafts[size_t(j)]) {
+        history.push_back(t);
+        continue;
+      }
+      r.token = t;
+      r.accepted_drafts = j;
+      return;
+    }
   }
 
   // The positions the slots of a compressed sequence hold (empty if none).
@@ -233,8 +257,9 @@ class FakeExecutor : public Executor, public KVPageMemory {
                       << " into page " << page << " with refcount "
                       << (page == kNoPage ? 0 : kv_.refcount(page));
       if (page == kNoPage) return;
-      prefix = extend(prefix, item.history[size_t(p)]);
-      slot(pages, p) = Slot{item.seq_id, p, plan.token_ids[size_t(item.token_offset + k)], prefix};
+      const TokenId token = plan.token_ids[size_t(item.token_offset + k)];  // a draft's too
+      prefix = extend(prefix, token);
+      slot(pages, p) = Slot{item.seq_id, p, token, prefix};
     }
   }
 
@@ -321,7 +346,7 @@ class FakeExecutor : public Executor, public KVPageMemory {
 
   // The plan's structure, as documented in step_plan.h.
   void check_plan(const StepPlan& plan) {
-    int32_t offset = 0, page_offset = 0, prefill = 0, decode = 0;
+    int32_t offset = 0, page_offset = 0, prefill = 0, decode = 0, drafts = 0;
     std::set<SeqId> seen;
     ASSERT_EQ(plan.page_size, page_size_);
     for (const StepItem& item : plan.items) {
@@ -333,19 +358,24 @@ class FakeExecutor : public Executor, public KVPageMemory {
       ASSERT_EQ(item.num_pages, (item.kv_slots + item.num_tokens + page_size_ - 1) / page_size_);
       ASSERT_EQ(plan.kv_groups, kv_.layout().num_groups());
       if (!item.kv_compressed) ASSERT_EQ(item.kv_slots, item.start_position);
-      ASSERT_LE(size_t(item.context_len()), item.history.size());
-      ASSERT_EQ(item.sample, size_t(item.context_len()) == item.history.size() &&
-                                 item.pooling == PoolingMode::kNone);
+      const int32_t committed = item.context_len() - item.num_drafts;
+      ASSERT_LE(size_t(committed), item.history.size());
+      ASSERT_EQ(item.sample,
+                size_t(committed) == item.history.size() && item.pooling == PoolingMode::kNone);
       if (item.pooling != PoolingMode::kNone) ASSERT_FALSE(item.embedding.empty());
       if (item.kind == StepItemKind::kDecode) {
-        ASSERT_EQ(item.num_tokens, 1);
+        ASSERT_EQ(item.num_tokens, 1 + item.num_drafts);
         ASSERT_TRUE(item.sample);
+        ++decode;
+      } else {
+        ASSERT_EQ(item.num_drafts, 0);
+        prefill += item.num_tokens;
       }
-      (item.kind == StepItemKind::kDecode ? decode : prefill) += item.num_tokens;
+      drafts += item.num_drafts;
       for (int32_t k = 0; k < item.num_tokens; ++k) {
         int32_t p = item.start_position + k;
         size_t flat = size_t(item.token_offset + k);
-        ASSERT_EQ(plan.token_ids[flat], item.history[size_t(p)]);
+        if (p < committed) ASSERT_EQ(plan.token_ids[flat], item.history[size_t(p)]);
         const int32_t at = item.kv_slots + k;
         for (int32_t g = 0; g < plan.kv_groups; ++g) {
           std::span<const PageId> pages = plan.group_pages(item, g);
@@ -360,6 +390,7 @@ class FakeExecutor : public Executor, public KVPageMemory {
     ASSERT_EQ(size_t(page_offset), plan.block_table.size());
     ASSERT_EQ(prefill, plan.num_prefill_tokens);
     ASSERT_EQ(decode, plan.num_decode_tokens);
+    ASSERT_EQ(drafts, plan.num_draft_tokens);
   }
 
   const KVCacheManager& kv_;

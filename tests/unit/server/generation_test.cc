@@ -51,7 +51,7 @@ TEST(Generation, AStopStringEndsEachChoiceAndUsageCountsThePromptOnce) {
   // Every fake token's text has a "w" in it unless it is half a character: the stop string
   // matches within the first few tokens and cuts the text before it.
   GenerationSpec spec = spec_over(TextPrompt{"hi"}, 2, 12);
-  spec.stop = {"w"};
+  for (GenerationSpec::Choice& c : spec.choices) c.request.stop = {"w"};
   GenerationRun r = run(*fake.engine, std::move(spec));
   ASSERT_EQ(r.exchange->status, 200) << r.exchange->body;
   nlohmann::json j = r.exchange->json();
@@ -63,7 +63,11 @@ TEST(Generation, AStopStringEndsEachChoiceAndUsageCountsThePromptOnce) {
   EXPECT_EQ(j["usage"]["prompt_tokens"], 3) << "BOS + 2 bytes, once for two choices";
   EXPECT_EQ(r.outcome.stop_string_matches, 2);
   EXPECT_EQ(r.outcome.prompt_tokens, 3);
-  EXPECT_LT(r.outcome.completion_tokens, 24) << "the matches cancelled the rest";
+  EXPECT_LT(r.outcome.completion_tokens, 24) << "the matches ended the rest";
+  // The engine ended them "stop", not "cancelled" (as a client leaving would).
+  EngineMetrics m = metrics_when(*fake.engine, [](const EngineMetrics& m) { return idle(m); });
+  EXPECT_EQ(m.finished(FinishReason::kStop), 2u);
+  EXPECT_EQ(m.finished(FinishReason::kCancelled), 0u);
 }
 
 TEST(Generation, ARefusalBeforeTheStreamIsAnHttpErrorNamingTheChatField) {

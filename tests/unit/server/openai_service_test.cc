@@ -102,7 +102,7 @@ TEST_F(OpenAIServiceTest, TheEnginesRefusalsBecomeErrorsNamingTheField) {
        {{"messages", {{{"role", "user"}, {"content", std::string(200, 'x')}}}}},
        400,
        "messages"},
-      {"/v1/completions", {{"prompt", "hi"}, {"priority", 1}}, 400, nullptr},
+      {"/v1/completions", {{"prompt", "hi"}, {"priority", 1}}, 400, "priority"},
       {"/v1/completions", {{"prompt", "hi"}, {"model", "gpt-4"}}, 404, nullptr},
   };
   for (const Case& c : cases) {

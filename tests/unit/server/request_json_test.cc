@@ -25,14 +25,6 @@ TEST(FindInvalidUtf8, NamesTheOffsetOfEachKindOfBadSequence) {
   EXPECT_EQ(find_invalid_utf8("abc\xE2\x82"), 3u);       // truncated at the end
 }
 
-TEST(JsonNestingDepth, CountsBracketsOutsideStringsOnly) {
-  EXPECT_EQ(json_nesting_depth("{}", 64), 1);
-  EXPECT_EQ(json_nesting_depth(R"({"a": [[1], {"b": []}]})", 64), 4);
-  EXPECT_EQ(json_nesting_depth(R"({"a": "[[[[{{{{"})", 64), 1);
-  EXPECT_EQ(json_nesting_depth(R"({"a": "\"[[[["})", 64), 1);     // escaped quote stays in string
-  EXPECT_EQ(json_nesting_depth(std::string(1000, '['), 64), 65);  // stops at limit + 1
-}
-
 TEST(ParseRequestJson, ReturnsTheObject) {
   auto r = parse_request_json(R"({"prompt": "hi", "n": 2})");
   ASSERT_TRUE(std::holds_alternative<nlohmann::json>(r));

@@ -73,6 +73,11 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   m.prefix_cache_enabled = true;
   m.prefix_cache.queried_tokens = 300;
   m.prefix_cache.hit_tokens = 128;
+  m.spec_drafts = 5;
+  m.spec_draft_tokens = 20;
+  m.spec_accepted_tokens = 9;
+  m.spec_accepted_by_position[0] = 5;
+  m.spec_accepted_by_position[1] = 4;
   m.time_to_first_token.observe(0.003);  // bucket (0.001, 0.005]
   m.time_to_first_token.observe(0.05);   // bucket (0.04, 0.06]
   m.time_to_first_token.observe(1000);   // +Inf only
@@ -88,6 +93,11 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   EXPECT_TRUE(has("vllm:prefix_cache_queries_total" + l + "} 300"));
   EXPECT_TRUE(has("vllm:prefix_cache_hits_total" + l + "} 128"));
   EXPECT_TRUE(has("drift:prefix_cache_enabled" + l + "} 1"));
+  EXPECT_TRUE(has("vllm:spec_decode_num_drafts_total" + l + "} 5"));
+  EXPECT_TRUE(has("vllm:spec_decode_num_draft_tokens_total" + l + "} 20"));
+  EXPECT_TRUE(has("vllm:spec_decode_num_accepted_tokens_total" + l + "} 9"));
+  EXPECT_TRUE(has("vllm:spec_decode_num_accepted_tokens_per_pos" + l + ",position=\"1\"} 4"));
+  EXPECT_FALSE(has("vllm:spec_decode_num_accepted_tokens_per_pos" + l + ",position=\"2\"} 0"));
   EXPECT_TRUE(has("# TYPE vllm:time_to_first_token_seconds histogram"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.001\"} 0"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.005\"} 1"));

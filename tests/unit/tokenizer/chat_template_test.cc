@@ -198,6 +198,23 @@ TEST(ChatTemplate, ExtraContextIsVisibleButCannotReplaceTheConversation) {
   EXPECT_EQ(refused.error().message, "chat template: extra context may not set 'messages'");
 }
 
+// A kwarg named like a built-in function would make the template fail where it calls it, which
+// reads as the template's fault (a 500); refused up front, it is the caller's (a 400).
+TEST(ChatTemplate, ExtraContextCannotHideTheBuiltinFunctions) {
+  auto probe = ChatTemplate::parse("{{ raise_exception('no') if false }}{{ range(2) | list }}");
+  ASSERT_TRUE(probe.ok());
+  for (const char* name : {"raise_exception", "namespace", "strftime_now", "range", "dict"}) {
+    ChatTemplateInputs inputs;
+    inputs.extra_context = Json::object({{name, 1}});
+    auto refused = probe->render(inputs);
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_NE(refused.error().message.find(fmt::format("may not set '{}'", name)),
+              std::string::npos)
+        << refused.error().message;
+    EXPECT_FALSE(refused.error().code) << "a kind would make it the template's fault";
+  }
+}
+
 TEST(ChatTemplate, MessagesMustBeObjects) {
   auto chatml = ChatTemplate::parse(read_text(kTemplateDir + "chatml.jinja"));
   ASSERT_TRUE(chatml.ok());

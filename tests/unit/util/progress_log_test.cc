@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/signal_stack.h"
+
 namespace drift {
 namespace {
 
@@ -160,6 +162,34 @@ TEST_F(ProgressLogCrashTest, TerminateDumpsRecentEventsOnce) {
         std::terminate();
       },
       "std::terminate called\ndrift: last 5 of 5 engine events(.|\n)*decode seq=7");
+}
+
+// Recurses until the thread's stack runs out: each frame keeps a volatile buffer in use, so the
+// compiler can neither drop the frames nor turn the recursion into a loop.
+[[gnu::noinline]] int overflow_stack(int depth) {
+  volatile char frame[1024];
+  frame[0] = char(depth);
+  if (depth < 0) return 0;  // never: keeps the recursion from being provably infinite
+  return overflow_stack(depth + 1) + frame[0];
+}
+
+// A stack overflow leaves the crash handler no stack of the thread's own to run on: the dump is
+// written only because every thread drift starts has an alternate signal stack.
+TEST_F(ProgressLogCrashTest, StackOverflowInAThreadDumpsRecentEvents) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer's runtime does not survive a stack overflow";
+#endif
+  EXPECT_DEATH(
+      {
+        ProgressLog log;
+        record_engine_events(log);
+        install_progress_crash_handler(log);
+        std::thread([] {
+          ensure_alternate_signal_stack();
+          overflow_stack(0);
+        }).join();
+      },
+      "fatal signal SIGSEGV(.|\n)*decode seq=7 position=600 pages=38");
 }
 
 // The same through fork + waitpid, checking that the child really dies of SIGABRT and that the

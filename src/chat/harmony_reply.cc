@@ -1,8 +1,8 @@
-#include "server/harmony_reply.h"
+#include "chat/harmony_reply.h"
 
 #include <cstdint>
 
-namespace drift::server {
+namespace drift {
 namespace {
 
 constexpr std::string_view kFunctions = "functions.";
@@ -78,4 +78,4 @@ HarmonyReply::Delta HarmonyReply::finish() {
   return delta;
 }
 
-}  // namespace drift::server
+}  // namespace drift

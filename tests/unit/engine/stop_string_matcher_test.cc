@@ -1,11 +1,11 @@
-#include "server/stop_string_matcher.h"
+#include "engine/stop_string_matcher.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace drift::server {
+namespace drift {
 namespace {
 
 // Feeds deltas and returns everything released, and whether a stop string matched.
@@ -96,4 +96,4 @@ TEST(StopStringMatcher, EmptyStopStringsAreIgnored) {
 }
 
 }  // namespace
-}  // namespace drift::server
+}  // namespace drift

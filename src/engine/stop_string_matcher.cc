@@ -1,8 +1,8 @@
-#include "server/stop_string_matcher.h"
+#include "engine/stop_string_matcher.h"
 
 #include <algorithm>
 
-namespace drift::server {
+namespace drift {
 
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) {
   for (auto& s : stops)
@@ -15,7 +15,12 @@ StopStringMatcher::Output StopStringMatcher::push(std::string_view delta) {
   pending_.append(delta);
   // A match can only involve pending text: released text was checked when it was held.
   size_t earliest = std::string::npos;
-  for (const std::string& stop : stops_) earliest = std::min(earliest, pending_.find(stop));
+  for (const std::string& stop : stops_) {
+    if (const size_t at = pending_.find(stop); at < earliest) {
+      earliest = at;
+      out.matched = stop;
+    }
+  }
   if (earliest != std::string::npos) {
     out.text = pending_.substr(0, earliest);
     out.stopped = stopped_ = true;
@@ -45,4 +50,4 @@ std::string StopStringMatcher::flush() {
   return rest;
 }
 
-}  // namespace drift::server
+}  // namespace drift

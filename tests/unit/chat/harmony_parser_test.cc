@@ -3,7 +3,7 @@
 // whole replies and of replies cut after any token (tests/data/tokenizer/harmony_reference.json,
 // scripts/fixtures/make_harmony_fixtures.py). Then what no reference covers: the same reply fed in
 // other splits of its bytes, and the recoveries from malformed replies where openai-harmony fails.
-#include "tokenizer/harmony_parser.h"
+#include "chat/harmony_parser.h"
 
 #include <gtest/gtest.h>
 

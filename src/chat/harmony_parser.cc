@@ -1,4 +1,4 @@
-#include "tokenizer/harmony_parser.h"
+#include "chat/harmony_parser.h"
 
 #include <algorithm>
 #include <array>

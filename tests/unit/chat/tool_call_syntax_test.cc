@@ -1,7 +1,7 @@
 // Reading tool calls back out of replies in each model family's syntax, the syntax read from
 // real templates, holding back streamed text that may start a call, and the generic syntax's
 // system message for templates that cannot show tools.
-#include "tokenizer/tool_call_syntax.h"
+#include "chat/tool_call_syntax.h"
 
 #include <gtest/gtest.h>
 

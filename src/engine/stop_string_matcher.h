@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace drift::server {
+namespace drift {
 
 class StopStringMatcher {
  public:
@@ -21,6 +21,7 @@ class StopStringMatcher {
   struct Output {
     std::string text;      // safe to emit now
     bool stopped = false;  // a stop string completed; no more text follows
+    std::string matched;   // which one (the first in the caller's order among the earliest)
   };
 
   // Adds a delta. After `stopped`, later calls return nothing.
@@ -36,4 +37,4 @@ class StopStringMatcher {
   bool stopped_ = false;
 };
 
-}  // namespace drift::server
+}  // namespace drift

@@ -1,7 +1,9 @@
-#include "tokenizer/tool_call_syntax.h"
+#include "chat/tool_call_syntax.h"
 
 #include <algorithm>
 #include <optional>
+
+#include "util/json_limits.h"
 
 namespace drift {
 namespace {
@@ -16,10 +18,12 @@ std::string_view trim(std::string_view s) {
   return s.substr(begin, s.find_last_not_of(kSpace) + 1 - begin);
 }
 
+// A model's reply is text like any other: a call nested past util/json_limits.h's bounds is not
+// a call (read as content), never a value deep enough to overflow a stack when copied.
 std::optional<jinja::Json> parse_json(std::string_view text) {
-  jinja::Json value = jinja::Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) return std::nullopt;
-  return value;
+  Expected<jinja::Json> value = parse_bounded_json<jinja::Json>(text);
+  if (!value.ok()) return std::nullopt;
+  return std::move(value).value();
 }
 
 // {"name": string, <arguments_key>: object or a string holding one} -> a call.

@@ -15,10 +15,10 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/harmony_parser.h"
-#include "tokenizer/tool_call_syntax.h"
+#include "chat/harmony_parser.h"
+#include "chat/tool_call_syntax.h"
 
-namespace drift::server {
+namespace drift {
 
 class HarmonyReply {
  public:
@@ -57,4 +57,4 @@ class HarmonyReply {
   std::vector<ParsedToolCall> calls_;
 };
 
-}  // namespace drift::server
+}  // namespace drift

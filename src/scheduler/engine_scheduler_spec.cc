@@ -1,0 +1,115 @@
+// Speculative decoding's part of the engine scheduler (docs/design-notes.md "Speculative
+// decoding"): the step's draft budget, each decoding sequence's draft, and what the executor's
+// verdict does to the sequence — its accepted tokens committed, the rejected drafts' KV slots
+// returned — with the committing of generated tokens that plain decodes share.
+#include <algorithm>
+
+#include "scheduler/engine_scheduler.h"
+
+namespace drift {
+
+int32_t EngineScheduler::plan_draft_budget() const {
+  // Rule: drafts get what the step's decodes and the prefill it would run leave of the token
+  // budget, and at most spec.max_step_draft_tokens less one per decoding sequence: with many
+  // sequences decoding, the step is no longer bound by reading the weights, and extra tokens
+  // would cost their full compute.
+  if (!config_.spec.enabled()) return 0;
+  int32_t decoding = 0;
+  int64_t prefill = 0;  // prompt tokens that could run in this step
+  for (const SequenceState* s : running_) {
+    if (s->phase == SequencePhase::kDecode) {
+      ++decoding;
+    } else {
+      prefill += s->num_pending_tokens();
+    }
+  }
+  if (int32_t(running_.size()) < config_.max_num_seqs)
+    for (const SequenceState* s : waiting_) prefill += s->num_pending_tokens();
+  if (decoding == 0) return 0;
+  prefill = std::min<int64_t>(prefill, prefill_budget_);
+  const int64_t spare = int64_t(config_.max_num_batched_tokens) - decoding - prefill;
+  return int32_t(std::max<int64_t>(
+      0, std::min<int64_t>(spare, config_.spec.max_step_draft_tokens - decoding)));
+}
+
+int32_t EngineScheduler::draft_for(SequenceState& seq, int32_t room, int32_t later_decodes) {
+  // Rule: a draft takes only what no one else needs: room left in the step, no more tokens than
+  // the sequence may still generate after the one this step samples anyway, slots within one
+  // step's growth (what sliding groups' promises assume), and never a pool page that a decode
+  // still to be placed may need (a page each) nor a cached one: drafting neither preempts nor
+  // evicts the prefix cache.
+  if (!seq.speculates) return 0;
+  int64_t limit = std::min<int64_t>(
+      {seq.draft_length.limit(), room, seq.max_new_tokens - seq.generated_len() - 1,
+       config_.max_step_tokens() - 1, kv_.appendable_tokens(seq.id) - 1});
+  const int64_t spare_pages =
+      std::max<int64_t>(0, std::min<int64_t>(kv_.num_available_pages(),
+                                             kv_.num_free_pages() - kv_.num_reserved_pages()) -
+                               int64_t(later_decodes) * kv_.layout().num_groups());
+  const int64_t decode_pages = kv_.pool_pages_to_append(seq.id, 1);
+  while (limit > 0 &&
+         kv_.pool_pages_to_append(seq.id, int32_t(1 + limit)) - decode_pages > spare_pages)
+    --limit;
+  int32_t n = 0;
+  if (limit > 0)
+    n = propose_ngram_draft(seq.tokens, ngram_,
+                            std::span<TokenId>(draft_scratch_.data(), size_t(limit)));
+  if (n == 0) seq.draft_length.on_step_without_draft();
+  return n;
+}
+
+Status EngineScheduler::roll_back_drafts(SequenceState& seq) {
+  // Rule: the rejected drafts' slots go back, and every page only they used, before any page of
+  // the step is registered in the prefix cache (cache_full_pages runs after): the pool never
+  // caches a rejected token's K/V. Nothing else held those pages (a decode's pages past its
+  // committed tokens are its own), and a guaranteed sequence keeps them promised.
+  const int32_t slots = seq.kv_slots();
+  if (kv_.num_tokens(seq.id) == slots) return Status::Ok();
+  Expected<KVRelease> released =
+      kv_.compress(seq.id, slots, slots, capacity_.mode() == AdmissionMode::kGuaranteed);
+  if (!released.ok()) return released.error();
+  log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped, slots);
+  return Status::Ok();
+}
+
+void EngineScheduler::count_verified(SequenceState& seq, const StepItem& item, int32_t accepted) {
+  seq.draft_length.on_verified(item.num_drafts, accepted);
+  ++stats_.spec_drafts;
+  stats_.spec_draft_tokens += uint64_t(item.num_drafts);
+  stats_.spec_accepted_tokens += uint64_t(accepted);
+  for (int32_t j = 0; j < accepted && j < kMaxSpecDraftTokens; ++j)
+    ++stats_.spec_accepted_by_position[size_t(j)];
+}
+
+void EngineScheduler::commit_tokens(SequenceState& seq, const StepItem& item,
+                                    const ItemResult& result) {
+  const std::span<const TokenId> drafts = plan_.tokens(item).last(size_t(item.num_drafts));
+  for (int32_t j = 0; j < result.accepted_drafts; ++j) {
+    std::optional<TokenLogprobs> logprobs;
+    if (size_t(j) < result.draft_logprobs.size()) logprobs = result.draft_logprobs[size_t(j)];
+    if (commit_token(seq, drafts[size_t(j)], logprobs)) return;
+  }
+  commit_token(seq, *result.token, result.logprobs);
+}
+
+bool EngineScheduler::commit_token(SequenceState& seq, TokenId token,
+                                   const std::optional<TokenLogprobs>& logprobs) {
+  // Rule: a stop token, a grammar completed or the token limit ends the sequence.
+  seq.tokens.push_back(token);
+  outcomes_.push_back(SequenceOutcome{seq.id, token, std::nullopt, {}, logprobs});
+  if (is_stop_token(seq, token)) {
+    outcomes_.back().stop_token = true;
+    finish(seq, FinishReason::kStop, {});
+  } else if (Status s = advance_constraint(seq, token); !s.ok()) {
+    finish(seq, FinishReason::kError, s.message());
+  } else if (seq.constraint && seq.constraint->complete()) {
+    finish(seq, FinishReason::kStop, {});  // the output matched the whole grammar
+  } else if (seq.generated_len() >= seq.max_new_tokens) {
+    finish(seq, FinishReason::kLength, {});
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace drift

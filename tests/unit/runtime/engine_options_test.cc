@@ -1,0 +1,32 @@
+// The engine options' conversion to an EngineConfig, for the options a command's flags and the
+// Python keyword arguments share: speculative decoding's modes.
+#include "runtime/engine_options.h"
+
+#include <gtest/gtest.h>
+
+namespace drift {
+namespace {
+
+TEST(EngineOptions, SpecAutoAndNgramDraftFromTheRequestNoneTurnsItOff) {
+  EngineOptions o;
+  EXPECT_EQ(o.spec, "auto") << "on by default";
+  for (const char* mode : {"auto", "ngram"}) {
+    o.spec = mode;
+    Expected<EngineConfig> c = to_engine_config(o);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_EQ(c->scheduler.spec.mode, SpecMode::kNgram) << mode;
+    EXPECT_TRUE(c->scheduler.spec.enabled());
+  }
+  o.spec = "none";
+  Expected<EngineConfig> off = to_engine_config(o);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->scheduler.spec.enabled());
+  EXPECT_EQ(off->scheduler.spec.max_plan_draft_tokens(), 0);
+  o.spec = "draft";
+  Expected<EngineConfig> bad = to_engine_config(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("spec"), std::string::npos) << bad.error().message;
+}
+
+}  // namespace
+}  // namespace drift

@@ -8,6 +8,11 @@ Geometries (as their published configs give them):
                vocab 151936, q/k/v biases, tied output, rope base 1e6
   llama-1b     Llama 3.2 1B:  n_embd 2048, 16 layers, 32 heads of 64, 8 KV heads, n_ff 8192,
                vocab 128256, tied output, rope base 5e5 (its rope_freqs scaling left out)
+  llama-3b     Llama 3.2 3B:  n_embd 3072, 28 layers, 24 heads of 128, 8 KV heads, n_ff 8192,
+               vocab 128256, tied output, rope base 5e5 (its rope_freqs scaling left out)
+  qwen3-4b     Qwen3-4B:      n_embd 2560, 36 layers, 32 heads of 128 (a query width of 4096),
+               8 KV heads, RMS norms on q and k per head, n_ff 9728, vocab 151936, tied output,
+               rope base 1e6
   gpt-oss-2l   two layers of gpt-oss-20b: n_embd 2880, 64 query heads of 64 over 8 KV heads with
                biases and a sink logit per head, NEOX RoPE base 150000 with YaRN (factor 32 over
                4096), layer 0 sliding (window 128), layer 1 full; 32 experts of width 2880 with
@@ -43,6 +48,11 @@ GEOMETRIES = {
                        n_vocab=151936, bias=True, rope_base=1e6, rms_eps=1e-6, n_ctx=32768),
     "llama-1b": dict(arch="llama", n_embd=2048, n_layer=16, n_head=32, n_head_kv=8, n_ff=8192,
                      n_vocab=128256, bias=False, rope_base=5e5, rms_eps=1e-5, n_ctx=131072),
+    "llama-3b": dict(arch="llama", n_embd=3072, n_layer=28, n_head=24, n_head_kv=8, n_ff=8192,
+                     n_vocab=128256, bias=False, rope_base=5e5, rms_eps=1e-5, n_ctx=131072),
+    "qwen3-4b": dict(arch="qwen3", n_embd=2560, n_layer=36, n_head=32, n_head_kv=8, head_dim=128,
+                     n_ff=9728, n_vocab=151936, bias=False, qk_norm=True, rope_base=1e6,
+                     rms_eps=1e-6, n_ctx=40960),
     "gpt-oss-2l": dict(arch="gpt-oss", n_embd=2880, n_layer=2, n_head=64, n_head_kv=8,
                        head_dim=64, n_expert=32, n_expert_used=4, n_ff_exp=2880, n_vocab=16384,
                        rope_base=150000.0, yarn_factor=32.0, yarn_orig_ctx=4096,
@@ -75,8 +85,9 @@ def read_vocab(path, n_vocab):
 def write_f16(path, g, vocab, seed):
     tokens, types, merges, pre = vocab
     rng = np.random.default_rng(seed)
-    d, hd = g["n_embd"], g["n_embd"] // g["n_head"]
-    kv = g["n_head_kv"] * hd
+    d = g["n_embd"]
+    hd = g.get("head_dim", d // g["n_head"])
+    q_dim, kv = g["n_head"] * hd, g["n_head_kv"] * hd
 
     def mat(rows, cols, std):
         return (rng.standard_normal((rows, cols), dtype=np.float32) * std).astype(np.float16)
@@ -84,7 +95,8 @@ def write_f16(path, g, vocab, seed):
     def vec(n, std, mean=0.0):
         return (mean + rng.standard_normal(n, dtype=np.float32) * std).astype(np.float32)
 
-    w = gguf.GGUFWriter(path, g["arch"])
+    # Through a temporary file: a 3B-4B model's F16 tensors (6-8 GB) are not all held in memory.
+    w = gguf.GGUFWriter(path, g["arch"], use_temp_file=True)
     w.add_name(f"drift synthetic {g['arch']}")
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_context_length(g["n_ctx"])
@@ -93,6 +105,9 @@ def write_f16(path, g, vocab, seed):
     w.add_feed_forward_length(g["n_ff"])
     w.add_head_count(g["n_head"])
     w.add_head_count_kv(g["n_head_kv"])
+    if "head_dim" in g:
+        w.add_key_length(hd)
+        w.add_value_length(hd)
     w.add_rope_freq_base(g["rope_base"])
     w.add_layer_norm_rms_eps(g["rms_eps"])
     w.add_tokenizer_model("gpt2")
@@ -107,14 +122,17 @@ def write_f16(path, g, vocab, seed):
     for il in range(g["n_layer"]):
         p = f"blk.{il}."
         w.add_tensor(p + "attn_norm.weight", vec(d, 0.1, 1.0))
-        w.add_tensor(p + "attn_q.weight", mat(d, d, 1.5 / np.sqrt(d)))
+        w.add_tensor(p + "attn_q.weight", mat(q_dim, d, 1.5 / np.sqrt(d)))
         w.add_tensor(p + "attn_k.weight", mat(kv, d, 1.5 / np.sqrt(d)))
         w.add_tensor(p + "attn_v.weight", mat(kv, d, 1.0 / np.sqrt(d)))
         if g["bias"]:
-            w.add_tensor(p + "attn_q.bias", vec(d, 0.5))
+            w.add_tensor(p + "attn_q.bias", vec(q_dim, 0.5))
             w.add_tensor(p + "attn_k.bias", vec(kv, 1.0))
             w.add_tensor(p + "attn_v.bias", vec(kv, 0.1))
-        w.add_tensor(p + "attn_output.weight", mat(d, d, 1.0 / np.sqrt(d)))
+        if g.get("qk_norm"):
+            w.add_tensor(p + "attn_q_norm.weight", vec(hd, 0.1, 1.0))
+            w.add_tensor(p + "attn_k_norm.weight", vec(hd, 0.1, 1.0))
+        w.add_tensor(p + "attn_output.weight", mat(d, q_dim, 1.0 / np.sqrt(q_dim)))
         w.add_tensor(p + "ffn_norm.weight", vec(d, 0.1, 1.0))
         w.add_tensor(p + "ffn_gate.weight", mat(g["n_ff"], d, 1.0 / np.sqrt(d)))
         w.add_tensor(p + "ffn_up.weight", mat(g["n_ff"], d, 1.0 / np.sqrt(d)))

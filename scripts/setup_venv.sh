@@ -15,7 +15,7 @@ VENV="${DRIFT_CACHE:-$HOME/.cache/drift}/venv"
 REQUIREMENTS=(openai==3.51.0 httpx==0.28.1 pytest==9.2.0 playwright==1.65.2 jsonschema==4.26.0
               nanobind==3.1.0 scikit-build-core==1.1.2 jinja2==3.1.6
               pyzmq==27.3.0 msgpack==1.2.4 msgspec==0.22.0 prometheus-client==0.26.0
-              PyYAML==6.0.4)
+              PyYAML==6.0.4 anthropic==2.14.0)
 STAMP="$VENV/.drift-requirements"
 
 if [ ! -x "$VENV/bin/python" ]; then

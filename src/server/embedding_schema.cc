@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "server/json_fields.h"
+
 namespace drift::server {
 namespace {
 
@@ -12,27 +14,6 @@ using MaybeError = std::optional<ApiError>;
 
 constexpr std::string_view kInputTypes =
     "a string, an array of strings, an array of token ids or an array of such arrays";
-
-std::string_view type_name(const json& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-ApiError wrong_type(std::string_view name, std::string_view expected, const json& v) {
-  return bad_request(fmt::format("'{}' must be {}, got {}", name, expected, type_name(v)), name);
-}
-
-// Fields given as null are absent, as OpenAI's server treats them.
-const json* field(const json& body, std::string_view name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 // An integer field's value, or -1 when it is beyond int32 (nlohmann keeps parsed non-negative
 // integers unsigned, and integers built in C++ signed).

@@ -6,19 +6,19 @@
 #include <cmath>
 #include <random>
 
+#include "server/openai_reply_codec.h"
 #include "server/rejection_error.h"
-#include "server/sse.h"
 
 namespace drift::server {
 namespace {
 
-// "call_" and 24 random letters and digits, as OpenAI's ids look; unique enough that a client
-// can match its tool messages to calls.
-std::string new_tool_call_id() {
+// The codec's prefix ("call_", "toolu_") and 24 random letters and digits, as OpenAI's and
+// Anthropic's ids look; unique enough that a client can match its tool results to calls.
+std::string new_tool_call_id(std::string_view prefix) {
   static constexpr std::string_view kAlphabet =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 random{std::random_device{}()};
-  std::string id = "call_";
+  std::string id(prefix);
   for (int i = 0; i < 24; ++i) id += kAlphabet[random() % kAlphabet.size()];
   return id;
 }
@@ -32,7 +32,10 @@ Generation::Generation(boost::asio::io_context& io, Engine& engine,
       exchange_(std::move(exchange)),
       spec_(std::move(spec)),
       done_(std::move(done)),
-      started_(std::chrono::steady_clock::now()) {}
+      started_(std::chrono::steady_clock::now()) {
+  if (!spec_.codec)
+    spec_.codec = std::make_shared<OpenAIReplyCodec>(spec_.meta, spec_.include_usage);
+}
 
 void Generation::start() {
   auto self = shared_from_this();
@@ -56,18 +59,13 @@ void Generation::ensure_stream_started() {
   if (!spec_.stream || stream_started_) return;
   stream_started_ = true;
   exchange_->start_stream(200, "text/event-stream");
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    // Chat streams open each choice with the assistant role; completions with the echo, if any.
-    if (spec_.meta.chat) {
-      choices_[i].role_sent = true;
-      exchange_->send_chunk(sse_event(dump_json(
-          chunk_json(spec_.meta, int32_t(i), "", true, std::nullopt, spec_.include_usage))));
-    } else if (!spec_.choices[i].echo.empty()) {
-      exchange_->send_chunk(
-          sse_event(dump_json(chunk_json(spec_.meta, int32_t(i), spec_.choices[i].echo, false,
-                                         std::nullopt, spec_.include_usage))));
-    }
-  }
+  std::vector<std::string> echoes;
+  for (const GenerationSpec::Choice& c : spec_.choices) echoes.push_back(c.echo);
+  send(spec_.codec->stream_start(echoes, prompt_tokens_));
+}
+
+void Generation::send(std::string frames) {
+  if (!frames.empty()) exchange_->send_chunk(std::move(frames));
 }
 
 void Generation::on_event(size_t index, TokenEvent event) {
@@ -103,8 +101,8 @@ void Generation::on_event(size_t index, TokenEvent event) {
   const Finish& f = *event.finish;
   if (f.stop_string) ++outcome_.stop_string_matches;
   c.harmony_calls = std::move(event.tool_calls);
-  finish_choice(index, f.reason == FinishReason::kLength ? "length" : "stop",
-                f.usage.completion_tokens);
+  finish_choice(index, {f.reason == FinishReason::kLength ? "length" : "stop", f.stop_string,
+                        f.usage.completion_tokens});
 }
 
 void Generation::emit_reasoning(size_t index, std::string_view text) {
@@ -114,8 +112,7 @@ void Generation::emit_reasoning(size_t index, std::string_view text) {
     c.reasoning += text;
     return;
   }
-  exchange_->send_chunk(sse_event(dump_json(reasoning_chunk_json(
-      spec_.meta, int32_t(index), text, spec_.include_usage, take_pending_logprobs(c)))));
+  send(spec_.codec->reasoning_delta(int32_t(index), text, take_pending_logprobs(c)));
 }
 
 nlohmann::json Generation::take_pending_logprobs(ChoiceState& c) {
@@ -151,60 +148,53 @@ void Generation::send_content(size_t index, std::string_view text) {
   ChoiceState& c = choices_[index];
   nlohmann::json logprobs = take_pending_logprobs(c);
   c.text_sent += int64_t(text.size());
-  exchange_->send_chunk(
-      sse_event(dump_json(chunk_json(spec_.meta, int32_t(index), text, false, std::nullopt,
-                                     spec_.include_usage, std::move(logprobs)))));
+  send(spec_.codec->content_delta(int32_t(index), text, std::move(logprobs)));
 }
 
 std::string Generation::take_tool_calls(ChoiceState& c, std::string_view reply) {
   ParsedReply parsed = parse_tool_calls(*spec_.tool_call_syntax, reply);
   if (!spec_.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
   for (ParsedToolCall& call : parsed.tool_calls)
-    c.tool_calls.push_back({new_tool_call_id(), std::move(call.name), std::move(call.arguments)});
+    c.tool_calls.push_back({new_tool_call_id(spec_.codec->tool_call_id_prefix()),
+                            std::move(call.name), std::move(call.arguments)});
   return std::move(parsed.content);
 }
 
-void Generation::finish_choice(size_t index, std::string reason, int64_t completion_tokens) {
+void Generation::finish_choice(size_t index, ChoiceEnd end) {
   ChoiceState& c = choices_[index];
+  std::string& reason = end.reason;
   if (spec_.harmony && spec_.tool_call_syntax) {
     // The engine read the calls from the tokens; the content was sent (or kept) as it came.
     std::vector<ParsedToolCall> calls = std::move(c.harmony_calls);
     if (!spec_.parallel_tool_calls && calls.size() > 1) calls.resize(1);
     for (ParsedToolCall& call : calls)
-      c.tool_calls.push_back({new_tool_call_id(), std::move(call.name), std::move(call.arguments)});
+      c.tool_calls.push_back({new_tool_call_id(spec_.codec->tool_call_id_prefix()),
+                              std::move(call.name), std::move(call.arguments)});
     if (spec_.stream && !c.tool_calls.empty())
-      exchange_->send_chunk(sse_event(dump_json(
-          tool_calls_chunk_json(spec_.meta, int32_t(index), c.tool_calls, spec_.include_usage))));
+      send(spec_.codec->tool_calls(int32_t(index), c.tool_calls));
     if (!c.tool_calls.empty() && reason == "stop") reason = "tool_calls";
   } else if (spec_.tool_call_syntax) {
     if (spec_.stream) {
       // What was held back: content (or, for a generic reply, the "response" inside its JSON),
       // then the calls.
       send_content(index, take_tool_calls(c, std::string_view(c.reply).substr(c.reply_sent)));
-      if (!c.tool_calls.empty())
-        exchange_->send_chunk(sse_event(dump_json(
-            tool_calls_chunk_json(spec_.meta, int32_t(index), c.tool_calls, spec_.include_usage))));
+      if (!c.tool_calls.empty()) send(spec_.codec->tool_calls(int32_t(index), c.tool_calls));
     } else {
       c.text = take_tool_calls(c, c.text);
     }
     if (!c.tool_calls.empty() && reason == "stop") reason = "tool_calls";
   }
   c.finish_reason = reason;
-  c.tokens = completion_tokens;
-  outcome_.completion_tokens += completion_tokens;
-  if (spec_.stream)
-    exchange_->send_chunk(
-        sse_event(dump_json(chunk_json(spec_.meta, int32_t(index), "", false, reason,
-                                       spec_.include_usage, take_pending_logprobs(c)))));
+  c.stop_string = end.stop_string;
+  c.tokens = end.completion_tokens;
+  outcome_.completion_tokens += end.completion_tokens;
+  if (spec_.stream) send(spec_.codec->choice_end(int32_t(index), end, take_pending_logprobs(c)));
   if (++finished_ == choices_.size()) complete();
 }
 
 void Generation::complete() {
   if (spec_.stream) {
-    if (spec_.include_usage)
-      exchange_->send_chunk(sse_event(
-          dump_json(usage_chunk_json(spec_.meta, prompt_tokens_, outcome_.completion_tokens))));
-    exchange_->send_chunk(sse_done());
+    send(spec_.codec->stream_end(prompt_tokens_, outcome_.completion_tokens));
     exchange_->end_stream();
     return end(200);
   }
@@ -215,28 +205,30 @@ void Generation::complete() {
     if (spec_.token_text)
       logprobs = logprobs_json(spec_.meta.chat, choices_[i].logprobs, spec_.token_text,
                                int64_t(echo.size()));
-    results.push_back({int32_t(i), echo + choices_[i].text, *choices_[i].finish_reason,
-                       std::move(logprobs), std::move(choices_[i].tool_calls)});
-    if (spec_.harmony) results.back().reasoning_content = std::move(choices_[i].reasoning);
+    ChoiceResult& r = results.emplace_back();
+    r.index = int32_t(i);
+    r.text = echo + choices_[i].text;
+    r.finish_reason = *choices_[i].finish_reason;
+    r.logprobs = std::move(logprobs);
+    r.tool_calls = std::move(choices_[i].tool_calls);
+    if (spec_.harmony) r.reasoning_content = std::move(choices_[i].reasoning);
+    r.stop_string = std::move(choices_[i].stop_string);
   }
-  exchange_->respond(
-      200, "application/json",
-      dump_json(response_json(spec_.meta, results, prompt_tokens_, outcome_.completion_tokens)));
+  exchange_->respond(200, "application/json",
+                     spec_.codec->response(results, prompt_tokens_, outcome_.completion_tokens));
   end(200);
 }
 
-// Before the stream started: an HTTP error. After: an error event, then [DONE], as OpenAI ends
-// a failed stream.
+// Before the stream started: an HTTP error. After: the codec's error event(s) end the stream.
 void Generation::fail(const ApiError& error) {
   if (stream_started_) {
-    exchange_->send_chunk(sse_event(error_json(error)));
-    exchange_->send_chunk(sse_done());
+    send(spec_.codec->stream_error(error));
     exchange_->end_stream();
   } else {
     HttpExchange::Headers headers;
     if (error.retry_after_seconds)
       headers.emplace_back("Retry-After", std::to_string(*error.retry_after_seconds));
-    exchange_->respond(error.status, "application/json", error_json(error), headers);
+    exchange_->respond(error.status, "application/json", spec_.codec->error_body(error), headers);
   }
   end(stream_started_ ? 200 : error.status);
 }

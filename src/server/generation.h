@@ -25,6 +25,7 @@
 #include "server/api_error.h"
 #include "server/http_server.h"
 #include "server/openai_response.h"
+#include "server/reply_codec.h"
 
 namespace boost::asio {
 class io_context;
@@ -67,6 +68,9 @@ struct GenerationSpec {
   // Chat with a harmony model: the engine reads each reply (Request::reply_format kHarmony) into
   // reasoning_content, content and tool calls; stop strings apply to the content.
   bool harmony = false;
+  // The API shape the output is written in (reply_codec.h); OpenAI's, from `meta` and
+  // `include_usage`, when none is given.
+  std::shared_ptr<ReplyCodec> codec;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -84,7 +88,6 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::string text;  // non-streaming: the whole text
     int64_t tokens = 0;
     std::optional<std::string> finish_reason;
-    bool role_sent = false;
     std::vector<TokenLogprobEntry> logprobs;  // every token's, in order
     size_t logprobs_sent = 0;                 // streaming: entries already in a chunk
     int64_t text_sent = 0;                    // streaming: bytes of text already sent
@@ -93,6 +96,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::vector<ToolCall> tool_calls;
     std::vector<ParsedToolCall> harmony_calls;  // a harmony reply's, from its finish event
     std::string reasoning;                      // non-streaming, harmony: the reasoning_content
+    std::optional<std::string> stop_string;     // the stop string that ended the choice
   };
   // With tools: the reply's calls (ids given here), and its content around them.
   std::string take_tool_calls(ChoiceState& c, std::string_view reply);
@@ -103,11 +107,13 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void emit_text(size_t index, std::string text);
   void send_content(size_t index, std::string_view text);
   void emit_reasoning(size_t index, std::string_view text);
-  void finish_choice(size_t index, std::string reason, int64_t completion_tokens);
+  void finish_choice(size_t index, ChoiceEnd end);
   void fail(const ApiError& error);
   void complete();
   void client_gone();
   void ensure_stream_started();
+  // Sends a codec's frames (nothing when it gave none).
+  void send(std::string frames);
   void end(int status);
 
   boost::asio::io_context& io_;

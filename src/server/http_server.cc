@@ -330,6 +330,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request.request_id = new_request_id(std::string_view(client_id.data(), client_id.size()));
     head_only_ = req.method() == http::verb::head;
     request.authorization = std::string(req[http::field::authorization]);
+    request.x_api_key = std::string(req["x-api-key"]);
     request.if_none_match = std::string(req[http::field::if_none_match]);
     request.body = std::move(req.body());
     request.received = std::chrono::steady_clock::now();

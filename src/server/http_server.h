@@ -52,6 +52,7 @@ struct HttpRequest {
   std::string method;  // HEAD is passed on as "HEAD"; its response's body is not sent
   std::string target;  // path and query (an absolute-form target arrives as its path and query)
   std::string authorization;
+  std::string x_api_key;      // Anthropic's key header, which its API routes accept
   std::string if_none_match;  // the header, for the web page's cached files
   std::string body;
   std::chrono::steady_clock::time_point received;

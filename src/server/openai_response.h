@@ -42,6 +42,8 @@ struct ChoiceResult {
   std::vector<ToolCall> tool_calls;
   // Chat with a reasoning reply (harmony): message.reasoning_content, null when empty.
   std::optional<std::string> reasoning_content;
+  // The stop string that ended the choice, if one did (Anthropic's stop_sequence).
+  std::optional<std::string> stop_string;
 };
 
 // One generated token's log-probabilities, with the token's text.

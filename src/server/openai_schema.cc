@@ -7,33 +7,13 @@
 #include <limits>
 
 #include "engine/session_store.h"
+#include "server/json_fields.h"
 
 namespace drift::server {
 namespace {
 
 using nlohmann::json;
 using MaybeError = std::optional<ApiError>;
-
-std::string_view type_name(const json& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-ApiError wrong_type(std::string_view name, std::string_view expected, const json& v) {
-  return bad_request(fmt::format("'{}' must be {}, got {}", name, expected, type_name(v)), name);
-}
-
-// Fields given as null are treated as absent, as OpenAI's server does.
-const json* field(const json& body, std::string_view name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 MaybeError get_int(const json& body, std::string_view name, int64_t lo, int64_t hi,
                    std::optional<int64_t>& out) {
@@ -115,24 +95,11 @@ MaybeError parse_stop(const json& body, std::vector<std::string>& out) {
   if (v->is_string()) {
     items.push_back(v);
   } else if (v->is_array()) {
-    if (v->size() > kMaxStopStrings)
-      return bad_request(
-          fmt::format("'stop' may hold at most {} strings, got {}", kMaxStopStrings, v->size()),
-          "stop");
     for (const json& s : *v) items.push_back(&s);
   } else {
     return wrong_type("stop", "a string or an array of strings", *v);
   }
-  for (const json* s : items) {
-    if (!s->is_string()) return wrong_type("stop", "a string or an array of strings", *s);
-    const std::string& text = s->get_ref<const std::string&>();
-    if (text.empty() || text.size() > kMaxStopStringBytes)
-      return bad_request(fmt::format("each stop string must have 1 to {} bytes, got {}",
-                                     kMaxStopStringBytes, text.size()),
-                         "stop");
-    out.push_back(text);
-  }
-  return std::nullopt;
+  return read_stop_strings(items, "stop", "stop string", "a string or an array of strings", out);
 }
 
 // Everything both endpoints share. Logprobs differ per endpoint and are parsed by the callers.

@@ -11,10 +11,12 @@
 #include <random>
 #include <type_traits>
 
+#include "server/anthropic_response.h"
 #include "server/api_error.h"
 #include "server/embedding_schema.h"
 #include "server/generation.h"
 #include "server/guided_decoding.h"
+#include "server/off_io_thread.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
 #include "server/prometheus_metrics.h"
@@ -38,14 +40,22 @@ bool api_key_matches(std::string_view authorization, std::string_view key) {
   for (size_t i = 0; scheme_ok && i < kScheme.size(); ++i)
     scheme_ok = std::tolower(static_cast<unsigned char>(authorization[i])) == kScheme[i];
   const std::string_view given = scheme_ok ? authorization.substr(kScheme.size()) : "";
+  return raw_api_key_matches(given, key) && scheme_ok;
+}
+
+bool raw_api_key_matches(std::string_view given, std::string_view key) {
   const size_t n = std::max(given.size(), key.size());
-  size_t diff = (given.size() ^ key.size()) | size_t(!scheme_ok);
+  size_t diff = given.size() ^ key.size();
   for (size_t i = 0; i < n; ++i) {
     const unsigned char a = i < given.size() ? given[i] : 0;
     const unsigned char b = i < key.size() ? key[i] : 0;
     diff |= size_t(a ^ b);
   }
   return diff == 0;
+}
+
+bool is_anthropic_path(std::string_view path) {
+  return path == "/v1/messages" || path.starts_with("/v1/messages/");
 }
 
 namespace {
@@ -94,14 +104,13 @@ void access_log(const HttpRequest& r, int status, int64_t prompt_tokens, int64_t
              {"e2e_ms", seconds_since(r.received) * 1e3}});
 }
 
-// A request id nobody can guess from another's, for the "id" field.
-std::string completion_id(bool chat, uint64_t serial) {
-  static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ull;
-  return fmt::format("{}-{:016x}", chat ? "chatcmpl" : "cmpl",
-                     (serial + 1) * 0xBF58476D1CE4E5B9ull ^ salt);
-}
-
 }  // namespace
+
+std::string OpenAIService::next_response_id(std::string_view prefix) {
+  static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ull;
+  const uint64_t serial = next_completion_id_++;
+  return fmt::format("{}{:016x}", prefix, (serial + 1) * 0xBF58476D1CE4E5B9ull ^ salt);
+}
 
 // Two prompt workers: one huge prompt does not hold up the next request's, and the engine's
 // compute threads keep the cores.
@@ -127,34 +136,6 @@ void OpenAIService::set_ready(std::shared_ptr<LoadedModel> model) {
   model_ = std::move(model);
 }
 
-template <typename Work, typename Then>
-void OpenAIService::off_io_thread(const HttpRequest& request,
-                                  const std::shared_ptr<HttpExchange>& exchange, Work work,
-                                  Then then) {
-  boost::asio::post(*prompt_workers_, [this, request = HttpRequest(request), exchange,
-                                       work = std::move(work), then = std::move(then)]() mutable {
-    ensure_alternate_signal_stack();  // asio's pool starts its threads itself
-    using Result = decltype(work(request.body));
-    std::optional<Result> result;
-    try {
-      result.emplace(work(request.body));
-    } catch (const std::exception& e) {
-      spdlog::error("request {} {}: internal error: {}", request.id, request.target, e.what());
-      result.emplace(internal_error(fmt::format("internal error: {}", e.what())));
-    }
-    request.body = std::string();  // read; the access log needs the rest
-    boost::asio::post(io_, [this, request = std::move(request), exchange = std::move(exchange),
-                            result = std::move(*result), then = std::move(then)]() mutable {
-      try {
-        if (auto* e = std::get_if<ApiError>(&result)) return reply_error(request, exchange, *e);
-        then(request, exchange, std::move(std::get<1>(result)));
-      } catch (const std::exception& e) {
-        spdlog::error("request {} {}: internal error: {}", request.id, request.target, e.what());
-        reply_error(request, exchange, internal_error(fmt::format("internal error: {}", e.what())));
-      }
-    });
-  });
-}
 void OpenAIService::set_draining() {
   draining_ = true;
   engine_events_.end_all();  // open-ended streams would hold their connections past the drain
@@ -176,13 +157,17 @@ void OpenAIService::reply_error(const HttpRequest& request,
   HttpExchange::Headers headers;
   if (error.retry_after_seconds)
     headers.emplace_back("Retry-After", std::to_string(*error.retry_after_seconds));
-  exchange->respond(error.status, "application/json", error_json(error), headers);
+  const bool anthropic = is_anthropic_path(path_of(request.target));
+  exchange->respond(error.status, "application/json",
+                    anthropic ? anthropic_error_json(error) : error_json(error), headers);
   spdlog::debug("request {} refused: {}", request.id, error.message);
   access_log(request, error.status, 0, 0, std::nullopt);
 }
 
 bool OpenAIService::authorized(const HttpRequest& request) const {
-  return !config_.api_key || api_key_matches(request.authorization, *config_.api_key);
+  if (!config_.api_key || api_key_matches(request.authorization, *config_.api_key)) return true;
+  return is_anthropic_path(path_of(request.target)) && !request.x_api_key.empty() &&
+         raw_api_key_matches(request.x_api_key, *config_.api_key);
 }
 
 void OpenAIService::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
@@ -214,6 +199,8 @@ void OpenAIService::route(const HttpRequest& request,
       {"/v1/embeddings", "POST", Route::kEmbeddings},
       {"/v1/engine/events", "GET", Route::kEngineEvents},
       {"/reset_prefix_cache", "POST", Route::kResetPrefixCache},
+      {"/v1/messages", "POST", Route::kAnthropicMessages},
+      {"/v1/messages/count_tokens", "POST", Route::kAnthropicCountTokens},
   };
   // The web page's files need no key: the page asks for it and sends it with its API calls.
   if (serve_web_page(request, exchange)) return;
@@ -241,7 +228,12 @@ void OpenAIService::route(const HttpRequest& request,
   }
   // Rule: /health answers anyone; the rest need the key; what needs the engine needs it ready.
   if (entry->route == Route::kHealth) return health(request, exchange);
-  if (!authorized(request)) return reply_error(request, exchange, unauthorized());
+  if (!authorized(request)) {
+    ApiError e = unauthorized();
+    if (is_anthropic_path(path))
+      e.message = "invalid or missing API key: send the header 'x-api-key: <key>'";
+    return reply_error(request, exchange, e);
+  }
   if (entry->route == Route::kMetrics) return metrics(request, exchange);
   if (entry->route == Route::kModels) return models(request, exchange);
   if (!model_)
@@ -255,9 +247,18 @@ void OpenAIService::route(const HttpRequest& request,
     case Route::kDetokenize:
       return detokenize(request, exchange);
     case Route::kCompletions:
-      return completions(request, exchange, false);
-    case Route::kChatCompletions:
-      return completions(request, exchange, true);
+    case Route::kChatCompletions: {
+      const bool chat = entry->route == Route::kChatCompletions;
+      return completions(request, exchange, [this, chat](const std::string& body) {
+        return parse_generation_request(body, chat);
+      });
+    }
+    case Route::kAnthropicMessages:
+      return completions(request, exchange, [this](const std::string& body) {
+        return parse_anthropic_messages(body, AnthropicEndpoint::kMessages);
+      });
+    case Route::kAnthropicCountTokens:
+      return anthropic_count_tokens(request, exchange);
     case Route::kEmbeddings:
       return embeddings(request, exchange);
     case Route::kEngineEvents:
@@ -456,15 +457,16 @@ void OpenAIService::detokenize(const HttpRequest& request,
 }
 
 void OpenAIService::completions(const HttpRequest& request,
-                                const std::shared_ptr<HttpExchange>& exchange, bool chat) {
+                                const std::shared_ptr<HttpExchange>& exchange,
+                                GenerationParser parse) {
   // Rule: parse the body, check the model's name, bound and tokenize the prompts (on a prompt
   // worker: parsing, template rendering and tokenization of a large body take seconds that
   // /health and the running streams must not wait for), then shape the engine requests and
   // start (on the I/O thread). Whatever depends on the model (BOS, vocabulary, context) the
   // engine decides when they are submitted.
   using Result = std::variant<ApiError, GenerationRequest>;
-  auto work = [this, chat](const std::string& body) -> Result {
-    auto parsed = parse_generation_request(body, chat);
+  auto work = [this, parse = std::move(parse)](const std::string& body) -> Result {
+    auto parsed = parse(body);
     if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
     GenerationRequest& generation = std::get<GenerationRequest>(parsed);
     if (auto e = check_model_name(generation.model)) return *e;
@@ -488,6 +490,7 @@ std::variant<GenerationRequest, ApiError> OpenAIService::parse_generation_reques
   const json& j = std::get<json>(json_body);
   GenerationRequest out;
   out.chat = chat;
+  out.id_prefix = chat ? "chatcmpl-" : "cmpl-";
   if (chat) {
     auto parsed = parse_chat_request(j);
     if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
@@ -552,6 +555,11 @@ std::optional<ApiError> OpenAIService::read_tool_fields(const std::string& body,
   ToolRequest& t = std::get<ToolRequest>(tools);
   if (auto e = read_message_tool_calls(ordered, prompt.messages)) return e;
   prompt.template_kwargs = std::move(t.template_kwargs);
+  return use_tools(std::move(t), out, prompt);
+}
+
+std::optional<ApiError> OpenAIService::use_tools(ToolRequest t, GenerationRequest& out,
+                                                 ChatPrompt& prompt) const {
   if (!t.active()) return std::nullopt;
   prompt.tools = std::move(t.tools);
   prompt.tool_call_required = t.choice == ToolChoice::kRequired || t.choice == ToolChoice::kNamed;
@@ -618,9 +626,10 @@ std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(Generation
   GenerationOptions& options = parsed.options;
   GenerationSpec spec;
   spec.meta.chat = parsed.chat;
-  spec.meta.id = completion_id(parsed.chat, next_completion_id_++);
+  spec.meta.id = next_response_id(parsed.id_prefix);
   spec.meta.created = unix_now();
   spec.meta.model = config_.served_model_name;
+  if (parsed.codec) spec.codec = parsed.codec(spec.meta);
   spec.stream = options.stream;
   spec.include_usage = options.include_usage;
   spec.tool_call_syntax = parsed.tool_call_syntax;

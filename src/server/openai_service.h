@@ -1,10 +1,12 @@
-// The OpenAI-compatible API over one engine: routing, the API key, the served model's name, and
-// the non-generating endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize), the
-// engine view's event stream and the web page's files (web_ui.h).
-// Generating requests become Generations (generation.h). The engine alone shapes and checks a
-// prompt (tokenization, chat template, BOS, vocabulary, context): the service hands it text,
-// conversations or ids and maps its refusals (rejection_error.h). Runs on the I/O thread only.
+// The OpenAI-compatible API over one engine, and Anthropic's Messages API over the same request
+// path (anthropic_endpoints.cc: only its shapes differ): routing, the API key, the served model's
+// name, and the non-generating endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize),
+// the engine view's event stream and the web page's files (web_ui.h). Generating requests become
+// Generations (generation.h). The engine alone shapes and checks a prompt (tokenization, chat
+// template, BOS, vocabulary, context): the service hands it text, conversations or ids and maps its
+// refusals (rejection_error.h). Runs on the I/O thread only.
 //
+// Errors come in the route's API's shape (Anthropic's under /v1/messages, OpenAI's elsewhere).
 // Status codes: 400 invalid request, 401 bad or missing key (all routes but /health and the web
 // page's files), 404 unknown route or model, 405 wrong method, 413/431 (HTTP layer), 429 +
 // Retry-After when the engine is overloaded, 503 + Retry-After while loading or draining, 500
@@ -12,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/anthropic_schema.h"
 #include "server/api_error.h"
 #include "server/embedding_run.h"
 #include "server/engine_events.h"
@@ -26,6 +30,8 @@
 #include "server/http_server.h"
 #include "server/openai_schema.h"
 #include "server/prompt_bound.h"
+#include "server/reply_codec.h"
+#include "server/tool_request.h"
 
 namespace boost::asio {
 class io_context;
@@ -61,6 +67,8 @@ enum class Route : uint8_t {
   kEmbeddings,
   kEngineEvents,
   kResetPrefixCache,
+  kAnthropicMessages,
+  kAnthropicCountTokens,
 };
 
 // A generating request once its body is parsed: the model it names, its options, and each distinct
@@ -79,6 +87,10 @@ struct GenerationRequest {
   bool parallel_tool_calls = true;
   // Chat with a harmony model (gpt-oss): the engine reads its replies by their markers.
   bool harmony = false;
+  // The response id's start ("chatcmpl-", "cmpl-", "msg_").
+  std::string id_prefix;
+  // The API shape of the response, given its id and model; OpenAI's when unset.
+  std::function<std::shared_ptr<ReplyCodec>(const ResponseMeta&)> codec;
 };
 
 class OpenAIService {
@@ -120,8 +132,18 @@ class OpenAIService {
   void engine_events(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   // GET "/", "/engine", "/web/...": the web page's files, when the page is on.
   bool serve_web_page(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // A generating request of any API, `parse` reading its body (on a prompt worker).
+  using GenerationParser =
+      std::function<std::variant<GenerationRequest, ApiError>(const std::string& body)>;
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
-                   bool chat);
+                   GenerationParser parse);
+  // Anthropic's Messages API (anthropic_endpoints.cc): a body read into the chat request the
+  // OpenAI chat endpoint makes (anthropic_schema.h), and /v1/messages/count_tokens, the same
+  // request's prompt tokens.
+  std::variant<GenerationRequest, ApiError> parse_anthropic_messages(
+      const std::string& body, AnthropicEndpoint endpoint) const;
+  void anthropic_count_tokens(const HttpRequest& request,
+                              const std::shared_ptr<HttpExchange>& exchange);
   // POST /v1/embeddings: parse, check the model and `dimensions`, bound and tokenize the inputs
   // (on a prompt worker), then run them through the engine (embedding_run.h).
   void embeddings(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
@@ -135,6 +157,10 @@ class OpenAIService {
   // `body` with its key order kept, into `prompt` and `out`.
   std::optional<ApiError> read_tool_fields(const std::string& body, const nlohmann::json& parsed,
                                            GenerationRequest& out, ChatPrompt& prompt) const;
+  // Offers a request's tools (parsed from either API's shape) to the model: the prompt shows
+  // them, the model's call syntax reads the replies, and a grammar holds a demanded call.
+  std::optional<ApiError> use_tools(ToolRequest tools, GenerationRequest& out,
+                                    ChatPrompt& prompt) const;
   // Refuses a text that cannot fit the context from its size alone, then tokenizes the prompts
   // of a request that continues no session (a session turn's BOS and history are the engine's
   // to decide at submit), so that the I/O thread never tokenizes a large prompt.
@@ -155,6 +181,8 @@ class OpenAIService {
   void reply_error(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                    const ApiError& error);
   bool authorized(const HttpRequest& request) const;
+  // A response id nobody can guess from another's: `prefix` and 16 hex digits.
+  std::string next_response_id(std::string_view prefix);
 
   boost::asio::io_context& io_;
   const ServiceConfig config_;
@@ -174,5 +202,10 @@ class OpenAIService {
 // Compares the Authorization header with "Bearer <key>" in time independent of where they
 // differ (only of their lengths).
 bool api_key_matches(std::string_view authorization, std::string_view key);
+// Compares a key sent as it is (Anthropic's x-api-key header) with the key, the same way.
+bool raw_api_key_matches(std::string_view given, std::string_view key);
+
+// Anthropic's routes (/v1/messages and below), which answer in Anthropic's shapes.
+bool is_anthropic_path(std::string_view path);
 
 }  // namespace drift::server

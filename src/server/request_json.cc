@@ -42,14 +42,4 @@ std::optional<size_t> find_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
-std::variant<nlohmann::json, ApiError> parse_request_json(std::string_view body,
-                                                          const JsonLimits& limits) {
-  if (auto bad = find_invalid_utf8(body))
-    return bad_request(fmt::format("the request body is not valid UTF-8 (byte offset {})", *bad));
-  Expected<nlohmann::json> json = parse_bounded_json<nlohmann::json>(body, limits);
-  if (!json.ok()) return bad_request(fmt::format("the request body {}", json.error().message));
-  if (!json->is_object()) return bad_request("the request body must be a JSON object");
-  return std::move(json).value();
-}
-
 }  // namespace drift::server

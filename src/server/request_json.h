@@ -23,9 +23,18 @@ namespace drift::server {
 std::optional<size_t> find_invalid_utf8(std::string_view text);
 
 // Parses a request body that must be a JSON object: UTF-8, depth and syntax are checked, each
-// failure a 400 that says where.
-std::variant<nlohmann::json, ApiError> parse_request_json(std::string_view body,
-                                                          const JsonLimits& limits = {});
+// failure a 400 that says where. `Json`: nlohmann::json, or nlohmann::ordered_json where the
+// client's key order matters (jinja::Json).
+template <typename Json = nlohmann::json>
+std::variant<Json, ApiError> parse_request_json(std::string_view body,
+                                                const JsonLimits& limits = {}) {
+  if (auto bad = find_invalid_utf8(body))
+    return bad_request(fmt::format("the request body is not valid UTF-8 (byte offset {})", *bad));
+  Expected<Json> json = parse_bounded_json<Json>(body, limits);
+  if (!json.ok()) return bad_request(fmt::format("the request body {}", json.error().message));
+  if (!json->is_object()) return bad_request("the request body must be a JSON object");
+  return std::move(json).value();
+}
 
 // Parses the JSON text a string field of the body holds (its UTF-8 was checked with the body);
 // a 400 naming `param` when it is too deep, too large or not JSON.

@@ -11,4 +11,11 @@ std::string sse_event(std::string_view json) {
 
 std::string sse_done() { return "data: [DONE]\n\n"; }
 
+std::string sse_named_event(std::string_view name, std::string_view json) {
+  std::string out;
+  out.reserve(name.size() + json.size() + 16);
+  out.append("event: ").append(name).append("\n").append(sse_event(json));
+  return out;
+}
+
 }  // namespace drift::server

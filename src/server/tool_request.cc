@@ -19,13 +19,6 @@ const Json* field(const Json& object, std::string_view name) {
   return &*it;
 }
 
-bool valid_function_name(const std::string& name) {
-  if (name.empty() || name.size() > kMaxToolNameBytes) return false;
-  for (unsigned char c : name)
-    if (!std::isalnum(c) && c != '_' && c != '-') return false;
-  return true;
-}
-
 MaybeError check_tool(const Json& tool, size_t index, std::set<std::string>& names) {
   const std::string param = fmt::format("tools[{}]", index);
   if (!tool.is_object()) return bad_request(fmt::format("{} must be an object", param), param);
@@ -143,6 +136,13 @@ MaybeError read_calls(const Json& calls, const std::string& param, Json& out) {
 }
 
 }  // namespace
+
+bool valid_function_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxToolNameBytes) return false;
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && c != '_' && c != '-') return false;
+  return true;
+}
 
 std::variant<ToolRequest, ApiError> parse_tool_request(const Json& body) {
   ToolRequest out;

@@ -33,6 +33,10 @@ struct ToolRequest {
   bool active() const { return tools && choice != ToolChoice::kNone; }
 };
 
+// A function name as OpenAI's and Anthropic's APIs allow it: 1 to kMaxToolNameBytes of
+// [a-zA-Z0-9_-].
+bool valid_function_name(std::string_view name);
+
 // Reads and checks the fields above; each problem is a 400 naming its field.
 std::variant<ToolRequest, ApiError> parse_tool_request(const jinja::Json& body);
 

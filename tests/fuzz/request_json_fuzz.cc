@@ -1,11 +1,13 @@
 // libFuzzer target for what a client's request body goes through before the model sees it: the
-// JSON checks (UTF-8, depth, syntax) and every endpoint's schema. Any body must be accepted or
-// refused with a 4xx naming what is wrong; nothing may crash, hang or throw, and an error
-// message must serialize as valid JSON (it may quote the client's bytes).
+// JSON checks (UTF-8, depth, syntax) and every endpoint's schema, OpenAI's and Anthropic's. Any
+// body must be accepted or refused with a 4xx naming what is wrong; nothing may crash, hang or
+// throw, and an error message must serialize as valid JSON (it may quote the client's bytes).
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "server/anthropic_response.h"
+#include "server/anthropic_schema.h"
 #include "server/api_error.h"
 #include "server/embedding_schema.h"
 #include "server/openai_schema.h"
@@ -17,6 +19,7 @@ void check_error(const drift::server::ApiError& e) {
   if (e.status < 400 || e.status > 499 || e.message.empty()) abort();
   // Throws (and so aborts the fuzzer) if the message made the body invalid.
   (void)nlohmann::json::parse(drift::server::error_json(e));
+  (void)nlohmann::json::parse(drift::server::anthropic_error_json(e));
 }
 
 template <typename T>
@@ -28,6 +31,10 @@ void check(const std::variant<T, drift::server::ApiError>& result) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
+  // Anthropic's parser takes the body itself (it keeps the client's key order).
+  check(drift::server::parse_anthropic_request(body, drift::server::AnthropicEndpoint::kMessages));
+  check(
+      drift::server::parse_anthropic_request(body, drift::server::AnthropicEndpoint::kCountTokens));
   auto parsed = drift::server::parse_request_json(body);
   if (auto* e = std::get_if<drift::server::ApiError>(&parsed)) {
     check_error(*e);

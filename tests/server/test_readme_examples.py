@@ -48,6 +48,15 @@ def readme_server_examples():
     return curl, "python3 " + python
 
 
+def readme_anthropic_example():
+    """The code block of the README's "Anthropic's Messages API:" paragraph (one python3 -c)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("Anthropic's Messages API:", 1)[1]
+    example = re.search(r"```\n(.*?)```", section, re.S).group(1).strip()
+    assert example.startswith("python3 -c 'import anthropic"), example
+    return example
+
+
 @pytest.fixture(scope="module")
 def readme_server():
     # The README's commands name port 8080; the test's server gets a free port instead.
@@ -58,7 +67,7 @@ def readme_server():
 
 def run_example(command, server):
     command = command.replace("http://127.0.0.1:8080", server.url)
-    # The venv's python has the openai package the README's example imports.
+    # The venv's python has the openai and anthropic packages the README's examples import.
     command = re.sub(r"^python3 ", sys.executable + " ", command)
     result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{command}\n{result.stderr}"
@@ -82,6 +91,14 @@ def test_readme_python_example_answers_in_words(readme_server):
     assert all(a.strip() for a in answers), answers
     share, n = dictionary_share(answers)
     assert n >= 60 and share >= 0.95, (share, n, answers)
+
+
+def test_readme_anthropic_example_answers_in_words(readme_server):
+    example = readme_anthropic_example()
+    answers = [run_example(example, readme_server) for _ in range(RUNS)]
+    assert all(a.strip() for a in answers), answers
+    share, n = dictionary_share(answers)
+    assert n >= 40 and share >= 0.93, (share, n, answers)
 
 
 def test_greedy_arithmetic_through_the_chat_template(readme_server):

@@ -29,6 +29,8 @@ TEST(EngineStepAllocation, CountingAllocatorSeesAllocations) {
   g_counting.store(true);
   uint64_t before = g_allocations.load();
   auto* v = new std::vector<int>(100);
+  escape(v);
+  escape(v->data());
   delete v;
   g_counting.store(false);
   EXPECT_EQ(g_allocations.load() - before, 2u);

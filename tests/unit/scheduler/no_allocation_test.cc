@@ -31,6 +31,8 @@ uint64_t allocations_in(F&& f) {
 TEST(NoAllocation, CountingAllocatorSeesAllocations) {
   uint64_t n = allocations_in([] {
     auto* v = new std::vector<int>(100);
+    escape(v);
+    escape(v->data());
     delete v;
   });
   EXPECT_EQ(n, 2u);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/http_server.h"
@@ -50,6 +51,35 @@ class FakeExchange final : public HttpExchange {
   bool ended = false;
   std::function<void()> disconnect;
 };
+
+// The JSON of every SSE frame's data line in a stream's chunks (a chunk may hold several frames),
+// with the frame's `event:` name when it has one ("" else); "data: [DONE]" is skipped.
+struct SseFrame {
+  std::string event;
+  nlohmann::json data;
+};
+inline std::vector<SseFrame> sse_frames(const FakeExchange& exchange) {
+  std::vector<SseFrame> out;
+  for (const std::string& chunk : exchange.chunks) {
+    size_t at = 0;
+    while (at < chunk.size()) {
+      size_t end = chunk.find("\n\n", at);
+      if (end == std::string::npos) end = chunk.size();
+      std::string_view frame = std::string_view(chunk).substr(at, end - at);
+      at = end + 2;
+      SseFrame f;
+      if (frame.starts_with("event: ")) {
+        const size_t newline = frame.find('\n');
+        f.event = std::string(frame.substr(7, newline - 7));
+        frame.remove_prefix(newline == std::string_view::npos ? frame.size() : newline + 1);
+      }
+      if (!frame.starts_with("data: ") || frame == "data: [DONE]") continue;
+      f.data = nlohmann::json::parse(frame.substr(6));
+      out.push_back(std::move(f));
+    }
+  }
+  return out;
+}
 
 // Runs `io` until `exchange` has its whole response (engine events arrive by post), or 10 s.
 inline bool run_until_answered(boost::asio::io_context& io, const FakeExchange& exchange) {

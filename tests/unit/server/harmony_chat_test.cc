@@ -191,6 +191,24 @@ class HarmonyChatTest : public ::testing::Test {
     return exchange;
   }
 
+  // Anthropic's /v1/messages over the same model.
+  std::shared_ptr<FakeExchange> messages(json extra) {
+    json body = {{"model", "fake-gpt-oss"},
+                 {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                 {"max_tokens", 150}};
+    body.update(extra);
+    HttpRequest request;
+    request.id = ++next_id_;
+    request.method = "POST";
+    request.target = "/v1/messages";
+    request.body = body.dump();
+    request.received = std::chrono::steady_clock::now();
+    auto exchange = std::make_shared<FakeExchange>();
+    service_.handle(std::move(request), exchange);
+    EXPECT_TRUE(run_until_answered(io_, *exchange)) << "no response within 10 s";
+    return exchange;
+  }
+
   struct Streamed {
     std::string reasoning, content, finish;
     std::vector<json> calls;
@@ -368,6 +386,56 @@ TEST_F(HarmonyChatTest, AReplyWithoutMarkersIsContent) {
       EXPECT_TRUE(r->json()["choices"][0]["message"]["reasoning_content"].is_null());
     }
   }
+}
+
+TEST_F(HarmonyChatTest, AnthropicMessagesShowTheReasoningAsThinkingBlocks) {
+  start(kAnalysisThenFinal);
+  auto whole = messages(json::object());
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  EXPECT_EQ(whole->json()["content"], json::parse(R"([
+      {"type": "thinking", "thinking": "The user greets. Reply with café ✓.", "signature": ""},
+      {"type": "text", "text": "Bonjour, café ✓! Type <|end|> to end."}])"));
+  EXPECT_EQ(whole->json()["stop_reason"], "end_turn");
+
+  auto streamed = messages({{"stream", true}});
+  ASSERT_EQ(streamed->status, 200);
+  std::string thinking, text;
+  std::vector<std::pair<std::string, int>> blocks;  // each block's type and index, as started
+  for (const SseFrame& frame : sse_frames(*streamed)) {
+    const json& e = frame.data;
+    if (e["type"] == "content_block_start")
+      blocks.emplace_back(e["content_block"]["type"], e["index"]);
+    if (e["type"] != "content_block_delta") continue;
+    if (e["delta"]["type"] == "thinking_delta") {
+      EXPECT_TRUE(text.empty()) << "thinking comes before the text";
+      thinking += e["delta"]["thinking"].get<std::string>();
+    } else {
+      text += e["delta"]["text"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(thinking, "The user greets. Reply with café ✓.");
+  EXPECT_EQ(text, "Bonjour, café ✓! Type <|end|> to end.");
+  EXPECT_EQ(blocks, (std::vector<std::pair<std::string, int>>{{"thinking", 0}, {"text", 1}}));
+
+  auto hidden = messages({{"thinking", {{"type", "disabled"}}}});
+  ASSERT_EQ(hidden->status, 200) << hidden->body;
+  EXPECT_EQ(hidden->json()["content"], json::parse(R"([
+      {"type": "text", "text": "Bonjour, café ✓! Type <|end|> to end."}])"));
+}
+
+TEST_F(HarmonyChatTest, AnthropicMessagesReadACommentaryCallAsToolUse) {
+  start(kCall);
+  const json tools = json::parse(R"([{"name": "get_weather",
+      "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}])");
+  auto r = messages({{"tools", tools}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json body = r->json();
+  EXPECT_EQ(body["stop_reason"], "tool_use");
+  ASSERT_EQ(body["content"].size(), 2u) << body;
+  EXPECT_EQ(body["content"][0]["thinking"], "Need the weather.");
+  EXPECT_EQ(body["content"][1]["type"], "tool_use");
+  EXPECT_EQ(body["content"][1]["name"], "get_weather");
+  EXPECT_EQ(body["content"][1]["input"], json::parse(R"({"city": "Paris"})"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../engine/engine_fakes.h"
+#include "byte_codec.h"
 #include "fake_exchange.h"
 
 namespace drift::server {
@@ -212,36 +213,6 @@ TEST_F(OpenAIServiceTest, RoutesCheckTheirMethod) {
 
 namespace drift::server {
 namespace {
-
-// FakeCodec's encoding (a token per byte), with each token decoding to its byte, so that a test
-// can script a reply's exact text.
-class ByteCodec final : public TextCodec {
- public:
-  std::vector<TokenId> encode(const TextPrompt& prompt) const override {
-    return fake_.encode(prompt);
-  }
-  Expected<std::vector<TokenId>> encode_chat(const ChatPrompt& chat) const override {
-    return fake_.encode_chat(chat);
-  }
-  ToolCallSyntax tool_call_syntax() const override { return ToolCallSyntax::kHermes; }
-  Expected<std::string> decode(std::span<const TokenId> tokens, bool) const override {
-    std::string text;
-    for (TokenId t : tokens) text += piece(t);
-    return text;
-  }
-  Expected<std::string> token_text(TokenId token) const override { return piece(token); }
-  std::unique_ptr<TokenTextStream> start_stream() const override {
-    struct Stream final : TokenTextStream {
-      Expected<std::string> push(TokenId token) override { return piece(token); }
-      std::string finish() override { return {}; }
-    };
-    return std::make_unique<Stream>();
-  }
-
- private:
-  static std::string piece(TokenId t) { return t < 2 ? "" : std::string(1, char(t - 2)); }
-  FakeCodec fake_;
-};
 
 // A model whose every reply is `reply` (then EOS): the fake executor's tokens are replaced, after
 // each step, by the reply's bytes in order.

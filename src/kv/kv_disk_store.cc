@@ -287,6 +287,16 @@ bool KVDiskStore::contains(const KVDigest& digest, const KVDigest& parent,
   return slot >= 0 && matches(staging_[size_t(slot)].key);
 }
 
+bool KVDiskStore::holds(const KVDigest& digest) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return index_.contains(digest) || staged_slot_locked(digest) >= 0;
+}
+
+int32_t KVDiskStore::num_free_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return int32_t(free_slots_.size());
+}
+
 int32_t KVDiskStore::staged_slot_locked(const KVDigest& digest) const {
   // A handful of slots: a scan, and no allocation on the worker's eviction path.
   for (size_t i = 0; i < staging_.size(); ++i)

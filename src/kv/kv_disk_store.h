@@ -111,6 +111,10 @@ class KVDiskStore {
   // Whether a page of this digest, parent and namespace is on disk or queued to be written (a
   // read of a queued page is served from its staging slot).
   bool contains(const KVDigest& digest, const KVDigest& parent, uint64_t cache_namespace) const;
+  // Whether a page of this digest is on disk or queued to be written (its LRU place unchanged).
+  bool holds(const KVDigest& digest) const;
+  // Staging slots free now: how many writes would be queued without dropping one.
+  int32_t num_free_slots() const;
   // Queues a read of the page into `dest` ([page_bytes], kept alive and untouched by others until
   // the read completes); it succeeds only if the file holds exactly `key` and `tokens`. Returns a
   // ticket that take_completed reports.

@@ -55,6 +55,27 @@ void PrefixDiskTier::on_prefix_page_evicted(const EvictedPrefixPage& page) {
   }
 }
 
+int32_t PrefixDiskTier::write_ahead(int32_t pages_at_risk) {
+  // Rule: the pages the pool reclaims first go first; a full staging set ends the walk (the next
+  // step boundary continues it), so write-ahead never drops a write.
+  int32_t free_slots = pages_at_risk > 0 ? store_.num_free_slots() : 0;
+  int32_t queued = 0;
+  PageId p = kv_.first_cached_page();
+  for (int32_t i = 0; i < pages_at_risk && free_slots > 0 && p != kNoPage; ++i) {
+    if (cache_.registered(p)) {
+      const EvictedPrefixPage page = cache_.describe(p);
+      if (!store_.holds(page.digest) && store_.write(key_of(page), page.tokens, memory_.page(p))) {
+        ++queued;
+        --free_slots;
+      }
+    }
+    p = kv_.next_cached_page(p);
+  }
+  stats_.pages_spilled += uint64_t(queued);
+  stats_.pages_written_ahead += uint64_t(queued);
+  return queued;
+}
+
 bool PrefixDiskTier::fetch(SeqId waiter, uint64_t cache_namespace, std::span<const TokenId> tokens,
                            const PrefixHit& hit, std::span<const PageId> hit_pages,
                            int32_t max_pages) {

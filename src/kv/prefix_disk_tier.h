@@ -33,11 +33,12 @@ namespace drift {
 inline constexpr SeqId kLoaderSeqBase = SeqId{0xD15C} << 48;
 
 struct PrefixDiskTierStats {
-  uint64_t loads = 0;              // reads started for a waiting request's prefix
-  uint64_t pages_loaded = 0;       // read back good and registered
-  uint64_t pages_load_failed = 0;  // read back bad (or after a bad one): recomputed
-  uint64_t pages_spilled = 0;      // handed to the store's writer
-  uint64_t spill_skipped = 0;      // not written: on disk already, or no staging slot free
+  uint64_t loads = 0;                // reads started for a waiting request's prefix
+  uint64_t pages_loaded = 0;         // read back good and registered
+  uint64_t pages_load_failed = 0;    // read back bad (or after a bad one): recomputed
+  uint64_t pages_spilled = 0;        // handed to the store's writer (at eviction or ahead of it)
+  uint64_t spill_skipped = 0;        // not written: on disk already, or no staging slot free
+  uint64_t pages_written_ahead = 0;  // handed to the writer while still cached (write_ahead)
 };
 
 class PrefixDiskTier final : public PrefixSpillListener {
@@ -51,6 +52,13 @@ class PrefixDiskTier final : public PrefixSpillListener {
   PrefixDiskTier& operator=(const PrefixDiskTier&) = delete;
 
   void on_prefix_page_evicted(const EvictedPrefixPage& page) override;
+
+  // Hands the store the first `pages_at_risk` pages of the pool's eviction order that are not on
+  // disk yet, as many as its free staging slots take (a cached page's bytes no longer change).
+  // Called at a step boundary with the pages the next step may reclaim, so that a step that
+  // reclaims more pages than the store has slots finds them written or staged, not dropped.
+  // Returns pages queued.
+  int32_t write_ahead(int32_t pages_at_risk);
 
   // Starts reading the pages of `tokens` after `hit` (its `hit_pages`, one group) that the disk
   // holds, up to `max_pages` pages in all, for waiting request `waiter`. True if reads started

@@ -196,7 +196,12 @@ void EngineScheduler::begin_step() {
                                  plan_.kv_tables_released.end());
   plan_.clear();
   plan_.step = step_;
-  if (tier_) tier_->complete_loads();  // pages read from disk join the prefix cache
+  if (tier_) {
+    tier_->complete_loads();  // pages read from disk join the prefix cache
+    // A step may reclaim more cached pages than the store has staging slots: the ones it could
+    // reclaim are written ahead, while steps run.
+    tier_->write_ahead(max_pages_one_step_takes() - kv_.num_free_pages());
+  }
   plan_.kv_tables_released.swap(kv_tables_to_release_);
   token_budget_ = config_.max_num_batched_tokens;
   prefill_budget_ = prefill_token_budget_;
@@ -330,6 +335,16 @@ void EngineScheduler::end_step() {
     log_.record(ProgressEvent::kStep, plan_.step, plan_.num_tokens(), int64_t(plan_.items.size()));
   }
   ++step_;
+}
+
+int32_t EngineScheduler::max_pages_one_step_takes() const {
+  // Its tokens (drafts included) fill at most tokens / page_size pages, plus two for each item
+  // (one it starts mid-way, one shared partial page it copies); items are the sequences running
+  // or waiting, at most max_num_seqs.
+  const int32_t page = kv_.page_size();
+  const auto items =
+      int32_t(std::min<size_t>(size_t(config_.max_num_seqs), running_.size() + waiting_.size()));
+  return (config_.max_num_batched_tokens + page - 1) / page + 2 * items;
 }
 
 int32_t EngineScheduler::prefill_chunk_limit(int32_t pending, bool past_prefill_budget) const {

@@ -218,6 +218,9 @@ class EngineScheduler {
   // Helpers.
   // The tokens of `pending` a prefill chunk takes in this step (0: none fit).
   int32_t prefill_chunk_limit(int32_t pending, bool past_prefill_budget = false) const;
+  // The most pages the step being planned can take from the pool (the disk tier writes that
+  // many of the pool's next evictions ahead).
+  int32_t max_pages_one_step_takes() const;
   CachedPrefix find_cached_prefix(const SequenceState& seq);
   // Whether `seq` waits for the disk tier to read the pages after its cached `prefix` (asking
   // it once per admission).

@@ -47,7 +47,8 @@ SchedulerConfig config() {
 // executor (the page memory), store, tier, scheduler. One instance is one process's life.
 class TieredDriver {
  public:
-  TieredDriver(const fs::path& dir, KVDigest fingerprint = {11, 22}, uint64_t budget = 1 << 20)
+  TieredDriver(const fs::path& dir, KVDigest fingerprint = {11, 22}, uint64_t budget = 1 << 20,
+               int32_t staging_pages = 16)
       : kv_(make_kv()), prefix_(kv_), executor_(kv_, FakeModel{}) {
     KVDiskStoreConfig c;
     c.dir = dir.string();
@@ -55,6 +56,7 @@ class TieredDriver {
     c.fingerprint = fingerprint;
     c.page_size = kPageSize;
     c.page_bytes = executor_.page_bytes();
+    c.staging_pages = staging_pages;
     auto store = KVDiskStore::open(c);
     EXPECT_TRUE(store.ok()) << (store.ok() ? "" : store.error().message);
     store_ = std::move(store).value();
@@ -150,6 +152,25 @@ TEST(DiskTierScheduler, EvictedPagesAreReadBackInsteadOfComputed) {
   EXPECT_GE(d.scheduler().stats().tier_waits, 1u);
   EXPECT_EQ(d.tier().num_loads(), 0);
   EXPECT_TRUE(d.kv().check_invariants().ok());
+}
+
+// A step that reclaims more cached pages than the store has staging slots. The pool frees a
+// finished sequence's pages last page first, so such a step reaches the chain's first pages last
+// — the ones every read of the chain starts from — and found every slot taken: they were dropped,
+// and the pages written before them could never be reached. The pages the next step may reclaim
+// are written ahead while steps run, so a step that reclaims them finds them on disk or staged.
+TEST(DiskTierScheduler, PagesReclaimedByAStepLargerThanTheStagingAreReadBack) {
+  TempDir dir;
+  TieredDriver d(dir.path, KVDigest{11, 22}, 1 << 20, /*staging_pages=*/2);
+  d.ask(1, kDocument);                // 7 registered pages, cached when it ends
+  d.ask(10, prompt_of(20, 500), 12);  // decodes 12 steps while those pages wait in RAM
+  d.ask(11, prompt_of(40, 700));      // reclaims them, up to 4 pages a step
+  d.store().drain();
+  EXPECT_EQ(d.store().stats().writes_dropped, 0u);
+  const uint64_t hit_before = d.prefix().stats().hit_tokens;
+  EXPECT_EQ(d.ask(2, kDocument), d.reference(2, kDocument));
+  EXPECT_EQ(d.tier().stats().pages_loaded, 7u) << "every page of the document's chain";
+  EXPECT_EQ(d.prefix().stats().hit_tokens - hit_before, 28u);
 }
 
 TEST(DiskTierScheduler, APromptFindsItsPagesAfterARestart) {

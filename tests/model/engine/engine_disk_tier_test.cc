@@ -137,6 +137,9 @@ TEST(EngineDiskTier, ALongPromptReadBackFromDiskAnswersBitForBitAsComputed) {
     ask(*engine, other2);
     const EngineMetrics before = engine->metrics();
     EXPECT_GE(disk(before).tier.pages_spilled, 20u);
+    // A step's evictions beyond the store's staging slots were dropped, the chain's first pages
+    // among them (the pool frees a sequence's last page first); pages written ahead are not.
+    EXPECT_EQ(disk(before).store.writes_dropped, 0u);
     const Answer read_back = ask(*engine, doc);
     expect_same(read_back, computed, "read back from disk");
     const EngineMetrics after = engine->metrics();

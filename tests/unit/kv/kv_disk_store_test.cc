@@ -257,6 +257,35 @@ TEST(KVDiskStore, TheBudgetDeletesTheLeastRecentlyUsedPage) {
   EXPECT_FALSE(store->contains(pages[2].key.digest, pages[2].key.parent, 7));
 }
 
+// Write-ahead asks whether a page is held (on disk or staged) before it copies one: asking
+// changes no page's place in the budget's order, and the free staging slots come back as the
+// I/O thread writes them.
+TEST(KVDiskStore, HoldsAsksWithoutMakingAPageRecent) {
+  TempDir dir;
+  KVDiskStoreConfig c = config_of(dir.path);
+  {
+    auto probe = open_store(c);
+    c.budget_bytes = 2 * probe->file_bytes();
+  }
+  c.staging_pages = 3;
+  auto store = open_store(c);
+  std::vector<TestPage> pages = {page(0), page(1), page(2)};
+  EXPECT_EQ(store->num_free_slots(), 3);
+  EXPECT_FALSE(store->holds(pages[0].key.digest));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(store->write(pages[i].key, pages[i].tokens, pages[i].bytes));
+    EXPECT_TRUE(store->holds(pages[i].key.digest)) << "staged or written";
+    store->drain();
+  }
+  EXPECT_EQ(store->num_free_slots(), 3);
+  EXPECT_TRUE(store->holds(pages[0].key.digest));  // not a use: page 0 stays the oldest
+  ASSERT_TRUE(store->write(pages[2].key, pages[2].tokens, pages[2].bytes));
+  store->drain();
+  EXPECT_FALSE(store->holds(pages[0].key.digest)) << "the budget deleted the oldest";
+  EXPECT_TRUE(store->holds(pages[1].key.digest));
+  EXPECT_TRUE(store->holds(pages[2].key.digest));
+}
+
 TEST(KVDiskStore, ChangesAreReportedForKVEvents) {
   TempDir dir;
   KVDiskStoreConfig c = config_of(dir.path);

@@ -95,6 +95,8 @@ std::string engine_view_json(const EngineSnapshot& snapshot, const EngineMetrics
                         {"pages_loaded", d.tier.pages_loaded},
                         {"pages_load_failed", d.tier.pages_load_failed},
                         {"pages_spilled", d.tier.pages_spilled},
+                        {"pages_written_ahead", d.tier.pages_written_ahead},
+                        {"writes_dropped", d.store.writes_dropped},
                         {"loads_in_flight", d.loads_in_flight},
                         {"read_bytes", d.store.bytes_read},
                         {"read_seconds", d.store.read_seconds},

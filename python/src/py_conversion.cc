@@ -125,6 +125,10 @@ EngineOptions engine_options_from(const nb::dict& options) {
       o.kv_events.endpoint = str_of(n, value);
     else if (name == "kv_events_topic")
       o.kv_events.topic = str_of(n, value);
+    else if (name == "kv_cache_dir")
+      o.kv_cache_dir = str_of(n, value);
+    else if (name == "kv_cache_dir_gib")
+      o.kv_cache_dir_gib = float_of(n, value);
     else
       throw nb::value_error(
           ("unknown engine option '" + name +
@@ -134,7 +138,7 @@ EngineOptions engine_options_from(const nb::dict& options) {
            "default_max_tokens, no_chunked_prefill, no_prefix_cache, no_hybrid_kv, "
            "target_itl_ms, idle_step_ms, target_ttft_ms, max_ttft_s, max_sessions, "
            "session_max_tokens, session_ttl, kv_events_endpoint, "
-           "kv_events_topic)")
+           "kv_events_topic, kv_cache_dir, kv_cache_dir_gib)")
               .c_str());
   }
   return o;

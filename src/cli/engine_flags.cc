@@ -60,6 +60,15 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
   cmd.add_flag("--no-hybrid-kv", o.no_hybrid_kv,
                "keep every layer's K/V in one page (no KV groups): sliding-window layers then "
                "free nothing and a sequence's capacity counts all its tokens in every layer");
+  cmd.add_option("--kv-cache-dir", o.kv_cache_dir,
+                 "a disk tier under the prefix cache: cached KV pages that leave RAM are written "
+                 "here and read back by later prompts that start with them, also after a restart "
+                 "(one server per directory)");
+  cmd.add_option("--kv-cache-dir-gib", o.kv_cache_dir_gib,
+                 "the most this model's pages take in --kv-cache-dir, in GiB (least recently used "
+                 "pages are deleted first)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
   cmd.add_option("--target-itl-ms", o.target_itl_ms,
                  "inter-token latency target: while sequences decode, each step's prefill is cut "
                  "so that the step's predicted time stays under it (0: off)")

@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "engine/engine_worker.h"
+#include "engine/session_file.h"
+#include "util/log.h"
 
 namespace drift {
 
@@ -30,9 +32,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   if (setup.enable_prefix_caching)
     engine->prefix_cache_ =
         std::make_unique<PrefixCache>(engine->kv_, default_prefix_hash, engine->kv_events_.get());
-  DRIFT_ASSIGN_OR_RETURN(engine->scheduler_,
-                         EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_,
-                                                 engine->log_, engine->prefix_cache_.get()));
+  if (setup.kv_disk_dir) DRIFT_RETURN_IF_ERROR(engine->open_disk_tier(model));
+  DRIFT_ASSIGN_OR_RETURN(
+      engine->scheduler_,
+      EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_, engine->log_,
+                              engine->prefix_cache_.get(), engine->disk_tier_.get()));
   engine->worker_ = std::make_unique<EngineWorker>(
       *engine->scheduler_, engine->kv_, *engine->executor_, *engine->gateway_, engine->log_,
       engine->board_, engine->snapshots_, engine->sessions_, setup.latency);
@@ -56,6 +60,51 @@ Engine::Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<con
           std::make_shared<Gateway>(setup.max_queued_requests, setup.latency.max_ttft_seconds)),
       sessions_(setup.sessions) {}
 
+Status Engine::open_disk_tier(const ModelFacts& model) {
+  // Rule: pages are kept apart by everything their bytes depend on besides the tokens: the
+  // model (weights, RoPE), the KV dtype, the page shape and grouping, the executor's page bytes.
+  KVPageMemory* memory = executor_->page_memory();
+  if (!memory) return make_error("kv.disk_dir: this executor gives no access to its KV pages");
+  const KVLayout& layout = setup_.kv_layout;
+  std::vector<uint64_t> shape = {model.kv_identity.lo,        model.kv_identity.hi,
+                                 uint64_t(layout.dtype),      uint64_t(layout.page_size),
+                                 uint64_t(layout.num_layers), uint64_t(layout.num_kv_heads),
+                                 uint64_t(layout.head_dim),   memory->page_bytes()};
+  for (int32_t g = 0; g < layout.num_groups(); ++g)
+    shape.push_back(uint64_t(uint32_t(layout.group(g).sliding_window)));
+  for (size_t i = 0; i < setup_.kv_grouping.layer_group.size(); ++i)
+    shape.push_back(uint64_t(setup_.kv_grouping.layer_group[i]) << 32 |
+                    uint32_t(setup_.kv_grouping.layer_slot[i]));
+  KVDiskStoreConfig config;
+  config.dir = *setup_.kv_disk_dir;
+  config.budget_bytes = setup_.kv_disk_budget_bytes;
+  config.fingerprint = kv_digest_bytes(
+      {reinterpret_cast<const uint8_t*>(shape.data()), shape.size() * sizeof(uint64_t)});
+  config.page_size = layout.page_size;
+  config.page_bytes = memory->page_bytes();
+  DRIFT_ASSIGN_OR_RETURN(disk_store_, KVDiskStore::open(config));
+  DRIFT_ASSIGN_OR_RETURN(disk_tier_,
+                         PrefixDiskTier::create(kv_, *prefix_cache_, *disk_store_, *memory));
+  // A finished read may let a waiting request in: an idle worker must take another step.
+  disk_store_->set_on_read_done([gateway = gateway_] { gateway->wake(); });
+  // Sessions of the last life continue, their prefixes warm through the tier.
+  Expected<SessionHistories> histories = load_session_histories(sessions_path());
+  if (histories.ok()) {
+    sessions_.restore(*histories, EngineClock::now());
+  } else {
+    spdlog::warn("{}", histories.error().message);
+  }
+  if (kv_events_)  // routers hear of pages on disk too (medium "DISK")
+    disk_store_->set_on_change([sink = kv_events_.get()](const KVDiskChange& change) {
+      if (change.stored) {
+        sink->disk_block_stored(change.key.hash, change.key.parent_hash, change.tokens);
+      } else {
+        sink->disk_block_removed(change.key.hash);
+      }
+    });
+  return Status::Ok();
+}
+
 Engine::~Engine() {
   shutdown(ShutdownMode::kAbort);
   if (crash_handler_installed_) uninstall_progress_crash_handler();
@@ -66,6 +115,16 @@ void Engine::shutdown(ShutdownMode mode) {
   std::lock_guard<std::mutex> lock(join_mutex_);
   if (thread_.joinable()) thread_.join();
   gateway_->mark_stopped();
+  // The worker is gone: its KV manager and pages are this thread's now.
+  if (disk_tier_) {
+    std::call_once(disk_written_back_, [&] {
+      disk_tier_->write_back_cached();
+      if (Status s =
+              save_session_histories(sessions_path(), sessions_.histories(EngineClock::now()));
+          !s.ok())
+        spdlog::warn("{}", s.message());
+    });
+  }
 }
 
 bool Engine::healthy() const { return worker_ && worker_->healthy(); }

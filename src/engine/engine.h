@@ -42,7 +42,9 @@
 #include "engine/snapshot_board.h"
 #include "engine/text_codec.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_disk_store.h"
 #include "kv/prefix_cache.h"
+#include "kv/prefix_disk_tier.h"
 #include "scheduler/capacity_scheduler.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
@@ -110,8 +112,10 @@ class Engine {
   bool healthy() const;
 
   // Stops taking requests (later submits are rejected), then kDrain runs every request already
-  // accepted to its end, kAbort ends them "cancelled"; joins the worker. Safe to call more than
-  // once and from several threads; a later kAbort cuts a drain short.
+  // accepted to its end, kAbort ends them "cancelled"; joins the worker; with a disk tier, writes
+  // the cached pages RAM still holds and the sessions' histories to it (so that they survive the
+  // restart). Safe to call more
+  // than once and from several threads; a later kAbort cuts a drain short.
   void shutdown(ShutdownMode mode);
 
   // The token ids submit would run for `prompt` outside any session (what /tokenize shows): BOS
@@ -157,6 +161,11 @@ class Engine {
                              kv_keep)
         .num_pages;
   }
+  // Opens the disk tier of setup_.kv_disk_dir under the prefix cache, and restores the sessions
+  // saved there.
+  Status open_disk_tier(const ModelFacts& model);
+  // Where the sessions' histories are kept across restarts (with a disk tier).
+  std::string sessions_path() const { return disk_store_->folder() + "/sessions"; }
   // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.
   std::optional<Rejection> size_request(const Request& request, std::span<const TokenId> prompt,
                                         int32_t& sized_max_new_tokens) const;
@@ -170,6 +179,10 @@ class Engine {
   KVCacheManager kv_;
   std::shared_ptr<KVEventSink> kv_events_;     // outlives the prefix cache that calls it
   std::unique_ptr<PrefixCache> prefix_cache_;  // over kv_; null when prefix caching is off
+  // The disk tier under the prefix cache (null: none); it reads and writes executor_'s pages.
+  std::unique_ptr<KVDiskStore> disk_store_;
+  std::unique_ptr<PrefixDiskTier> disk_tier_;
+  std::once_flag disk_written_back_;
   std::unique_ptr<EngineScheduler> scheduler_;
   const std::shared_ptr<Gateway> gateway_;  // shared with handles, which may outlive the engine
   mutable SessionStore sessions_;

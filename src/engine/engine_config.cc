@@ -93,6 +93,16 @@ Expected<EngineSetup> resolve_engine_setup(const EngineConfig& config, const Mod
   }
   setup.num_kv_pages = *pages;
   setup.enable_prefix_caching = config.kv.enable_prefix_caching;
+  if (config.kv.disk_dir) {
+    if (config.kv.disk_dir->empty()) return make_error("kv.disk_dir: give a directory");
+    if (!config.kv.enable_prefix_caching)
+      return make_error(
+          "kv.disk_dir: the disk tier keeps the prefix cache's pages, and prefix caching is off");
+    if (!(config.kv.disk_gib > 0 && config.kv.disk_gib <= 1e6))
+      return make_error("kv.disk_gib must be in (0, 1e6], got {}", config.kv.disk_gib);
+    setup.kv_disk_dir = config.kv.disk_dir;
+    setup.kv_disk_budget_bytes = uint64_t(config.kv.disk_gib * double(uint64_t{1} << 30));
+  }
   if (model.embedding_size < 0)
     return make_error("model.embedding_size must be >= 0, got {}", model.embedding_size);
   setup.embedding_size = model.embedding_size;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "engine/sampling_defaults.h"
 #include "engine/session_store.h"
 #include "kv/kv_capacity.h"
+#include "kv/kv_digest.h"
 #include "kv/kv_groups.h"
 #include "kv/kv_layout.h"
 #include "scheduler/scheduler_config.h"
@@ -37,6 +39,12 @@ struct KVConfig {
   // once. Off: one group of every layer, each page holding all of them (as before groups).
   // Outputs are identical either way.
   bool hybrid = true;
+  // A disk tier under the prefix cache (kv/prefix_disk_tier.h): full cached pages that the pool
+  // reclaims are written to this directory, and a later prompt (also after a restart) whose
+  // prefix continues onto them reads them back instead of computing them. Absent: RAM only.
+  // Outputs are identical with it on or off.
+  std::optional<std::string> disk_dir;
+  double disk_gib = 16;  // the most the tier's pages of this model take in disk_dir
 };
 
 struct EngineConfig {
@@ -84,6 +92,10 @@ struct ModelFacts {
   int32_t head_dim = 0;  // the larger of the K and V head widths, so the budget is never exceeded
   // [num_layers] each layer's sliding window, 0 for full attention; empty: every layer full.
   std::vector<int32_t> layer_windows;
+  // What the model's K/V depends on besides its tokens and the KV layout: the weights and the RoPE
+  // settings (runtime/ digests them). A disk tier keeps pages apart by it (with the layout), so
+  // another model never reads them; zero for a fake model.
+  KVDigest kv_identity;
   // The sampling the model's file recommends (general.sampling.*); empty when it has none.
   SamplingSettings recommended_sampling;
 };
@@ -108,6 +120,8 @@ struct EngineSetup {
   // step size): with sliding groups, more than num_kv_pages / groups * page_size.
   int64_t kv_tokens = 0;
   bool enable_prefix_caching = false;
+  std::optional<std::string> kv_disk_dir;  // the disk tier's directory (none: no tier)
+  uint64_t kv_disk_budget_bytes = 0;
   int32_t max_model_len = 0;
   ContextBound max_model_len_bound = ContextBound::kConfigured;
   std::optional<int32_t> default_max_tokens;

@@ -11,8 +11,10 @@
 
 #include "engine/session_store.h"
 #include "engine/step_cost_model.h"
+#include "kv/kv_disk_store.h"
 #include "kv/kv_event_sink.h"
 #include "kv/prefix_cache.h"
+#include "kv/prefix_disk_tier.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
 
@@ -45,6 +47,14 @@ inline constexpr double kEndToEndBuckets[] = {0.1,  0.3,  0.5,   0.8,   1.0,   1
                                               2.5,  5.0,  10.0,  15.0,  20.0,  30.0,  40.0,
                                               50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
 
+// The disk tier: what it read and wrote for the prefix cache, and its store's files.
+struct KVDiskMetrics {
+  PrefixDiskTierStats tier;
+  KVDiskStats store;
+  uint64_t admission_waits = 0;  // admission attempts that waited for pages being read
+  int32_t loads_in_flight = 0;
+};
+
 struct EngineMetrics {
   bool healthy = true;
 
@@ -52,7 +62,8 @@ struct EngineMetrics {
   int32_t num_waiting = 0;  // submitted, not admitted yet (intake + scheduler queue)
   int32_t num_running = 0;  // admitted: prefilling or decoding
   int32_t kv_pages_total = 0;
-  int32_t kv_page_size = 0;  // tokens per page
+  int32_t kv_page_size = 0;    // tokens per page
+  uint64_t kv_page_bytes = 0;  // K/V bytes of one page
   int32_t kv_pages_used = 0;
   int32_t kv_pages_free = 0;
   int32_t kv_pages_cached = 0;
@@ -91,6 +102,8 @@ struct EngineMetrics {
   // zero when prefix caching is off.
   bool prefix_cache_enabled = false;
   PrefixCacheStats prefix_cache;
+  // The disk tier under the prefix cache (kv/prefix_disk_tier.h); nullopt when there is none.
+  std::optional<KVDiskMetrics> kv_disk;
   // KV events sent to routers (kv/kv_event_sink.h), read at the call; nullopt when none are.
   std::optional<KVEventCounts> kv_events;
   // Conversation sessions: open now, tokens held, expired and refused turns (read at the call).

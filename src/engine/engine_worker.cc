@@ -37,10 +37,12 @@ EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Execu
   result_.items.reserve(seqs);
   metrics_.kv_pages_total = kv.num_pages();
   metrics_.kv_page_size = kv.page_size();
+  metrics_.kv_page_bytes = kv.layout().bytes_per_page();
   metrics_.kv_pages_free = kv.num_free_pages();
   // Gauges that hold from the start are published before the first step, so that /metrics on a
   // fresh server says what is configured (the prefix cache read 0 until the first request).
   metrics_.prefix_cache_enabled = scheduler.prefix_cache() != nullptr;
+  publish_disk_tier();  // what the directory held at start
   board_.publish(metrics_);
   snapshot_.sequences.reserve(seqs);
   snapshot_.recent_steps.reserve(StepHistory::kSteps);
@@ -413,8 +415,15 @@ void EngineWorker::publish(const StepReport& report) {
     metrics_.prefix_cache_enabled = true;
     metrics_.prefix_cache = cache->stats();
   }
+  publish_disk_tier();
   board_.publish(metrics_);
   publish_snapshot();
+}
+
+void EngineWorker::publish_disk_tier() {
+  if (const PrefixDiskTier* tier = scheduler_.disk_tier())
+    metrics_.kv_disk = KVDiskMetrics{tier->stats(), tier->store().stats(),
+                                     scheduler_.stats().tier_waits, tier->num_loads()};
 }
 
 void EngineWorker::publish_snapshot() {

@@ -96,6 +96,8 @@ class EngineWorker {
   void become_unhealthy(const std::string& why);
   void fail_everything(const std::string& why) noexcept;
   void publish(const StepReport& report);
+  // The disk tier's counters into metrics_ (none without a tier).
+  void publish_disk_tier();
   // The live view's snapshot, when the board wants one (snapshot_board.h).
   void publish_snapshot();
   void deliver();

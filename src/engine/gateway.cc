@@ -86,6 +86,14 @@ void Gateway::request_prefix_cache_flush() {
   work_.notify_one();
 }
 
+void Gateway::wake() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    woken_ = true;
+  }
+  work_.notify_one();
+}
+
 void Gateway::take(Intake& intake, bool wait) {
   // Swapping keeps the capacity of both sides' vectors, so a quiet step allocates nothing here.
   intake.requests.clear();
@@ -93,9 +101,10 @@ void Gateway::take(Intake& intake, bool wait) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (wait) {
     work_.wait(lock, [&] {
-      return !requests_.empty() || !cancels_.empty() || shutdown_ || flush_prefix_cache_;
+      return !requests_.empty() || !cancels_.empty() || shutdown_ || flush_prefix_cache_ || woken_;
     });
   }
+  woken_ = false;
   intake.requests.swap(requests_);
   queued_prompt_tokens_ = 0;
   intake.cancels.swap(cancels_);

@@ -83,6 +83,9 @@ class Gateway {
   void request_shutdown(ShutdownMode mode);
   // Asks the worker to evict every cached KV page at its next step boundary.
   void request_prefix_cache_flush();
+  // Wakes a sleeping worker for one more step (a KV page read from disk finished: a waiting
+  // request may now be admitted). Any thread.
+  void wake();
 
   // What the worker takes at a step boundary.
   struct Intake {
@@ -119,6 +122,7 @@ class Gateway {
   std::optional<Rejection> closed_reason_;
   std::optional<ShutdownMode> shutdown_;
   bool flush_prefix_cache_ = false;
+  bool woken_ = false;  // wake() since the last take
 };
 
 }  // namespace drift

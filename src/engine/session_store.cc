@@ -165,6 +165,37 @@ std::optional<std::vector<TokenId>> SessionStore::history(const std::string& id,
   return std::vector<TokenId>(s.tokens.begin(), s.tokens.begin() + std::ptrdiff_t(s.history_len));
 }
 
+SessionHistories SessionStore::histories(Clock::time_point now) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SessionHistories out;
+  for (const auto& [id, s] : sessions_) {
+    if (expired(s, now) || s.history_len == 0) continue;
+    out.emplace_back(id, std::vector<TokenId>(s.tokens.begin(),
+                                              s.tokens.begin() + std::ptrdiff_t(s.history_len)));
+  }
+  return out;
+}
+
+int32_t SessionStore::restore(const SessionHistories& histories, Clock::time_point now) {
+  // Rule: restored sessions obey the caps like new ones; they never displace an open session.
+  std::lock_guard<std::mutex> lock(mutex_);
+  int32_t opened = 0;
+  for (const auto& [id, tokens] : histories) {
+    if (id.empty() || id.size() > kMaxSessionIdBytes || tokens.empty() || sessions_.contains(id))
+      continue;
+    if (int32_t(sessions_.size()) >= config_.max_sessions ||
+        total_tokens_ + int64_t(tokens.size()) > config_.max_total_tokens)
+      break;
+    Session& s = sessions_[id];
+    s.tokens = tokens;
+    s.history_len = tokens.size();
+    s.last_used = now;
+    total_tokens_ += held(s);
+    ++opened;
+  }
+  return opened;
+}
+
 SessionStats SessionStore::stats(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   expire_idle(now, /*force=*/false);

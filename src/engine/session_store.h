@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/request.h"
@@ -48,6 +49,9 @@ struct SessionConfig {
 
 // Longest session id accepted (bytes).
 inline constexpr size_t kMaxSessionIdBytes = 256;
+
+// Session id and history, for keeping sessions across a restart (session_file.h).
+using SessionHistories = std::vector<std::pair<std::string, std::vector<TokenId>>>;
 
 struct SessionStats {
   int32_t open = 0;             // sessions now
@@ -93,6 +97,12 @@ class SessionStore {
   // has expired).
   std::optional<std::vector<TokenId>> history(const std::string& id, Clock::time_point now) const;
   SessionStats stats(Clock::time_point now);
+
+  // Every live session's history (a running turn's input excluded), to save at shutdown.
+  SessionHistories histories(Clock::time_point now) const;
+  // Opens idle sessions with these histories, last used `now`, as far as the caps allow (an id
+  // already open, empty or too long is skipped). Returns how many were opened.
+  int32_t restore(const SessionHistories& histories, Clock::time_point now);
 
  private:
   struct Session {

@@ -39,7 +39,7 @@ struct CpuExecutorConfig {
   KvLayerPlacement kv_placement;
 };
 
-class CpuExecutor final : public Executor {
+class CpuExecutor final : public Executor, private KVPageMemory {
  public:
   // `model` must outlive the executor.
   static Expected<std::unique_ptr<CpuExecutor>> create(const Model& model,
@@ -47,6 +47,7 @@ class CpuExecutor final : public Executor {
 
   Status run(const StepPlan& plan, ExecutionResult& result) override;
   bool healthy() const override { return healthy_; }
+  KVPageMemory* page_memory() override { return this; }
 
   const Model& model() const { return model_; }
   ThreadPool& pool() { return pool_; }
@@ -55,6 +56,9 @@ class CpuExecutor final : public Executor {
   CpuExecutor(const Model& model, const CpuExecutorConfig& config, KvPages kv,
               std::unique_ptr<ForwardPass> forward);
   Status run_step(const StepPlan& plan, ExecutionResult& result);
+  // KVPageMemory: a page is one contiguous run of the KV memory (model/kv_pages.h).
+  uint64_t page_bytes() const override { return uint64_t(kv_.page_stride()); }
+  std::span<uint8_t> page(PageId page) override { return kv_.page_bytes(page); }
   // Samples the `index`-th sampled item (logit_row_item_[index], whose logits rows start at
   // logit_first_row_[index]) with thread `thread`'s scratch: its one token, or its drafts'
   // verdict and the token after the accepted ones.

@@ -204,6 +204,10 @@ class KVCacheManager {
   Status check_invariants() const;
   std::vector<PageId> free_pages_in_order() const { return lists_.to_vector(kFreeList); }
   std::vector<PageId> cached_pages_in_order() const { return lists_.to_vector(kCachedList); }
+  // The cached list in eviction order without a copy: the page the pool reclaims first, and the
+  // one it reclaims after `page` (kNoPage: none).
+  PageId first_cached_page() const { return lists_.front(kCachedList).value_or(kNoPage); }
+  PageId next_cached_page(PageId page) const { return lists_.next(page).value_or(kNoPage); }
 
  private:
   static constexpr int32_t kFreeList = 0;

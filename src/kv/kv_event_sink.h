@@ -3,8 +3,9 @@
 // BlockRemoved, AllBlocksCleared). The kv library only calls this interface; the ZeroMQ publisher
 // that implements it lives in kv_events/ and is wired in by runtime/.
 //
-// The calls come from the engine's worker thread in the middle of a step: an implementation must
-// not block and must not allocate (a decode step after warm-up allocates nothing).
+// The calls come from the engine's worker thread in the middle of a step (the disk tier's from its
+// I/O thread): an implementation must not block and must not allocate (a decode step after
+// warm-up allocates nothing).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,12 @@ class KVEventSink {
   virtual void block_removed(uint64_t hash) = 0;
   // No cached page is left at all.
   virtual void all_blocks_cleared() = 0;
+  // The disk tier under the prefix cache (kv_disk_store.h) wrote, or deleted, a page of this
+  // hash: the same events with vLLM's medium "DISK". Called on the tier's I/O thread; ignored
+  // unless overridden.
+  virtual void disk_block_stored(uint64_t hash, std::optional<uint64_t> parent_hash,
+                                 std::span<const TokenId> tokens) {}
+  virtual void disk_block_removed(uint64_t hash) {}
   virtual KVEventCounts counts() const = 0;
 };
 

@@ -37,6 +37,13 @@ std::optional<PageId> PageLists::front(int32_t list) const {
   return first;
 }
 
+std::optional<PageId> PageLists::next(PageId page) const {
+  assert(linked(page));
+  const int32_t after = next_[page];
+  if (after >= num_pages_) return std::nullopt;  // the list's anchor
+  return after;
+}
+
 std::optional<PageId> PageLists::pop_front(int32_t list) {
   std::optional<PageId> page = front(list);
   if (page) remove(*page);

@@ -22,6 +22,8 @@ class PageLists {
   void remove(PageId page);  // from whichever list holds it
 
   std::optional<PageId> front(int32_t list) const;
+  // The page after `page` in its list (nullopt at the end).
+  std::optional<PageId> next(PageId page) const;
   int32_t size(int32_t list) const { return sizes_[list]; }
   bool linked(PageId page) const { return list_of_[page] >= 0; }
   std::optional<int32_t> list_of(PageId page) const;

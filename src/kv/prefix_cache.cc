@@ -30,6 +30,9 @@ PrefixCache::PrefixCache(KVCacheManager& kv, PrefixHashFn hash, KVEventSink* eve
       parent_epoch_(size_t(kv.num_pages()), 0),
       epoch_(size_t(kv.num_pages()), 0),
       group_(size_t(kv.num_pages()), 0),
+      digest_(size_t(kv.num_pages())),
+      parent_digest_(size_t(kv.num_pages())),
+      parent_hash_(size_t(kv.num_pages()), 0),
       tokens_(size_t(kv.num_pages()) * size_t(kv.page_size()), 0),
       chain_(size_t(kv.num_pages()) + 1),
       table_(std::bit_ceil(size_t(kv.num_pages()) * 2), kNoPage),
@@ -43,6 +46,7 @@ PrefixCursor PrefixCache::root(uint64_t cache_namespace) const {
   PrefixCursor c;
   c.cache_namespace = cache_namespace;
   c.hash = hash_fn_(cache_namespace, {});
+  c.digest = kv_digest_root(cache_namespace, digest_seed_);
   return c;
 }
 
@@ -78,6 +82,7 @@ PrefixCursor PrefixCache::match(const PrefixCursor& from, std::span<const TokenI
     at.hash = h;
     at.page = p;
     at.epoch = epoch_[size_t(p)];
+    at.digest = digest_[size_t(p)];
   }
   return at;
 }
@@ -97,6 +102,7 @@ PrefixCursor PrefixCache::insert(const PrefixCursor& cursor, std::span<const Tok
   if (int64_t slot = find(h, cursor, tokens); slot >= 0) {
     next.page = table_[size_t(slot)];
     next.epoch = epoch_[size_t(next.page)];
+    next.digest = digest_[size_t(next.page)];
     return next;
   }
   if (registered_[size_t(page)] || !kv_.mark_cacheable(page).ok()) {
@@ -113,6 +119,7 @@ PrefixCursor PrefixCache::insert(const PrefixCursor& cursor, std::span<const Tok
   register_page(page, 0, h, cursor, tokens);
   next.page = page;
   next.epoch = epoch_[size_t(page)];
+  next.digest = digest_[size_t(page)];
   return next;
 }
 
@@ -143,6 +150,10 @@ void PrefixCache::register_page(PageId page, int32_t group, uint64_t hash,
   parent_epoch_[u] = parent.epoch;
   epoch_[u] += 1;
   group_[u] = group;
+  // Group 0 extends the digest chain; another group's page shares its anchor's digest.
+  digest_[u] = group == 0 ? kv_digest_next(parent.digest, tokens) : parent.digest;
+  parent_digest_[u] = parent.digest;
+  parent_hash_[u] = parent.hash;
   std::ranges::copy(tokens, tokens_.begin() + std::ptrdiff_t(u * size_t(page_size_)));
   table_insert(page);
   ++num_registered_;
@@ -181,6 +192,7 @@ PrefixHit PrefixCache::lookup(uint64_t cache_namespace, std::span<const TokenId>
     next.hash = h;
     next.page = table_[size_t(slot)];
     next.epoch = epoch_[size_t(next.page)];
+    next.digest = digest_[size_t(next.page)];
   }
   for (int32_t g = 1; g < groups; ++g) {
     if (layout.group(g).sliding()) continue;
@@ -235,14 +247,32 @@ int32_t PrefixCache::flush() {
   // reset_prefix_cache says so with one AllBlocksCleared.
   const bool clears_all = kv_.num_cached_pages() == num_registered_;
   quiet_removals_ = clears_all;
+  flushing_ = true;
   const int32_t evicted = kv_.evict_all_cached();
+  flushing_ = false;
   quiet_removals_ = false;
   if (events_ && clears_all) events_->all_blocks_cleared();
   return evicted;
 }
 
+EvictedPrefixPage PrefixCache::describe(PageId page) const {
+  const size_t u = size_t(page);
+  EvictedPrefixPage e;
+  e.page = page;
+  e.cache_namespace = namespace_[u];
+  e.hash = hash_[u];
+  if (parent_[u] != kNoPage) e.parent_hash = parent_hash_[u];
+  e.digest = digest_[u];
+  e.parent_digest = parent_digest_[u];
+  e.tokens = tokens_of(page);
+  return e;
+}
+
 void PrefixCache::on_page_evicted(PageId page) {
   if (page < 0 || page >= kv_.num_pages() || !registered_[size_t(page)]) return;
+  // Before anything is forgotten: the page's bytes are intact until the manager hands it out.
+  if (spill_ && !flushing_ && group_[size_t(page)] == 0)
+    spill_->on_prefix_page_evicted(describe(page));
   table_remove(page);
   registered_[size_t(page)] = 0;
   --num_registered_;

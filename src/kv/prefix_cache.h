@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_digest.h"
 #include "kv/kv_event_sink.h"
 #include "kv/kv_types.h"
 #include "util/error.h"
@@ -57,6 +58,7 @@ struct PrefixCursor {
   uint64_t hash = 0;             // chained hash after them (the namespace's root hash at 0)
   PageId page = kNoPage;         // registered page holding page num_pages - 1; kNoPage at 0
   uint32_t epoch = 0;            // that page's registration epoch
+  KVDigest digest;               // 128-bit digest of the prefix so far (kv_digest.h)
   // A page could not be registered in its place (see PrefixCache::insert): later pages of the
   // sequence stay unregistered, since nothing could reach them.
   bool broken = false;
@@ -80,6 +82,25 @@ struct PrefixHit {
   PrefixCursor cursor;    // group 0's chain after them
 };
 
+// A registered group-0 page that the pool reclaims for reuse (LRU), told before its bytes are
+// overwritten, so that a slower tier can keep a copy (prefix_disk_tier.h). Not told for a flush:
+// a flush drops content on purpose (reset, or K/V of a failed executor).
+struct EvictedPrefixPage {
+  PageId page = kNoPage;
+  uint64_t cache_namespace = 0;
+  uint64_t hash = 0;                    // its chain hash
+  std::optional<uint64_t> parent_hash;  // nullopt for a sequence's first page
+  KVDigest digest;                      // of the prefix through it
+  KVDigest parent_digest;               // of the prefix before it
+  std::span<const TokenId> tokens;      // [page_size], valid during the call
+};
+
+class PrefixSpillListener {
+ public:
+  virtual ~PrefixSpillListener() = default;
+  virtual void on_prefix_page_evicted(const EvictedPrefixPage& page) = 0;
+};
+
 class PrefixCache final : public KVEvictionListener {
  public:
   // Becomes `kv`'s eviction listener; `kv` must outlive the cache and stay at its address, and
@@ -89,6 +110,15 @@ class PrefixCache final : public KVEvictionListener {
   ~PrefixCache() override;
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // The seed of the 128-bit digests (kv_digest_root): set before the first registration (a tier
+  // sets its directory's), 0 otherwise.
+  void set_digest_seed(uint64_t seed) { digest_seed_ = seed; }
+  // Told about every page reclaimed for reuse (null: nobody); must outlive the cache or be unset.
+  void set_spill_listener(PrefixSpillListener* listener) { spill_ = listener; }
+  // What a spill listener would be told of registered page `page` (e.g. to write back a page that
+  // stays cached at shutdown).
+  EvictedPrefixPage describe(PageId page) const;
 
   // The cursor of an empty sequence in `cache_namespace`.
   PrefixCursor root(uint64_t cache_namespace) const;
@@ -162,6 +192,9 @@ class PrefixCache final : public KVEvictionListener {
   PrefixHashFn hash_fn_;
   KVEventSink* events_;          // null: nobody listens
   bool quiet_removals_ = false;  // during a flush that clears everything: one event for all
+  bool flushing_ = false;        // during a flush: evictions are not spilled
+  PrefixSpillListener* spill_ = nullptr;
+  uint64_t digest_seed_ = 0;
   int32_t page_size_;
 
   // Per page, [num_pages]; meaningful while registered_.
@@ -170,9 +203,12 @@ class PrefixCache final : public KVEvictionListener {
   std::vector<uint64_t> namespace_;
   std::vector<PageId> parent_;
   std::vector<uint32_t> parent_epoch_;
-  std::vector<uint32_t> epoch_;  // bumped at every registration of the page
-  std::vector<int32_t> group_;   // the KV group whose layers the page holds
-  std::vector<TokenId> tokens_;  // [num_pages * page_size]
+  std::vector<uint32_t> epoch_;          // bumped at every registration of the page
+  std::vector<int32_t> group_;           // the KV group whose layers the page holds
+  std::vector<KVDigest> digest_;         // of the prefix through the page (group 0's chain)
+  std::vector<KVDigest> parent_digest_;  // of the prefix before it
+  std::vector<uint64_t> parent_hash_;    // its parent's chain hash (group 0, not a first page)
+  std::vector<TokenId> tokens_;          // [num_pages * page_size]
   // lookup()'s walk of group 0's chain: the cursor after each page, [num_pages].
   mutable std::vector<PrefixCursor> chain_;
 

@@ -18,7 +18,7 @@ void pack_hash_list(Packer& p, uint64_t hash) {
   p.pack_uint64(hash);
 }
 
-constexpr std::string_view kMediumGpu = "GPU";
+std::string_view medium_name(KVMedium medium) { return medium == KVMedium::kDisk ? "DISK" : "GPU"; }
 
 void pack_block_stored(Packer& p, const KVEvent& e, int32_t block_size) {
   p.pack_map(9);
@@ -40,7 +40,7 @@ void pack_block_stored(Packer& p, const KVEvent& e, int32_t block_size) {
   pack_key(p, "lora_id");
   p.pack_nil();
   pack_key(p, "medium");
-  pack_key(p, kMediumGpu);
+  pack_key(p, medium_name(e.medium));
   pack_key(p, "lora_name");
   p.pack_nil();
   pack_key(p, "group_idx");
@@ -54,7 +54,7 @@ void pack_block_removed(Packer& p, const KVEvent& e) {
   pack_key(p, "block_hashes");
   pack_hash_list(p, e.hash);
   pack_key(p, "medium");
-  pack_key(p, kMediumGpu);
+  pack_key(p, medium_name(e.medium));
   pack_key(p, "group_idx");
   p.pack_int32(0);
 }

@@ -12,7 +12,8 @@
 // Block hashes are ExternalBlockHash = bytes | int; drift sends the prefix cache's 64-bit chain
 // hashes as unsigned integers (vLLM does the same with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES).
 // "GPU" is vLLM's MEDIUM_GPU, the engine's own KV memory: routers filter on it, and drift's KV
-// pages play that role on the CPU. group_idx 0 is the one KV cache group drift has.
+// pages play that role on the CPU; pages of the disk tier under it (--kv-cache-dir) are "DISK".
+// group_idx 0 is the one KV cache group drift has.
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,7 @@ KVEventQueue::KVEventQueue(int32_t capacity, int32_t page_size)
       tokens_(size_t(capacity_) * size_t(page_size_), 0) {}
 
 bool KVEventQueue::push(KVEventKind kind, uint64_t hash, std::optional<uint64_t> parent_hash,
-                        std::span<const TokenId> tokens) {
+                        std::span<const TokenId> tokens, KVMedium medium) {
   {
     std::lock_guard lock(mutex_);
     if (size_ == size_t(capacity_) || tokens.size() > size_t(page_size_)) {
@@ -24,7 +24,8 @@ bool KVEventQueue::push(KVEventKind kind, uint64_t hash, std::optional<uint64_t>
                            .hash = hash,
                            .has_parent = parent_hash.has_value(),
                            .parent_hash = parent_hash.value_or(0),
-                           .tokens = {}};
+                           .tokens = {},
+                           .medium = medium};
     lengths_[slot] = int32_t(tokens.size());
     std::ranges::copy(tokens, tokens_.begin() + std::ptrdiff_t(slot * size_t(page_size_)));
     ++size_;

@@ -18,6 +18,9 @@
 namespace drift {
 
 enum class KVEventKind : uint8_t { kBlockStored, kBlockRemoved, kAllBlocksCleared };
+// Where the page is: the engine's KV pool (vLLM's "GPU", the engine's own KV memory) or the disk
+// tier under it ("DISK").
+enum class KVMedium : uint8_t { kPool, kDisk };
 
 // One event as the publisher encodes it; `tokens` points into the queue's or a batch's storage.
 struct KVEvent {
@@ -26,6 +29,7 @@ struct KVEvent {
   bool has_parent = false;
   uint64_t parent_hash = 0;
   std::span<const TokenId> tokens;  // kBlockStored: the page's token ids
+  KVMedium medium = KVMedium::kPool;
 };
 
 // Events taken out of the queue together, with their own copy of the tokens.
@@ -42,7 +46,7 @@ class KVEventQueue {
   // Engine side: no allocation, never waits for the consumer. False (and counted) when the queue
   // is full or the tokens do not fit a slot.
   bool push(KVEventKind kind, uint64_t hash, std::optional<uint64_t> parent_hash,
-            std::span<const TokenId> tokens);
+            std::span<const TokenId> tokens, KVMedium medium = KVMedium::kPool);
 
   // Consumer side: waits up to `timeout` for an event, then moves up to `max_events` of them, in
   // order, into `out` (cleared first). Returns how many.

@@ -81,6 +81,15 @@ void ZmqKVEventPublisher::block_removed(uint64_t hash) {
   queue_.push(KVEventKind::kBlockRemoved, hash, std::nullopt, {});
 }
 
+void ZmqKVEventPublisher::disk_block_stored(uint64_t hash, std::optional<uint64_t> parent_hash,
+                                            std::span<const TokenId> tokens) {
+  queue_.push(KVEventKind::kBlockStored, hash, parent_hash, tokens, KVMedium::kDisk);
+}
+
+void ZmqKVEventPublisher::disk_block_removed(uint64_t hash) {
+  queue_.push(KVEventKind::kBlockRemoved, hash, std::nullopt, {}, KVMedium::kDisk);
+}
+
 void ZmqKVEventPublisher::all_blocks_cleared() {
   queue_.push(KVEventKind::kAllBlocksCleared, 0, std::nullopt, {});
 }

@@ -46,6 +46,9 @@ class ZmqKVEventPublisher final : public KVEventSink {
                     std::span<const TokenId> tokens) override;
   void block_removed(uint64_t hash) override;
   void all_blocks_cleared() override;
+  void disk_block_stored(uint64_t hash, std::optional<uint64_t> parent_hash,
+                         std::span<const TokenId> tokens) override;
+  void disk_block_removed(uint64_t hash) override;
   KVEventCounts counts() const override;
 
  private:

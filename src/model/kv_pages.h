@@ -62,6 +62,12 @@ class KvPages {
   // Bytes from a (layer, head) block of one page to the same block of the next page.
   int64_t page_stride() const { return page_bytes_; }
 
+  // The bytes of one page, [page_stride()]: every layer slot's K and V with their scales (a disk
+  // tier copies them whole).
+  std::span<uint8_t> page_bytes(int64_t page) {
+    return {memory_.get() + page * page_bytes_, size_t(page_bytes_)};
+  }
+
   // Copies every K/V byte (and scale) of page `src` into page `dst` (copy-on-write of a shared
   // page).
   void copy_page(int64_t src, int64_t dst);

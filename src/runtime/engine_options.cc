@@ -65,6 +65,8 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
   config.max_queued_requests = o.max_queued;
   config.kv.enable_prefix_caching = !o.no_prefix_cache;
   config.kv.hybrid = !o.no_hybrid_kv;
+  config.kv.disk_dir = o.kv_cache_dir;
+  config.kv.disk_gib = o.kv_cache_dir_gib;
   config.latency.target_itl_seconds =
       o.target_itl_ms > 0 ? std::optional<double>(o.target_itl_ms / 1000) : std::nullopt;
   config.latency.idle_step_seconds =

@@ -42,6 +42,9 @@ struct EngineOptions {
   std::optional<double> max_ttft_s;
   SessionConfig sessions;
   KVEventsOptions kv_events;  // not part of EngineConfig: runtime/ wires the publisher in
+  // The disk tier under the prefix cache (kv.disk_dir, kv.disk_gib): absent, RAM only.
+  std::optional<std::string> kv_cache_dir;
+  double kv_cache_dir_gib = 16;
   // KV-Compress: the kv_keep of requests that give none (1: off), and the eviction policy.
   double kv_keep = 1.0;
   std::string kv_evict = "attention";

@@ -20,6 +20,7 @@ class FailingExecutor : public Executor {
 
   Status run(const StepPlan& plan, ExecutionResult& result) override;
   bool healthy() const override { return !failed_ && inner_->healthy(); }
+  KVPageMemory* page_memory() override { return inner_->page_memory(); }
 
  private:
   std::unique_ptr<Executor> inner_;

@@ -10,6 +10,7 @@
 #include "kv_events/zmq_kv_event_publisher.h"
 #include "model/model.h"
 #include "runtime/failing_executor.h"
+#include "runtime/model_identity.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/cpu_features.h"
@@ -97,8 +98,19 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
           std::move(executor), *executor_options.debug_fail_at_step));
     return std::unique_ptr<Executor>(std::move(executor));
   };
-  return Engine::create(config, model.facts, model.codec, make_executor, model.model,
-                        std::move(publisher));
+  ModelFacts facts = model.facts;
+  if (config.kv.disk_dir) facts.kv_identity = model_kv_identity(loaded);
+  DRIFT_ASSIGN_OR_RETURN(
+      std::unique_ptr<Engine> engine,
+      Engine::create(config, facts, model.codec, make_executor, model.model, std::move(publisher)));
+  if (const std::optional<KVDiskMetrics> disk = engine->metrics().kv_disk) {
+    spdlog::info(
+        "kv cache dir {}: {} pages of this model found ({:.1f} MiB of {:.1f} GiB), {} files "
+        "dropped (a crash's leftovers, damaged)",
+        *config.kv.disk_dir, disk->store.pages, double(disk->store.bytes) / (1 << 20),
+        double(disk->store.budget_bytes) / (1 << 30), disk->store.files_dropped_at_start);
+  }
+  return engine;
 }
 
 Expected<std::unique_ptr<Engine>> load_engine(const std::string& model_path,

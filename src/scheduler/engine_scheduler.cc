@@ -16,21 +16,23 @@ bool may_skip_cached_prefix(const SequenceState& seq) {
 
 Expected<std::unique_ptr<EngineScheduler>> EngineScheduler::create(
     const SchedulerConfig& config, std::vector<TokenId> eos_token_ids, KVCacheManager& kv,
-    ProgressLog& log, PrefixCache* prefix_cache) {
+    ProgressLog& log, PrefixCache* prefix_cache, PrefixDiskTier* tier) {
   DRIFT_RETURN_IF_ERROR(config.validate());
   for (TokenId id : eos_token_ids)
     if (id < 0) return make_error("eos_token_ids must be >= 0, got {}", id);
   return std::unique_ptr<EngineScheduler>(
-      new EngineScheduler(config, std::move(eos_token_ids), kv, log, prefix_cache));
+      new EngineScheduler(config, std::move(eos_token_ids), kv, log, prefix_cache, tier));
 }
 
 EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
-                                 KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache)
+                                 KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache,
+                                 PrefixDiskTier* tier)
     : config_(config),
       eos_token_ids_(std::move(eos_token_ids)),
       kv_(kv),
       log_(log),
       prefix_(prefix_cache),
+      tier_(prefix_cache ? tier : nullptr),
       capacity_(config.admission, kv, config.kv_compress, config.max_step_tokens()),
       waiting_order_(make_waiting_order(config)),
       prefill_token_budget_(config.max_num_batched_tokens) {
@@ -196,6 +198,12 @@ void EngineScheduler::begin_step() {
                                  plan_.kv_tables_released.end());
   plan_.clear();
   plan_.step = step_;
+  if (tier_) {
+    tier_->complete_loads();  // pages read from disk join the prefix cache
+    // A step may reclaim more cached pages than the store has staging slots: the ones it could
+    // reclaim are written ahead, while steps run.
+    tier_->write_ahead(max_pages_one_step_takes() - kv_.num_free_pages());
+  }
   plan_.kv_tables_released.swap(kv_tables_to_release_);
   token_budget_ = config_.max_num_batched_tokens;
   prefill_budget_ = prefill_token_budget_;
@@ -283,6 +291,10 @@ EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
   // that writes them when that step writes them all, waiting for a later step otherwise.
   SequenceState& seq = *waiting_[waiting_index];
   CachedPrefix prefix = find_cached_prefix(seq);
+  if (tier_ && waits_for_disk(seq, prefix)) {
+    ++stats_.tier_waits;
+    return Admission::kBlocked;
+  }
   bool joins_writer = false;
   if (const PagesInFlight in_flight = pages_in_flight(seq, prefix.num_pages); in_flight.writer) {
     // The executor stores every token's K/V of a layer before any token attends (executor.h),
@@ -327,6 +339,16 @@ void EngineScheduler::end_step() {
   ++step_;
 }
 
+int32_t EngineScheduler::max_pages_one_step_takes() const {
+  // Its tokens (drafts included) fill at most tokens / page_size pages, plus two for each item
+  // (one it starts mid-way, one shared partial page it copies); items are the sequences running
+  // or waiting, at most max_num_seqs.
+  const int32_t page = kv_.page_size();
+  const auto items =
+      int32_t(std::min<size_t>(size_t(config_.max_num_seqs), running_.size() + waiting_.size()));
+  return (config_.max_num_batched_tokens + page - 1) / page + 2 * items;
+}
+
 int32_t EngineScheduler::prefill_chunk_limit(int32_t pending, bool past_prefill_budget) const {
   // A chunk stays within long_prefill_token_threshold even past the prefill budget: it bounds
   // what one step adds to a sequence (SchedulerConfig::max_step_tokens), on which the pages a
@@ -349,6 +371,16 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
   found.cursor = hit.cursor;
   count_prefix_pages(found);
   return found;
+}
+
+bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& prefix) {
+  // Rule: one read per admission; a request whose pages are being read waits for them.
+  if (tier_->loading_for(seq.id)) return true;
+  if (seq.tier_fetched || !may_skip_cached_prefix(seq)) return false;
+  seq.tier_fetched = true;
+  const int32_t max_pages = (seq.total_len() - 1) / kv_.page_size();
+  return tier_->fetch(seq.id, seq.cache_namespace, seq.tokens,
+                      PrefixHit{prefix.num_pages, prefix.cursor}, prefix.pages, max_pages);
 }
 
 void EngineScheduler::count_prefix_pages(CachedPrefix& prefix) const {
@@ -488,6 +520,7 @@ void EngineScheduler::preempt(size_t running_index) {
   seq.num_computed_tokens = 0;
   seq.kv_evicted = 0;
   seq.prefix = PrefixCursor{};
+  seq.tier_fetched = false;  // its pages evicted meanwhile may be read back
   ++seq.num_preemptions;
   running_.erase(running_.begin() + std::ptrdiff_t(running_index));
   enqueue_waiting(seq);
@@ -762,9 +795,10 @@ Status EngineScheduler::check_invariants() const {
   if (int32_t(running_.size()) > config_.max_num_seqs)
     return make_error("scheduler: {} running > max_num_seqs {}", running_.size(),
                       config_.max_num_seqs);
-  if (kv_.num_sequences() != int32_t(running_.size()))
-    return make_error("scheduler: kv holds {} sequences, {} are running", kv_.num_sequences(),
-                      running_.size());
+  const int32_t loads = tier_ ? tier_->num_loads() : 0;  // disk reads hold sequences of their own
+  if (kv_.num_sequences() != int32_t(running_.size()) + loads)
+    return make_error("scheduler: kv holds {} sequences, {} are running, {} loading from disk",
+                      kv_.num_sequences(), running_.size(), loads);
   for (size_t i = 0; i < waiting_.size(); ++i) {
     const SequenceState& s = *waiting_[i];
     if (s.phase != SequencePhase::kWaiting || kv_.contains(s.id) || s.num_computed_tokens != 0)

@@ -37,6 +37,11 @@
 // waits for it rather than compute it twice (a burst of requests with one system prompt computes
 // it once). Released pages stay cached until the pool needs them.
 //
+// With a disk tier under the prefix cache (kv/prefix_disk_tier.h), a waiting request whose cached
+// prefix continues onto pages on disk waits while they are read back (other requests may pass
+// it, as past one blocked by KV pages), then is admitted with them as a cached hit; every step
+// boundary registers the pages whose reads finished. Steps never wait for the disk.
+//
 // After warm-up, schedule_step and on_step_executed perform no heap allocation in steady decode:
 // the plan, the outcome list and every page list reuse memory sized at construction or admission.
 #pragma once
@@ -52,6 +57,7 @@
 
 #include "kv/kv_cache_manager.h"
 #include "kv/prefix_cache.h"
+#include "kv/prefix_disk_tier.h"
 #include "scheduler/capacity_scheduler.h"
 #include "scheduler/ngram_drafter.h"
 #include "scheduler/ngram_pool.h"
@@ -94,6 +100,8 @@ struct SchedulerStats {
   // Admissions that shared pages a running prefill writes in the same step (a burst of requests
   // with one system prompt: the prompt is computed once and every request answers after it).
   uint64_t prefix_shared_in_step = 0;
+  // Admission attempts in which the request waited for its prefix's pages to be read from disk.
+  uint64_t tier_waits = 0;
   // Speculative decoding: decode items that carried a draft, their draft tokens, the drafts the
   // executor accepted, and those by position in their draft (vLLM's per-position counts).
   uint64_t spec_drafts = 0;
@@ -110,13 +118,14 @@ struct SchedulerStats {
 
 class EngineScheduler {
  public:
-  // `kv`, `log` and `prefix_cache` (over `kv`; nullptr: no prefix caching) must outlive the
-  // scheduler. `eos_token_ids` are the model's end-of-sequence tokens (a request may ignore
-  // them, see SamplingParams::ignore_eos).
+  // `kv`, `log`, `prefix_cache` (over `kv`; nullptr: no prefix caching) and `tier` (under the
+  // prefix cache; nullptr: none) must outlive the scheduler. `eos_token_ids` are the model's
+  // end-of-sequence tokens (a request may ignore them, see SamplingParams::ignore_eos).
   static Expected<std::unique_ptr<EngineScheduler>> create(const SchedulerConfig& config,
                                                            std::vector<TokenId> eos_token_ids,
                                                            KVCacheManager& kv, ProgressLog& log,
-                                                           PrefixCache* prefix_cache = nullptr);
+                                                           PrefixCache* prefix_cache = nullptr,
+                                                           PrefixDiskTier* tier = nullptr);
 
   // Queues a request. An error rejects it at once, with a reason: a duplicate id, an empty
   // prompt, max_new_tokens < 1, prompt + max_new_tokens beyond max_model_len, invalid sampling
@@ -187,6 +196,7 @@ class EngineScheduler {
   const CapacityStats& capacity_stats() const { return capacity_.stats(); }
   const PrefixCache* prefix_cache() const { return prefix_; }
   const NgramPool& ngram_pool() const { return pool_; }
+  const PrefixDiskTier* disk_tier() const { return tier_; }
   // The KV (and prefix cache) invariants plus the scheduler's own: every sequence in exactly the
   // queue its phase says, queues sorted, budgets of the running set respected, KV held exactly by
   // running sequences and matching their computed tokens when no plan is outstanding.
@@ -194,7 +204,8 @@ class EngineScheduler {
 
  private:
   EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
-                  KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache);
+                  KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache,
+                  PrefixDiskTier* tier);
 
   std::optional<SequenceOutcome> end_early(SeqId id, FinishReason reason);
 
@@ -215,7 +226,13 @@ class EngineScheduler {
   // Helpers.
   // The tokens of `pending` a prefill chunk takes in this step (0: none fit).
   int32_t prefill_chunk_limit(int32_t pending, bool past_prefill_budget = false) const;
+  // The most pages the step being planned can take from the pool (the disk tier writes that
+  // many of the pool's next evictions ahead).
+  int32_t max_pages_one_step_takes() const;
   CachedPrefix find_cached_prefix(const SequenceState& seq);
+  // Whether `seq` waits for the disk tier to read the pages after its cached `prefix` (asking
+  // it once per admission).
+  bool waits_for_disk(SequenceState& seq, const CachedPrefix& prefix);
   // Pages after the cached prefix that a running prefill is computing and `seq` could share.
   struct PagesInFlight {
     const SequenceState* writer = nullptr;  // none: nothing to wait for or share
@@ -267,7 +284,8 @@ class EngineScheduler {
   std::vector<TokenId> eos_token_ids_;
   KVCacheManager& kv_;
   ProgressLog& log_;
-  PrefixCache* prefix_;  // nullptr: no prefix caching
+  PrefixCache* prefix_;   // nullptr: no prefix caching
+  PrefixDiskTier* tier_;  // nullptr: no disk tier
   CapacityScheduler capacity_;
   std::unique_ptr<WaitingOrder> waiting_order_;
 

@@ -3,6 +3,7 @@
 // sees a tensor.
 #pragma once
 
+#include "kv/kv_page_memory.h"
 #include "scheduler/step_plan.h"
 #include "util/error.h"
 
@@ -26,6 +27,10 @@ class Executor {
   // False once the executor cannot run any further step; the engine then ends every request
   // with an error (EngineScheduler::abort_all) and reports itself unhealthy.
   virtual bool healthy() const = 0;
+
+  // Byte access to its KV pages for a disk tier (kv/kv_page_memory.h); null: it gives none, and
+  // the engine runs without a tier.
+  virtual KVPageMemory* page_memory() { return nullptr; }
 };
 
 }  // namespace drift

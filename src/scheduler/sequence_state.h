@@ -85,6 +85,9 @@ struct SequenceState {
   // The sequence's leading full pages that the prefix cache knows (hit at admission or registered
   // since); reset at each admission.
   PrefixCursor prefix;
+  // The disk tier was asked for the pages after its cached prefix since it last waited (once per
+  // admission: pages read back and evicted again before it is admitted are computed).
+  bool tier_fetched = false;
   uint64_t arrival_step = 0;   // the scheduler's step count when added
   uint64_t arrival_order = 0;  // unique, increasing with each add()
   double waiting_rank = 0;     // virtual arrival step (policy with aging); lower is admitted first

@@ -87,6 +87,23 @@ std::string engine_view_json(const EngineSnapshot& snapshot, const EngineMetrics
       {"ttft", histogram_json(metrics.time_to_first_token)},
       {"itl", histogram_json(metrics.inter_token_latency)},
   };
+  if (metrics.kv_disk) {  // --kv-cache-dir: the disk tier under the prefix cache
+    const KVDiskMetrics& d = *metrics.kv_disk;
+    out["disk_tier"] = {{"pages", d.store.pages},
+                        {"bytes", d.store.bytes},
+                        {"budget_bytes", d.store.budget_bytes},
+                        {"pages_loaded", d.tier.pages_loaded},
+                        {"pages_load_failed", d.tier.pages_load_failed},
+                        {"pages_spilled", d.tier.pages_spilled},
+                        {"pages_written_ahead", d.tier.pages_written_ahead},
+                        {"writes_dropped", d.store.writes_dropped},
+                        {"loads_in_flight", d.loads_in_flight},
+                        {"read_bytes", d.store.bytes_read},
+                        {"read_seconds", d.store.read_seconds},
+                        {"write_bytes", d.store.bytes_written},
+                        {"write_seconds", d.store.write_seconds},
+                        {"read_failures", d.store.read_failures}};
+  }
   return dump_json(out);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace drift::server {
@@ -68,6 +69,52 @@ class Writer {
   std::string labels_;
   std::string out_;
 };
+
+// The KV tiers: RAM (the pool's cached pages) and, with --kv-cache-dir, the disk under it.
+void write_kv_tiers(Writer& w, const EngineMetrics& m) {
+  const KVDiskMetrics* disk = m.kv_disk ? &*m.kv_disk : nullptr;
+  const auto page_bytes = double(m.kv_page_bytes);
+  // Pages read from disk are registered and then hit in RAM: count them once, for the disk.
+  const double hit_pages =
+      m.kv_page_size > 0 ? double(m.prefix_cache.hit_tokens) / double(m.kv_page_size) : 0.0;
+  const double disk_hits = disk ? double(disk->tier.pages_loaded) : 0.0;
+  w.labelled_gauge_header("drift:kv_tier_pages", "Cached KV pages held per tier.");
+  w.sample("drift:kv_tier_pages", ",medium=\"CPU\"", double(m.kv_pages_cached));
+  if (disk) w.sample("drift:kv_tier_pages", ",medium=\"DISK\"", double(disk->store.pages));
+  w.labelled_gauge_header("drift:kv_tier_bytes", "Bytes of cached KV pages per tier.");
+  w.sample("drift:kv_tier_bytes", ",medium=\"CPU\"", double(m.kv_pages_cached) * page_bytes);
+  if (disk) w.sample("drift:kv_tier_bytes", ",medium=\"DISK\"", double(disk->store.bytes));
+  w.labelled_counter_header("drift:kv_tier_hit_pages_total",
+                            "Prefix pages a request found cached, by the tier that held them.");
+  w.sample("drift:kv_tier_hit_pages_total", ",medium=\"CPU\"",
+           std::max(0.0, hit_pages - disk_hits));
+  if (!disk) return;
+  w.sample("drift:kv_tier_hit_pages_total", ",medium=\"DISK\"", disk_hits);
+  w.gauge("drift:kv_disk_budget_bytes", "The disk tier's budget (--kv-cache-dir-gib).",
+          double(disk->store.budget_bytes));
+  w.counter("drift:kv_disk_read_bytes_total", "K/V bytes read back from the disk tier.",
+            double(disk->store.bytes_read));
+  w.counter("drift:kv_disk_read_seconds_total", "Seconds the disk tier spent reading pages.",
+            disk->store.read_seconds);
+  w.counter("drift:kv_disk_write_bytes_total", "Bytes written to the disk tier.",
+            double(disk->store.bytes_written));
+  w.counter("drift:kv_disk_write_seconds_total", "Seconds the disk tier spent writing pages.",
+            disk->store.write_seconds);
+  w.counter("drift:kv_disk_read_failures_total",
+            "Pages on disk that failed their checks when read (dropped and recomputed).",
+            double(disk->store.read_failures));
+  w.counter("drift:kv_disk_writes_dropped_total",
+            "Evicted pages not written because every staging slot was busy.",
+            double(disk->store.writes_dropped));
+  w.counter("drift:kv_disk_writes_ahead_total",
+            "Cached pages written before the pool reclaimed them (the next step could have).",
+            double(disk->tier.pages_written_ahead));
+  w.counter("drift:kv_disk_evictions_total", "Pages deleted to keep the disk tier in budget.",
+            double(disk->store.pages_evicted));
+  w.counter("drift:kv_disk_admission_waits_total",
+            "Admission attempts that waited for prefix pages being read from disk.",
+            double(disk->admission_waits));
+}
 
 }  // namespace
 
@@ -177,6 +224,7 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
             double(m.prefix_cache.evictions));
   w.counter("drift:prefix_cache_evicted_bytes_total", "Bytes of KV evicted from the cache.",
             double(m.prefix_cache.evicted_bytes));
+  write_kv_tiers(w, m);
   if (m.kv_events) {
     // --kv-events-endpoint: what reached the publisher, what it had to drop (its queue was full:
     // a subscriber too slow, or no CPU for the publisher) and the messages sent.

@@ -120,6 +120,17 @@ TEST(EngineConfig, EachInvalidFieldIsNamed) {
        [](EngineConfig& c) { c.scheduler.long_prefill_token_threshold = 0; }},
       {"scheduler.small_first_tokens_per_step",
        [](EngineConfig& c) { c.scheduler.small_first_tokens_per_step = -1; }},
+      {"kv.disk_dir", [](EngineConfig& c) { c.kv.disk_dir = ""; }},
+      {"kv.disk_dir",
+       [](EngineConfig& c) {
+         c.kv.disk_dir = "/tmp/unused";
+         c.kv.enable_prefix_caching = false;
+       }},
+      {"kv.disk_gib",
+       [](EngineConfig& c) {
+         c.kv.disk_dir = "/tmp/unused";
+         c.kv.disk_gib = 0;
+       }},
       // Without chunked prefill a whole prompt must fit in one step.
       {"scheduler.max_num_batched_tokens",
        [](EngineConfig& c) { c.scheduler.enable_chunked_prefill = false; }},

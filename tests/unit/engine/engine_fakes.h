@@ -70,10 +70,22 @@ struct FakeHooks {
   std::function<Status(const StepPlan&, ExecutionResult&)> after_step;
 };
 
-class FakeExecutor final : public Executor {
+// Its KV pages are plain bytes (kFakePageBytes a page) that no step reads or writes, so a disk
+// tier can copy them out and back (the scheduler's fake checks their contents).
+class FakeExecutor final : public Executor, public KVPageMemory {
  public:
+  static constexpr uint64_t kFakePageBytes = 64;
   FakeExecutor(const EngineSetup& setup, FakeModel model, FakeHooks hooks)
-      : setup_(setup), model_(model), hooks_(std::move(hooks)) {}
+      : setup_(setup),
+        model_(model),
+        hooks_(std::move(hooks)),
+        page_memory_(size_t(setup.num_kv_pages) * kFakePageBytes) {}
+
+  KVPageMemory* page_memory() override { return this; }
+  uint64_t page_bytes() const override { return kFakePageBytes; }
+  std::span<uint8_t> page(PageId page) override {
+    return std::span<uint8_t>(page_memory_).subspan(size_t(page) * kFakePageBytes, kFakePageBytes);
+  }
 
   Status run(const StepPlan& plan, ExecutionResult& result) override {
     ++steps_;
@@ -110,6 +122,7 @@ class FakeExecutor final : public Executor {
   FakeHooks hooks_;
   std::atomic<bool> healthy_{true};
   std::atomic<uint64_t> steps_{0};
+  std::vector<uint8_t> page_memory_;  // [num_kv_pages][kFakePageBytes]
 };
 
 // Token t's text. Halves of "€" (E2 82 | AC) and of an emoji (F0 9F | 98 80) make some deltas

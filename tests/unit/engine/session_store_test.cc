@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,30 @@ TEST(SessionStore, IdsAndConfigAreValidated) {
   c = SessionConfig{};
   c.idle_ttl_seconds = -1;
   EXPECT_NE(c.validate().message().find("sessions.idle_ttl_seconds"), std::string::npos);
+}
+
+TEST(SessionStore, HistoriesRestoredAfterARestartKeepTheCaps) {
+  SessionStore old_store(SessionConfig{});
+  ASSERT_TRUE(begin(old_store, "a", 1, {10, 11}).ok());
+  old_store.end_turn("a", 1, Tokens{20}, /*completed=*/true, t0);
+  ASSERT_TRUE(begin(old_store, "b", 2, {30}).ok());
+  old_store.end_turn("b", 2, Tokens{31, 32}, /*completed=*/true, t0);
+  ASSERT_TRUE(begin(old_store, "c", 3, {40}).ok());  // running: its input is not history yet
+  SessionHistories saved = old_store.histories(t0);
+  std::sort(saved.begin(), saved.end());
+  EXPECT_EQ(saved, (SessionHistories{{"a", {10, 11, 20}}, {"b", {30, 31, 32}}}));
+
+  SessionConfig two_sessions;
+  two_sessions.max_sessions = 2;
+  SessionStore store(two_sessions);
+  ASSERT_TRUE(begin(store, "b", 7, {99}).ok());  // open already: the saved "b" is skipped
+  saved.push_back({"d", {50}});
+  EXPECT_EQ(store.restore(saved, t0), 1) << "\"a\" fits, then the cap of two sessions";
+  EXPECT_EQ(store.history("a", t0), (Tokens{10, 11, 20}));
+  EXPECT_FALSE(store.history("d", t0).has_value());
+  auto next = begin(store, "a", 8, {12});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, (Tokens{10, 11, 20, 12}));
 }
 
 }  // namespace

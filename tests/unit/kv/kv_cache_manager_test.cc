@@ -274,6 +274,14 @@ class RecordingListener : public KVEvictionListener {
   Pages evicted;
 };
 
+// The cached list walked page by page (the disk tier's write-ahead walk, which must not copy it).
+Pages walk_cached(const KVCacheManager& kv) {
+  Pages out;
+  for (PageId p = kv.first_cached_page(); p != kNoPage; p = kv.next_cached_page(p))
+    out.push_back(p);
+  return out;
+}
+
 TEST(KVCacheManager, CacheablePagesAreKeptInLruOrderAndEvictedOnlyWhenNoFreePageIsLeft) {
   KVCacheManager kv = make(6);
   RecordingListener listener;
@@ -288,6 +296,7 @@ TEST(KVCacheManager, CacheablePagesAreKeptInLruOrderAndEvictedOnlyWhenNoFreePage
   EXPECT_EQ(r->pages_cached, 3);
   EXPECT_EQ(r->pages_freed, 0);
   EXPECT_EQ(kv.cached_pages_in_order(), (Pages{2, 1, 0}));  // deepest page evicted first
+  EXPECT_EQ(walk_cached(kv), (Pages{2, 1, 0}));
   EXPECT_EQ(kv.free_pages_in_order(), (Pages{3, 4, 5}));
   EXPECT_EQ(kv.num_cached_pages(), 3);
   EXPECT_EQ(kv.num_available_pages(), 6);
@@ -301,6 +310,7 @@ TEST(KVCacheManager, CacheablePagesAreKeptInLruOrderAndEvictedOnlyWhenNoFreePage
   EXPECT_EQ(kv.refcount(1), 1);
   EXPECT_EQ(kv.num_tokens(2), 4);
   EXPECT_EQ(kv.cached_pages_in_order(), (Pages{2, 0}));
+  EXPECT_EQ(walk_cached(kv), (Pages{2, 0}));
   EXPECT_INVARIANTS(kv);
 
   // Free pages go first; then cached ones, least recently released first.
@@ -318,6 +328,7 @@ TEST(KVCacheManager, CacheablePagesAreKeptInLruOrderAndEvictedOnlyWhenNoFreePage
   EXPECT_EQ(r2->pages_cached, 1);
   EXPECT_EQ(r2->pages_freed, 4);
   EXPECT_EQ(kv.cached_pages_in_order(), (Pages{0, 1}));
+  EXPECT_EQ(walk_cached(kv), (Pages{0, 1}));
   EXPECT_EQ(kv.free_pages_in_order(), (Pages{2, 5, 4, 3}));
   EXPECT_INVARIANTS(kv);
 }

@@ -96,7 +96,9 @@ struct FakeModel {
 // The fake executor's attention: the metric of position p at every compression.
 inline float known_attention(int32_t p) { return float((uint32_t(p) * 2654435761u) >> 8); }
 
-class FakeExecutor : public Executor {
+// Its KV pages are its shadow slots, page_size of them a page: a disk tier that copies a page's
+// bytes out and back copies exactly what the reads check.
+class FakeExecutor : public Executor, public KVPageMemory {
  public:
   FakeExecutor(const KVCacheManager& kv, FakeModel model, KvCompressConfig compress = {})
       : kv_(kv),
@@ -182,6 +184,12 @@ class FakeExecutor : public Executor {
   void report_embeddings(bool on) { report_embeddings_ = on; }
 
   bool healthy() const override { return healthy_; }
+  KVPageMemory* page_memory() override { return this; }
+  uint64_t page_bytes() const override { return sizeof(Slot) * size_t(page_size_); }
+  std::span<uint8_t> page(PageId page) override {
+    return {reinterpret_cast<uint8_t*>(slots_.data() + size_t(page) * size_t(page_size_)),
+            page_bytes()};
+  }
 
   void fail_step(uint64_t step) { fail_step_ = step; }
   void fail_item(uint64_t step, SeqId seq) { fail_item_ = {step, seq}; }

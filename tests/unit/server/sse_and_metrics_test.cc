@@ -136,6 +136,37 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   }
 }
 
+TEST(Prometheus, KvTiersPerMedium) {
+  EngineMetrics m;
+  m.kv_page_size = 16;
+  m.kv_page_bytes = 1000;
+  m.kv_pages_cached = 5;
+  m.prefix_cache.hit_tokens = 16 * 10;  // 10 pages hit, 4 of them read from disk
+  auto has = [](const std::string& text, const std::string& line) {
+    return text.find(line + "\n") != std::string::npos;
+  };
+  const std::string l = "{model_name=\"m\"";
+  std::string text = render_prometheus(m, ServerStats{}, "m");
+  EXPECT_TRUE(has(text, "drift:kv_tier_pages" + l + ",medium=\"CPU\"} 5"));
+  EXPECT_TRUE(has(text, "drift:kv_tier_bytes" + l + ",medium=\"CPU\"} 5000"));
+  EXPECT_EQ(text.find("medium=\"DISK\""), std::string::npos) << "no tier, no DISK samples";
+  m.kv_disk = KVDiskMetrics{};
+  m.kv_disk->tier.pages_loaded = 4;
+  m.kv_disk->store.pages = 7;
+  m.kv_disk->store.bytes = 7200;
+  m.kv_disk->store.bytes_read = 4000;
+  m.kv_disk->store.read_seconds = 0.5;
+  m.kv_disk->tier.pages_written_ahead = 9;
+  text = render_prometheus(m, ServerStats{}, "m");
+  EXPECT_TRUE(has(text, "drift:kv_tier_pages" + l + ",medium=\"DISK\"} 7"));
+  EXPECT_TRUE(has(text, "drift:kv_tier_bytes" + l + ",medium=\"DISK\"} 7200"));
+  EXPECT_TRUE(has(text, "drift:kv_tier_hit_pages_total" + l + ",medium=\"CPU\"} 6"));
+  EXPECT_TRUE(has(text, "drift:kv_tier_hit_pages_total" + l + ",medium=\"DISK\"} 4"));
+  EXPECT_TRUE(has(text, "drift:kv_disk_read_bytes_total" + l + "} 4000"));
+  EXPECT_TRUE(has(text, "drift:kv_disk_read_seconds_total" + l + "} 0.5"));
+  EXPECT_TRUE(has(text, "drift:kv_disk_writes_ahead_total" + l + "} 9"));
+}
+
 TEST(ApiKey, ExactMatchOnly) {
   EXPECT_TRUE(api_key_matches("Bearer sekret", "sekret"));
   EXPECT_FALSE(api_key_matches("Bearer sekre", "sekret"));

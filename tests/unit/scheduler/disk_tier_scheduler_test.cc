@@ -1,0 +1,281 @@
+// The scheduler over a prefix cache with a disk tier, with the fake executor whose pages are its
+// shadow slots: a page read back from disk must hold exactly what the reader's own history
+// computes, or the fake's read check fails. Pages evicted from RAM are written to disk, a request
+// that re-asks a prompt reads them back instead of computing them, also after a restart (a new
+// KV pool, executor and store on the same directory), and corrupt, truncated or foreign files
+// change no answer.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fake_executor.h"
+#include "kv/kv_disk_store.h"
+#include "kv/prefix_disk_tier.h"
+#include "scheduler/engine_scheduler.h"
+
+namespace drift {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FakeExecutor;
+using testing::FakeModel;
+using testing::RequestRecord;
+
+constexpr int32_t kPageSize = 4;
+constexpr int32_t kPages = 16;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char pattern[] = "/tmp/drift-kv-tier-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+SchedulerConfig config() {
+  SchedulerConfig c;
+  c.max_num_batched_tokens = 16;
+  c.max_num_seqs = 2;
+  c.max_model_len = 48;
+  return c;
+}
+
+// The pieces of an engine in the order they depend on each other: KV pool, prefix cache,
+// executor (the page memory), store, tier, scheduler. One instance is one process's life.
+class TieredDriver {
+ public:
+  TieredDriver(const fs::path& dir, KVDigest fingerprint = {11, 22}, uint64_t budget = 1 << 20,
+               int32_t staging_pages = 16)
+      : kv_(make_kv()), prefix_(kv_), executor_(kv_, FakeModel{}) {
+    KVDiskStoreConfig c;
+    c.dir = dir.string();
+    c.budget_bytes = budget;
+    c.fingerprint = fingerprint;
+    c.page_size = kPageSize;
+    c.page_bytes = executor_.page_bytes();
+    c.staging_pages = staging_pages;
+    auto store = KVDiskStore::open(c);
+    EXPECT_TRUE(store.ok()) << (store.ok() ? "" : store.error().message);
+    store_ = std::move(store).value();
+    auto tier = PrefixDiskTier::create(kv_, prefix_, *store_, executor_);
+    EXPECT_TRUE(tier.ok()) << (tier.ok() ? "" : tier.error().message);
+    tier_ = std::move(tier).value();
+    auto scheduler = EngineScheduler::create(config(), {0}, kv_, log_, &prefix_, tier_.get());
+    EXPECT_TRUE(scheduler.ok());
+    scheduler_ = std::move(scheduler).value();
+  }
+
+  // Runs `prompt` as request `id` to its end alone; returns its tokens.
+  std::vector<TokenId> ask(SeqId id, const std::vector<TokenId>& prompt, int32_t max_new = 3) {
+    SequenceRequest r;
+    r.id = id;
+    r.prompt = prompt;
+    r.max_new_tokens = max_new;
+    EXPECT_TRUE(scheduler_->add(std::move(r)).ok());
+    std::vector<TokenId> out;
+    for (int i = 0; i < 1000 && scheduler_->has_unfinished(); ++i) {
+      store_->drain();  // deterministic: every read has finished before the next step
+      const StepPlan& plan = scheduler_->schedule_step();
+      if (!plan.empty()) {
+        EXPECT_TRUE(executor_.run(plan, result_).ok());
+        for (const SequenceOutcome& o : scheduler_->on_step_executed(result_))
+          if (o.token) out.push_back(*o.token);
+      }
+      Status s = scheduler_->check_invariants();
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
+    EXPECT_FALSE(scheduler_->has_unfinished());
+    return out;
+  }
+
+  std::vector<TokenId> reference(SeqId id, const std::vector<TokenId>& prompt,
+                                 int32_t max_new = 3) {
+    return FakeModel{}.reference(id, prompt, max_new);
+  }
+
+  KVCacheManager& kv() { return kv_; }
+  PrefixCache& prefix() { return prefix_; }
+  PrefixDiskTier& tier() { return *tier_; }
+  KVDiskStore& store() { return *store_; }
+  EngineScheduler& scheduler() { return *scheduler_; }
+
+ private:
+  static KVCacheManager make_kv() {
+    KVLayout layout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 8, .page_size = kPageSize};
+    return std::move(KVCacheManager::create(layout, kPages)).value();
+  }
+
+  KVCacheManager kv_;
+  ProgressLog log_;
+  PrefixCache prefix_;
+  FakeExecutor executor_;
+  std::unique_ptr<KVDiskStore> store_;
+  std::unique_ptr<PrefixDiskTier> tier_;
+  std::unique_ptr<EngineScheduler> scheduler_;
+  ExecutionResult result_;
+};
+
+std::vector<TokenId> prompt_of(int n, TokenId first) {
+  std::vector<TokenId> p;
+  for (int i = 0; i < n; ++i) p.push_back(first + i);
+  return p;
+}
+
+const std::vector<TokenId> kDocument = prompt_of(29, 100);  // 7 full pages + 1 token
+
+// Two other prompts that need every page of the pool between them, so that the document's
+// cached pages are evicted (to disk).
+void crowd_out(TieredDriver& d, SeqId first_id) {
+  d.ask(first_id, prompt_of(40, 500));
+  d.ask(first_id + 1, prompt_of(40, 700));
+}
+
+TEST(DiskTierScheduler, EvictedPagesAreReadBackInsteadOfComputed) {
+  TempDir dir;
+  TieredDriver d(dir.path);
+  EXPECT_EQ(d.ask(1, kDocument), d.reference(1, kDocument));
+  EXPECT_EQ(d.tier().stats().pages_spilled, 0u) << "nothing left RAM yet";
+  crowd_out(d, 10);
+  d.store().drain();
+  EXPECT_GE(d.tier().stats().pages_spilled, 7u);
+  EXPECT_GE(d.store().stats().pages, 7u);
+
+  const uint64_t hit_before = d.prefix().stats().hit_tokens;
+  EXPECT_EQ(d.ask(2, kDocument), d.reference(2, kDocument));
+  EXPECT_EQ(d.tier().stats().loads, 1u);
+  EXPECT_EQ(d.tier().stats().pages_loaded, 7u) << "(29 - 1) / 4 pages: the last token computes";
+  EXPECT_EQ(d.tier().stats().pages_load_failed, 0u);
+  EXPECT_EQ(d.prefix().stats().hit_tokens - hit_before, 28u);
+  EXPECT_GE(d.scheduler().stats().tier_waits, 1u);
+  EXPECT_EQ(d.tier().num_loads(), 0);
+  EXPECT_TRUE(d.kv().check_invariants().ok());
+}
+
+// A step that reclaims more cached pages than the store has staging slots. The pool frees a
+// finished sequence's pages last page first, so such a step reaches the chain's first pages last
+// — the ones every read of the chain starts from — and found every slot taken: they were dropped,
+// and the pages written before them could never be reached. The pages the next step may reclaim
+// are written ahead while steps run, so a step that reclaims them finds them on disk or staged.
+TEST(DiskTierScheduler, PagesReclaimedByAStepLargerThanTheStagingAreReadBack) {
+  TempDir dir;
+  TieredDriver d(dir.path, KVDigest{11, 22}, 1 << 20, /*staging_pages=*/2);
+  d.ask(1, kDocument);                // 7 registered pages, cached when it ends
+  d.ask(10, prompt_of(20, 500), 12);  // decodes 12 steps while those pages wait in RAM
+  d.ask(11, prompt_of(40, 700));      // reclaims them, up to 4 pages a step
+  d.store().drain();
+  EXPECT_EQ(d.store().stats().writes_dropped, 0u);
+  const uint64_t hit_before = d.prefix().stats().hit_tokens;
+  EXPECT_EQ(d.ask(2, kDocument), d.reference(2, kDocument));
+  EXPECT_EQ(d.tier().stats().pages_loaded, 7u) << "every page of the document's chain";
+  EXPECT_EQ(d.prefix().stats().hit_tokens - hit_before, 28u);
+}
+
+TEST(DiskTierScheduler, APromptFindsItsPagesAfterARestart) {
+  TempDir dir;
+  {
+    TieredDriver first(dir.path);
+    first.ask(1, kDocument);
+    crowd_out(first, 10);  // evicted: written as they leave RAM
+  }
+  {
+    TieredDriver second(dir.path);  // a new pool, a new executor whose slots hold nothing
+    EXPECT_GE(second.store().stats().pages_indexed_at_start, 7u);
+    EXPECT_EQ(second.ask(2, kDocument), second.reference(2, kDocument));
+    EXPECT_EQ(second.tier().stats().pages_loaded, 7u);
+    // Still in RAM at the end of this life: written back, as the engine does at shutdown.
+    const std::vector<TokenId> other = prompt_of(21, 900);
+    second.ask(3, other);
+    EXPECT_GT(second.tier().write_back_cached(), 0);
+  }
+  TieredDriver third(dir.path);
+  const std::vector<TokenId> other = prompt_of(21, 900);
+  EXPECT_EQ(third.ask(4, other), third.reference(4, other));
+  EXPECT_EQ(third.tier().stats().pages_loaded, 5u);
+}
+
+// Damages every page file of the document's folder with `damage`, between two lives.
+template <typename Damage>
+void damage_files(const fs::path& dir, Damage damage) {
+  for (const auto& folder : fs::directory_iterator(dir)) {
+    if (!folder.is_directory()) continue;
+    for (const auto& file : fs::directory_iterator(folder.path()))
+      if (file.path().extension() == ".kvp") damage(file.path());
+  }
+}
+
+TEST(DiskTierScheduler, CorruptPagesAreRecomputedNeverUsed) {
+  TempDir dir;
+  {
+    TieredDriver first(dir.path);
+    first.ask(1, kDocument);
+    crowd_out(first, 10);
+  }
+  damage_files(dir.path, [](const fs::path& file) {  // the last byte of the K/V
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    const char c = char(f.get());
+    f.seekp(-1, std::ios::end);
+    f.put(char(c ^ 0x40));
+  });
+  TieredDriver second(dir.path);
+  EXPECT_EQ(second.ask(2, kDocument), second.reference(2, kDocument));
+  EXPECT_EQ(second.tier().stats().pages_loaded, 0u);
+  EXPECT_GE(second.tier().stats().pages_load_failed, 1u);
+  EXPECT_GE(second.store().stats().read_failures, 1u);
+}
+
+TEST(DiskTierScheduler, TruncatedPagesAreDroppedAtStartAndRecomputed) {
+  TempDir dir;
+  {
+    TieredDriver first(dir.path);
+    first.ask(1, kDocument);
+    crowd_out(first, 10);
+  }
+  damage_files(dir.path,
+               [](const fs::path& file) { fs::resize_file(file, fs::file_size(file) / 2); });
+  TieredDriver second(dir.path);
+  EXPECT_EQ(second.store().stats().pages_indexed_at_start, 0u);
+  EXPECT_GE(second.store().stats().files_dropped_at_start, 7u);
+  EXPECT_EQ(second.ask(2, kDocument), second.reference(2, kDocument));
+  EXPECT_EQ(second.tier().stats().loads, 0u);
+}
+
+TEST(DiskTierScheduler, AnotherModelsDirectoryChangesNoAnswer) {
+  TempDir dir;
+  {
+    TieredDriver first(dir.path, KVDigest{1, 1});
+    first.ask(1, kDocument);
+    crowd_out(first, 10);
+  }
+  TieredDriver other_model(dir.path, KVDigest{2, 2});
+  EXPECT_EQ(other_model.ask(2, kDocument), other_model.reference(2, kDocument));
+  EXPECT_EQ(other_model.tier().stats().loads, 0u);
+}
+
+TEST(DiskTierScheduler, TheBudgetHoldsWhilePagesSpill) {
+  TempDir dir;
+  uint64_t file_bytes = 0;
+  {
+    TieredDriver probe(dir.path);
+    file_bytes = probe.store().file_bytes();
+  }
+  TempDir small;
+  TieredDriver d(small.path, KVDigest{11, 22}, 4 * file_bytes);
+  d.ask(1, kDocument);
+  crowd_out(d, 10);
+  d.ask(12, prompt_of(40, 300));
+  d.store().drain();
+  const KVDiskStats s = d.store().stats();
+  EXPECT_LE(s.bytes, 4 * file_bytes);
+  EXPECT_EQ(s.pages, 4u);
+  EXPECT_EQ(s.pages_evicted, s.pages_written - 4);
+  // What is left is a run of the most recently evicted pages; the document reads what remains of
+  // its chain (none, or a prefix of it) and still answers the same.
+  EXPECT_EQ(d.ask(2, kDocument), d.reference(2, kDocument));
+}
+
+}  // namespace
+}  // namespace drift

@@ -43,7 +43,7 @@ class AnthropicServiceTest : public ::testing::Test {
     FakeEngine fake =
         make_fake_engine(config, FakeModel{}, std::move(hooks), std::make_shared<ByteCodec>());
     ASSERT_TRUE(fake.engine);
-    service_->set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine)}));
+    service_->set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine), {}}));
   }
 
   std::shared_ptr<FakeExchange> call(std::string target, std::string body,
@@ -148,7 +148,9 @@ TEST_F(AnthropicServiceTest, StopSequencesAndMaxTokensGiveTheirStopReasons) {
     const json end = stream ? events(*r).end()[-2]["delta"] : r->json();
     EXPECT_EQ(end["stop_reason"], "stop_sequence");
     EXPECT_EQ(end["stop_sequence"], ", 3");
-    if (!stream) EXPECT_EQ(r->json()["content"][0]["text"], "1, 2");
+    if (!stream) {
+      EXPECT_EQ(r->json()["content"][0]["text"], "1, 2");
+    }
   }
   auto r = messages({{"max_tokens", 3}});
   ASSERT_EQ(r->status, 200) << r->body;

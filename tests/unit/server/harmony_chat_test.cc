@@ -173,7 +173,7 @@ class HarmonyChatTest : public ::testing::Test {
     codec_ = std::make_shared<HarmonyCodec>();
     auto engine = Engine::create(config, facts, codec_, factory);
     ASSERT_TRUE(engine.ok()) << engine.error().message;
-    service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(engine).value()}));
+    service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(engine).value(), {}}));
   }
 
   std::shared_ptr<FakeExchange> chat(json extra) {

@@ -31,7 +31,7 @@ class OpenAIServiceTest : public ::testing::Test {
     FakeEngine fake = make_fake_engine(config);
     ASSERT_TRUE(fake.engine);
     engine_ = fake.engine.get();
-    service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine)}));
+    service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine), {}}));
   }
 
   std::shared_ptr<FakeExchange> call(std::string method, std::string target, std::string body) {
@@ -134,7 +134,7 @@ TEST_F(OpenAIServiceTest, AFullQueueAnswers429WithRetryAfter) {
   ASSERT_TRUE(gate.wait_paused());
   RequestHandle waiting = fake.engine->submit(token_request(2, 4, 2));
   Engine* engine = fake.engine.get();
-  service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine)}));
+  service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine), {}}));
   auto r = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}});
   EXPECT_EQ(r->status, 429) << r->body;
   EXPECT_EQ(r->json()["error"]["code"], "overloaded");
@@ -235,7 +235,7 @@ class ScriptedReplyTest : public ::testing::Test {
     FakeEngine fake =
         make_fake_engine(config, FakeModel{}, std::move(hooks), std::make_shared<ByteCodec>());
     ASSERT_TRUE(fake.engine);
-    service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine)}));
+    service_.set_ready(std::make_shared<LoadedModel>(LoadedModel{std::move(fake.engine), {}}));
   }
 
   std::shared_ptr<FakeExchange> chat(json extra) {

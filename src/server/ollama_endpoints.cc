@@ -96,11 +96,7 @@ std::variant<ApiError, EmbeddingSpec> OpenAIService::prepare_ollama_embed(
   if (auto e = check_num_ctx(r.num_ctx)) return *e;
   const Engine& engine = *model_->engine;
   const EngineSetup& setup = engine.setup();
-  if (r.dimensions && *r.dimensions != setup.embedding_size)
-    return bad_request(fmt::format("'dimensions' must be this model's embedding size, {}, or be "
-                                   "left out: the model cannot make shorter embeddings (got {})",
-                                   setup.embedding_size, *r.dimensions),
-                       "dimensions");
+  if (auto e = check_embedding_dimensions(r.dimensions)) return *e;
   EmbeddingSpec spec;
   spec.model = r.model;
   spec.pooling = config_.pooling;

@@ -746,12 +746,7 @@ std::variant<ApiError, EmbeddingSpec> OpenAIService::prepare_embeddings(
   if (auto e = check_model_name(r.model)) return *e;
   const Engine& engine = *model_->engine;
   const EngineSetup& setup = engine.setup();
-  // The model has no Matryoshka training: a shortened vector would not be an embedding.
-  if (r.dimensions && *r.dimensions != setup.embedding_size)
-    return bad_request(fmt::format("'dimensions' must be this model's embedding size, {}, or be "
-                                   "left out: the model cannot make shorter embeddings (got {})",
-                                   setup.embedding_size, *r.dimensions),
-                       "dimensions");
+  if (auto e = check_embedding_dimensions(r.dimensions)) return *e;
   EmbeddingSpec spec;
   spec.model = config_.served_model_name;
   spec.pooling = config_.pooling;
@@ -781,6 +776,17 @@ std::variant<ApiError, EmbeddingSpec> OpenAIService::prepare_embeddings(
     spec.inputs.emplace_back(std::move(*ids));
   }
   return spec;
+}
+
+std::optional<ApiError> OpenAIService::check_embedding_dimensions(
+    const std::optional<int64_t>& dimensions) const {
+  // The model has no Matryoshka training: a shortened vector would not be an embedding.
+  const int64_t size = model_->engine->setup().embedding_size;
+  if (!dimensions || *dimensions == size) return std::nullopt;
+  return bad_request(fmt::format("'dimensions' must be this model's embedding size, {}, or be "
+                                 "left out: the model cannot make shorter embeddings (got {})",
+                                 size, *dimensions),
+                     "dimensions");
 }
 
 }  // namespace drift::server

@@ -184,6 +184,9 @@ class OpenAIService {
   void embeddings(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                   EmbeddingPreparer prepare);
   std::variant<ApiError, EmbeddingSpec> prepare_embeddings(const std::string& body) const;
+  // Refuses a requested embedding size other than the model's (both APIs' "dimensions").
+  std::optional<ApiError> check_embedding_dimensions(
+      const std::optional<int64_t>& dimensions) const;
   // The steps of completions, in order; the first three run on a prompt worker (they read only
   // the immutable configuration and the thread-safe engine), the last two on the I/O thread.
   std::variant<GenerationRequest, ApiError> parse_generation_request(const std::string& body,

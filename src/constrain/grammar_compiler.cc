@@ -127,7 +127,7 @@ Expected<std::unique_ptr<TokenConstraint>> GrammarCompiler::compile(const Gramma
   }
   auto matcher = std::make_unique<GrammarMatcher>(
       llg_new_matcher(&init, llg_constraint_type(spec.kind), source.c_str()));
-  if (Status s = matcher->check_when_compiled(end_token_, limits_.first_masks_budget); !s.ok())
+  if (Status s = matcher->check_when_compiled(end_token_, limits_.first_masks); !s.ok())
     return make_error("invalid {}: {}", grammar_kind_name(spec.kind), s.message());
   return std::unique_ptr<TokenConstraint>(std::move(matcher));
 }

@@ -4,10 +4,10 @@
 // JSON schema. Thread-safe: requests compile on their submitting threads.
 #pragma once
 
-#include <chrono>
 #include <memory>
 
 #include "tokenizer/tokenizer.h"
+#include "util/cpu_budget.h"
 #include "util/error.h"
 #include "util/token_constraint.h"
 
@@ -15,11 +15,12 @@ struct LlgTokenizer;
 
 namespace drift {
 
-// What one grammar may cost before it is accepted: the time to compute the masks of its first
-// few positions (GrammarMatcher::check_when_compiled). It bounds the work a hostile grammar makes
-// a submitting thread do; a real schema's first masks take a few milliseconds.
+// What one grammar may cost before it is accepted: the CPU time to compute the masks of its
+// first few positions (GrammarMatcher::check_when_compiled), and how long the submitter waits for
+// them. It bounds the work a hostile grammar makes the machine do; a real schema's first masks
+// take a few milliseconds.
 struct GrammarLimits {
-  std::chrono::milliseconds first_masks_budget{250};
+  CpuBudget first_masks{std::chrono::milliseconds(250), std::chrono::milliseconds(2000)};
 };
 
 class GrammarCompiler {
@@ -36,7 +37,8 @@ class GrammarCompiler {
   // grammar (llguidance's message: a schema keyword it does not know, a regex that does not
   // parse, a grammar over its size limits, a source over kMaxGrammarSourceBytes; a schema nested
   // past util/json_limits.h's depth; a grammar no output can follow, or whose first masks take
-  // longer than the budget). Those masks are computed here, on the caller's thread.
+  // more than the budget). Those masks are computed while the caller waits, on a thread below
+  // the engine's priority.
   Expected<std::unique_ptr<TokenConstraint>> compile(const GrammarSpec& spec) const;
 
   int32_t end_token() const { return end_token_; }

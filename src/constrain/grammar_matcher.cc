@@ -3,41 +3,9 @@
 #include <llguidance.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 
 namespace drift {
 namespace {
-
-// Cancels a matcher's work through llguidance's cooperative cancellation once `budget` has
-// passed, unless it is destroyed first. llguidance's fuel limits bound most work, but not all of
-// it (a regex such as (a{1000}){1000} spends seconds building lexer states), so a clock is the
-// bound that always holds.
-class CancelAfter {
- public:
-  CancelAfter(LlgCancellationHandle* handle, std::chrono::milliseconds budget)
-      : thread_([this, handle, budget] {
-          std::unique_lock<std::mutex> lock(mutex_);
-          if (!finished_.wait_for(lock, budget, [this] { return done_; })) llg_cancel(handle);
-        }) {}
-  ~CancelAfter() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
-    }
-    finished_.notify_one();
-    thread_.join();
-  }
-  CancelAfter(const CancelAfter&) = delete;
-  CancelAfter& operator=(const CancelAfter&) = delete;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable finished_;
-  bool done_ = false;
-  std::thread thread_;  // last: it starts once the members above exist
-};
 
 bool allows(const uint32_t* mask, size_t mask_words, int64_t token) {
   return token >= 0 && size_t(token / 32) < mask_words && (mask[token / 32] >> (token % 32)) & 1u;
@@ -85,22 +53,30 @@ GrammarMatcher::GrammarMatcher(LlgMatcher* matcher)
 
 GrammarMatcher::~GrammarMatcher() { llg_free_matcher(matcher_); }
 
-Status GrammarMatcher::check_when_compiled(int32_t end_token, std::chrono::milliseconds budget) {
+Status GrammarMatcher::check_when_compiled(int32_t end_token, CpuBudget budget) {
   if (const char* error = llg_matcher_get_error(matcher_)) return make_error("{}", error);
-  // The probe walks a copy, so this matcher stays at the start of the output.
+  // The probe walks a copy, so this matcher stays at the start of the output. llguidance's fuel
+  // limits bound most of its work, but not all of it (a regex such as (a{1000}){1000} spends
+  // seconds building lexer states), so a clock is the bound that always holds; the walk checks
+  // llguidance's cooperative cancellation in its lexer and parser loops.
   LlgMatcher* probe = llg_clone_matcher(matcher_);
   LlgCancellationHandle* handle = llg_matcher_get_cancellation_handle(probe);
   Status walked;
-  {
-    CancelAfter deadline(handle, budget);
-    walked = probe_first_tokens(probe, mask_words_, end_token);
-  }
+  const BudgetOutcome outcome = run_within_cpu_budget(
+      [&] { walked = probe_first_tokens(probe, mask_words_, end_token); },
+      [&] { llg_cancel(handle); }, budget);
   llg_free_cancellation_handle(handle);
-  // Checked after the deadline is gone: a cancel that lands just as the walk ends counts too.
-  const bool cancelled = llg_matcher_is_cancelled(probe);
   llg_free_matcher(probe);
-  if (cancelled)
-    return make_error("it is too costly: its first token masks took over {} ms", budget.count());
+  switch (outcome) {
+    case BudgetOutcome::kFinished:
+      return walked;
+    case BudgetOutcome::kOverCpuBudget:
+      return make_error("it is too costly: its first token masks took over {} ms of CPU time",
+                        budget.cpu.count());
+    case BudgetOutcome::kOverWallLimit:
+      return make_error("it is too costly: its first token masks took over {} ms",
+                        budget.wall.count());
+  }
   return walked;
 }
 
@@ -126,6 +102,11 @@ Status GrammarMatcher::accept(int32_t token) {
 }
 
 bool GrammarMatcher::complete() const { return llg_matcher_is_stopped(matcher_); }
+
+std::unique_ptr<TokenConstraint> GrammarMatcher::clone() const {
+  // A deep copy: llguidance copies the lexer state under its own lock.
+  return std::make_unique<GrammarMatcher>(llg_clone_matcher(matcher_));
+}
 
 int32_t GrammarMatcher::forced_tokens(std::span<int32_t> out) {
   // llguidance's fast-forward tokens: the forced bytes, tokenized. A failure (a matcher in error)

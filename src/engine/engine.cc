@@ -223,7 +223,9 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
       return make_rejection(RejectReason::kInvalidLogitBias,
                             "logit_bias token {} is outside the vocabulary of {}", b.token,
                             vocab_size_);
-  if (request.grammar) {
+  if (request.compiled_grammar) {
+    seq.constraint = request.compiled_grammar->clone();
+  } else if (request.grammar) {
     Expected<std::unique_ptr<TokenConstraint>> matcher = codec_->compile_grammar(*request.grammar);
     if (!matcher.ok())
       return make_rejection(RejectReason::kInvalidGrammar, "{}", matcher.error().message);

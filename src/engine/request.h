@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -105,6 +106,12 @@ struct Request {
   // language, and the request stops (finish "stop") once the output is complete. Compiled when
   // submitted; a grammar that does not compile is rejected (kInvalidGrammar) with the reason.
   std::optional<GrammarSpec> grammar;
+  // `grammar` compiled ahead (TextCodec::compile_grammar), by a caller that must not spend a
+  // compile's time where it submits: the server submits on its I/O thread, and a hostile
+  // grammar's compile-time checks take up to GrammarLimits' budget, which there would stall every
+  // stream. Each sequence submitted with it starts from its own clone (copies of a request, such
+  // as its n choices, share it; it is never advanced), and `grammar` is not compiled again.
+  std::shared_ptr<const TokenConstraint> compiled_grammar;
   // Larger is admitted first under the priority policy, and preempted last.
   int32_t priority = 0;
   // Continue (or open) this conversation session (session_store.h): the prompt becomes the

@@ -8,6 +8,7 @@
 // (a 400 naming the field, from its kInvalidGrammar refusal); here only shapes and sizes.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -26,6 +27,8 @@ inline constexpr size_t kMaxGuidedChoices = 256;  // guided_choice entries
 struct OutputConstraint {
   GrammarSpec grammar;
   std::string param;
+  // `grammar` compiled on a prompt worker (Request::compiled_grammar says why); null until then.
+  std::shared_ptr<const TokenConstraint> compiled;
 };
 
 // The constraint the body asks for, if any: nullopt in `out` when none (or "text").

@@ -496,6 +496,7 @@ void OpenAIService::completions(const HttpRequest& request,
     if (auto e = check_model_name(generation.model)) return *e;
     if (generation.immediate_reply) return std::move(generation);
     if (auto e = prepare_prompts(generation)) return *e;
+    if (auto e = compile_output_constraint(generation)) return *e;
     return std::move(generation);
   };
   off_io_thread(request, exchange, std::move(work),
@@ -649,6 +650,16 @@ std::optional<ApiError> OpenAIService::prepare_prompts(GenerationRequest& reques
   return std::nullopt;
 }
 
+std::optional<ApiError> OpenAIService::compile_output_constraint(GenerationRequest& request) const {
+  std::optional<OutputConstraint>& constraint = request.options.constraint;
+  if (!constraint) return std::nullopt;
+  Expected<std::unique_ptr<TokenConstraint>> compiled =
+      model_->engine->codec().compile_grammar(constraint->grammar);
+  if (!compiled.ok()) return bad_request(compiled.error().message, constraint->param);
+  constraint->compiled = std::move(*compiled);
+  return std::nullopt;
+}
+
 std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(GenerationRequest parsed) {
   GenerationOptions& options = parsed.options;
   GenerationSpec spec;
@@ -675,7 +686,10 @@ std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(Generation
     request.prompt = std::move(entry.prompt);
     request.max_tokens = options.max_tokens;
     request.sampling = options.sampling;
-    if (options.constraint) request.grammar = options.constraint->grammar;
+    if (options.constraint) {
+      request.grammar = options.constraint->grammar;
+      request.compiled_grammar = options.constraint->compiled;
+    }
     request.session_id = options.session_id;
     // The engine admits larger priorities first; vLLM's field is the other way round.
     request.priority = -options.priority;

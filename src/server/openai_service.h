@@ -204,6 +204,10 @@ class OpenAIService {
   // of a request that continues no session (a session turn's BOS and history are the engine's
   // to decide at submit), so that the I/O thread never tokenizes a large prompt.
   std::optional<ApiError> prepare_prompts(GenerationRequest& request) const;
+  // Compiles the request's grammar (its checks may take GrammarLimits' budget), so that the
+  // engine's submit on the I/O thread only clones it; a grammar the engine refuses is a 400
+  // naming its field.
+  std::optional<ApiError> compile_output_constraint(GenerationRequest& request) const;
   // The engine requests of a parsed request (the engine's fan_out_choices makes its n choices).
   std::variant<ApiError, GenerationSpec> generation_spec(GenerationRequest parsed);
   void start_generation(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,

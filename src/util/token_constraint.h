@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,10 @@ class TokenConstraint {
   virtual Status accept(int32_t token) = 0;
   // True once the output is complete: the grammar matched and allows no further token.
   virtual bool complete() const = 0;
+  // A matcher at the same position with state of its own: a grammar compiled once serves every
+  // sequence submitted with it (Request::compiled_grammar). Safe to call from several threads on
+  // a matcher that none of them advances.
+  virtual std::unique_ptr<TokenConstraint> clone() const = 0;
   // Speculative decoding. Writes into `out` (at most out.size()) the tokens the grammar forces
   // next — the only continuation its rules allow, such as a JSON key and its quotes — and returns
   // how many (0: none forced, or the constraint cannot tell). They are drafts: the model may

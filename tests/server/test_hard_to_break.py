@@ -115,8 +115,9 @@ def test_a_costly_regex_is_refused_when_it_compiles(server):
     error = assert_refused(post(server, C, {"model": MODEL_NAME, "prompt": "hi", "max_tokens": 4,
                                             **COSTLY}), "guided_regex")
     assert "too costly" in error["message"], error
-    # The budget is a fraction of a second; the request must not take the seconds it once did.
-    assert time.monotonic() - started < 2.0
+    # The budget is a quarter second of CPU time, and a wall-clock ceiling of 2 s bounds it when
+    # the machine is too busy to give the check a core.
+    assert time.monotonic() - started < 4.0
     assert_still_serving(server)
 
 

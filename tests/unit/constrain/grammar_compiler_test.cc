@@ -176,7 +176,8 @@ TEST(GrammarCompiler, GrammarsNoOutputCanFollowAreRefusedWhenCompiled) {
 }
 
 // (a{1000}){1000} compiles in microseconds, then building its lexer states takes seconds: the
-// first mask is computed at compile time within the budget, and the grammar refused past it.
+// first mask is computed at compile time within the budget, and the grammar refused past it (by
+// its CPU time, or by the wall-clock ceiling when the machine is busy enough to starve it).
 TEST(GrammarCompiler, ACostlyRegexIsRefusedWithinTheBudget) {
   Fixture f;
   const auto started = std::chrono::steady_clock::now();
@@ -185,7 +186,7 @@ TEST(GrammarCompiler, ACostlyRegexIsRefusedWithinTheBudget) {
   const auto took = std::chrono::steady_clock::now() - started;
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message.find("too costly"), std::string::npos) << c.error().message;
-  EXPECT_LT(took, GrammarLimits{}.first_masks_budget * 4);
+  EXPECT_LT(took, GrammarLimits{}.first_masks.wall + std::chrono::seconds(1));
 }
 
 TEST(GrammarCompiler, ASchemaNestedPastTheJsonLimitIsRefused) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
 #include <thread>
 
 #include "engine_fakes.h"
@@ -101,6 +103,48 @@ TEST(Engine, EosAndStopTokensFinishWithStopAndShowNoText) {
   EXPECT_EQ(c.finish.reason, FinishReason::kStop);
   EXPECT_EQ(c.tokens, std::vector<TokenId>(free_run.begin(), free_run.begin() + 5));
   EXPECT_EQ(c.text, expected_text(c.tokens, true));
+}
+
+// Allows every token and is complete after `length` of them.
+class CompleteAfter final : public TokenConstraint {
+ public:
+  explicit CompleteAfter(size_t length) : length_(length) {}
+  Status fill_mask(std::span<uint32_t> mask) override {
+    std::fill(mask.begin(), mask.end(), ~0u);
+    return Status::Ok();
+  }
+  Status accept(int32_t) override {
+    ++accepted;
+    return Status::Ok();
+  }
+  bool complete() const override { return accepted >= length_; }
+  std::unique_ptr<TokenConstraint> clone() const override {
+    return std::make_unique<CompleteAfter>(*this);
+  }
+  size_t accepted = 0;
+
+ private:
+  size_t length_;
+};
+
+// The server compiles a grammar off its I/O thread and submits the compiled matcher: every
+// request (or choice) given it must follow it from the start, none may advance the one shared.
+TEST(Engine, RequestsSharingACompiledGrammarEachFollowItFromTheStart) {
+  FakeModel model;
+  FakeEngine fake = make_fake_engine(small_config(), model);
+  auto compiled = std::make_shared<CompleteAfter>(3);
+  std::vector<RequestHandle> handles;
+  for (RequestId id : {21, 22, 23}) {
+    Request r = token_request(id, 6, 10);
+    r.compiled_grammar = compiled;
+    handles.push_back(fake.engine->submit(std::move(r)));
+  }
+  for (RequestHandle& h : handles) {
+    Completion c = finish_within(h);
+    EXPECT_EQ(c.finish.reason, FinishReason::kStop) << c.finish.message;
+    EXPECT_EQ(c.tokens.size(), 3u);
+  }
+  EXPECT_EQ(compiled->accepted, 0u);
 }
 
 TEST(Engine, DefaultMaxTokensIsCappedByTheRemainingContext) {

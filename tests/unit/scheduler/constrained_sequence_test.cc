@@ -30,6 +30,9 @@ class FakeConstraint final : public TokenConstraint {
     return Status::Ok();
   }
   bool complete() const override { return accepted.size() >= length_; }
+  std::unique_ptr<TokenConstraint> clone() const override {
+    return std::make_unique<FakeConstraint>(*this);
+  }
   // Forces the tokens of `forced` from the current position on (as a grammar whose next text is
   // fixed does), up to out.size().
   int32_t forced_tokens(std::span<int32_t> out) override {

@@ -62,9 +62,9 @@ Status GrammarMatcher::check_when_compiled(int32_t end_token, CpuBudget budget) 
   LlgMatcher* probe = llg_clone_matcher(matcher_);
   LlgCancellationHandle* handle = llg_matcher_get_cancellation_handle(probe);
   Status walked;
-  const BudgetOutcome outcome = run_within_cpu_budget(
-      [&] { walked = probe_first_tokens(probe, mask_words_, end_token); },
-      [&] { llg_cancel(handle); }, budget);
+  const BudgetOutcome outcome =
+      run_within_cpu_budget([&] { walked = probe_first_tokens(probe, mask_words_, end_token); },
+                            [&] { llg_cancel(handle); }, budget);
   llg_free_cancellation_handle(handle);
   llg_free_matcher(probe);
   switch (outcome) {

@@ -1,6 +1,14 @@
 #include "server/openai_response.h"
 
+#include <chrono>
+
 namespace drift::server {
+
+int64_t unix_seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 using nlohmann::json;
 

@@ -15,6 +15,9 @@
 
 namespace drift::server {
 
+// Now, in Unix seconds: the "created" field of OpenAI's objects.
+int64_t unix_seconds_now();
+
 struct ResponseMeta {
   bool chat = false;
   std::string id;       // "cmpl-..." / "chatcmpl-..."

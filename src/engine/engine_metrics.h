@@ -89,6 +89,9 @@ struct EngineMetrics {
   // Draft tokens a grammar forced, and of those the accepted.
   uint64_t spec_forced_draft_tokens = 0;
   uint64_t spec_forced_accepted_tokens = 0;
+  // --spec auto: decode steps measured with drafts allowed, and without.
+  uint64_t spec_auto_steps_with_drafts = 0;
+  uint64_t spec_auto_steps_without_drafts = 0;
   // The step cost model (step_cost_model.h), learned from the steps run so far, and what the
   // latency targets made of it: the prefill token budget of the last step, and that step's
   // predicted and measured executor time.

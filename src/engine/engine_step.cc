@@ -37,6 +37,8 @@ StepReport run_engine_step(EngineScheduler& scheduler, Executor& executor, Execu
                            ProgressLog& log, FunctionRef<void(const StepPlan&)> on_plan) {
   // Rule: schedule, run, report — and nothing else between two step boundaries.
   StepReport report;
+  // The whole step is timed for --spec auto: drafting and committing are part of what drafts cost.
+  const auto step_started = std::chrono::steady_clock::now();
   const StepPlan& plan = scheduler.schedule_step();
   if (plan.empty()) return report;
   report.ran = true;
@@ -52,6 +54,8 @@ StepReport run_engine_step(EngineScheduler& scheduler, Executor& executor, Execu
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (report.status.ok()) {
     report.outcomes = scheduler.on_step_executed(result);
+    scheduler.observe_step_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_started).count());
   } else {
     log.record(ProgressEvent::kError, step, int64_t(step), -1);
     report.outcomes = scheduler.on_step_failed(report.status.error());

@@ -411,6 +411,8 @@ void EngineWorker::publish(const StepReport& report) {
   metrics_.spec_pool_bytes = scheduler_.ngram_pool().bytes();
   metrics_.spec_forced_draft_tokens = stats.spec_forced_draft_tokens;
   metrics_.spec_forced_accepted_tokens = stats.spec_forced_accepted_tokens;
+  metrics_.spec_auto_steps_with_drafts = stats.spec_auto_steps_with_drafts;
+  metrics_.spec_auto_steps_without_drafts = stats.spec_auto_steps_without_drafts;
   if (const PrefixCache* cache = scheduler_.prefix_cache()) {
     metrics_.prefix_cache_enabled = true;
     metrics_.prefix_cache = cache->stats();

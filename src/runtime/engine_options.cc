@@ -79,7 +79,9 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
   if (!evict) return make_error("kv_evict: expected attention or window, got '{}'", o.kv_evict);
   config.scheduler.kv_compress.policy = *evict;
   config.default_max_tokens = o.default_max_tokens;
-  if (o.spec == "auto" || o.spec == "ngram") {
+  if (o.spec == "auto") {
+    config.scheduler.spec.mode = SpecMode::kAuto;
+  } else if (o.spec == "ngram") {
     config.scheduler.spec.mode = SpecMode::kNgram;
   } else if (o.spec != "none") {
     return make_error("spec: expected auto, ngram or none, got '{}'", o.spec);

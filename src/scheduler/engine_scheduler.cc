@@ -553,6 +553,9 @@ std::span<const SequenceOutcome> EngineScheduler::on_step_executed(const Executi
     commit_tokens(seq, item, r);
   }
   plan_outstanding_ = false;
+  executed_decoding_ = plan_.num_prefill_tokens == 0 ? step_decoding_ : 0;
+  executed_committed_ = 0;
+  for (const SequenceOutcome& o : outcomes_) executed_committed_ += o.token.has_value();
   return outcomes_;
 }
 

@@ -63,6 +63,7 @@
 #include "scheduler/ngram_pool.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
+#include "scheduler/spec_auto_gate.h"
 #include "scheduler/step_load.h"
 #include "scheduler/step_plan.h"
 #include "scheduler/waiting_order.h"
@@ -102,6 +103,10 @@ struct SchedulerStats {
   uint64_t prefix_shared_in_step = 0;
   // Admission attempts in which the request waited for its prefix's pages to be read from disk.
   uint64_t tier_waits = 0;
+  // --spec auto (SpecAutoGate): measured decode steps in which drafts were allowed, and in which
+  // they were not.
+  uint64_t spec_auto_steps_with_drafts = 0;
+  uint64_t spec_auto_steps_without_drafts = 0;
   // Speculative decoding: decode items that carried a draft, their draft tokens, the drafts the
   // executor accepted, and those by position in their draft (vLLM's per-position counts).
   uint64_t spec_drafts = 0;
@@ -156,6 +161,10 @@ class EngineScheduler {
   // releases their pages. The span is valid until the next call into the scheduler. A result of
   // the wrong size fails the whole step.
   std::span<const SequenceOutcome> on_step_executed(const ExecutionResult& result);
+  // The wall time of the step last reported to on_step_executed, measured by the engine (the
+  // scheduler reads no clock). --spec auto judges drafts by it (scheduler/spec_auto_gate.h);
+  // otherwise it is not needed.
+  void observe_step_seconds(double seconds);
   // The whole step failed: every sequence in the plan ends with `error`.
   std::span<const SequenceOutcome> on_step_failed(const Error& error);
   // Ends every sequence, waiting or running, with `error` (executor lost, engine aborting), and
@@ -260,7 +269,7 @@ class EngineScheduler {
   // Speculative decoding (engine_scheduler_spec.cc): the step's draft tokens; a decoding
   // sequence's draft (in draft_scratch_) within `room` tokens, leaving `later_decodes` a page
   // each; after the step, the rejected drafts' slots returned and the accepted tokens committed.
-  int32_t plan_draft_budget() const;
+  int32_t plan_draft_budget();
   int32_t draft_for(SequenceState& seq, int32_t room, int32_t later_decodes);
   // Writes the sequence's draft (at most out.size() tokens) from the best source it has.
   int32_t propose_draft(SequenceState& seq, std::span<TokenId> out);
@@ -307,6 +316,12 @@ class EngineScheduler {
   NgramDraftConfig ngram_;
   NgramPool pool_;                      // drafts shared across requests (empty: none)
   std::vector<TokenId> draft_scratch_;  // [spec.max_draft_tokens] one sequence's draft
+  SpecAutoGate spec_gate_;              // --spec auto's judge of drafts
+  // The step last executed, for observe_step_seconds: its decoding sequences as the draft budget
+  // counted them (0: no decode, or prefill in it: not measured) and the tokens it committed.
+  int32_t step_decoding_ = 0;
+  int32_t executed_decoding_ = 0;
+  int64_t executed_committed_ = 0;
 
   // The step being composed.
   int32_t token_budget_ = 0;      // tokens still free in this step

@@ -8,11 +8,13 @@
 
 namespace drift {
 
-int32_t EngineScheduler::plan_draft_budget() const {
+int32_t EngineScheduler::plan_draft_budget() {
   // Rule: drafts get what the step's decodes and the prefill it would run leave of the token
   // budget, and at most spec.max_step_draft_tokens less one per decoding sequence: with many
   // sequences decoding, the step is no longer bound by reading the weights, and extra tokens
-  // would cost their full compute.
+  // would cost their full compute. Under --spec auto, only in steps whose batch size drafts have
+  // been measured to pay for (or are being measured in).
+  step_decoding_ = 0;
   if (!config_.spec.enabled()) return 0;
   int32_t decoding = 0;
   int64_t prefill = 0;  // prompt tokens that could run in this step
@@ -25,7 +27,9 @@ int32_t EngineScheduler::plan_draft_budget() const {
   }
   if (int32_t(running_.size()) < config_.max_num_seqs)
     for (const SequenceState* s : waiting_) prefill += s->num_pending_tokens();
+  step_decoding_ = decoding;
   if (decoding == 0) return 0;
+  if (config_.spec.mode == SpecMode::kAuto && !spec_gate_.drafts_allowed(decoding)) return 0;
   prefill = std::min<int64_t>(prefill, prefill_budget_);
   const int64_t spare = int64_t(config_.max_num_batched_tokens) - decoding - prefill;
   return int32_t(std::max<int64_t>(
@@ -74,6 +78,15 @@ int32_t EngineScheduler::propose_draft(SequenceState& seq, std::span<TokenId> ou
     return pooled;
   }
   return own;
+}
+
+void EngineScheduler::observe_step_seconds(double seconds) {
+  // Rule: only steps of decodes alone are measured: a prefill's cost says nothing of drafts'.
+  if (config_.spec.mode != SpecMode::kAuto || executed_decoding_ == 0) return;
+  (spec_gate_.drafts_allowed(executed_decoding_) ? stats_.spec_auto_steps_with_drafts
+                                                 : stats_.spec_auto_steps_without_drafts)++;
+  spec_gate_.observe(executed_decoding_, executed_committed_, seconds);
+  executed_decoding_ = 0;
 }
 
 Status EngineScheduler::roll_back_drafts(SequenceState& seq) {

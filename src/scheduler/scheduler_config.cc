@@ -44,6 +44,8 @@ std::string_view spec_mode_name(SpecMode mode) {
       return "none";
     case SpecMode::kNgram:
       return "ngram";
+    case SpecMode::kAuto:
+      return "auto";
   }
   return "unknown";
 }

@@ -41,8 +41,9 @@ inline constexpr int32_t kMaxSpecDraftTokens = 64;
 enum class SpecMode : uint8_t {
   kNone,   // one token per decode step
   kNgram,  // drafts from the sequence's own prompt and output (scheduler/ngram_drafter.h)
+  kAuto,   // kNgram's drafts, in the steps where they are measured to pay (spec_auto_gate.h)
 };
-std::string_view spec_mode_name(SpecMode mode);  // "none", "ngram"
+std::string_view spec_mode_name(SpecMode mode);  // "none", "ngram", "auto"
 
 // Drafts ride in a decode item (1 + k tokens) and are verified by the executor in the same
 // forward pass; only the spare part of a step's token budget goes to them (docs/design-notes.md

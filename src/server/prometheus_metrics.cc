@@ -186,6 +186,12 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.counter("drift:spec_decode_forced_accepted_tokens_total",
             "Draft tokens a grammar forced that were accepted.",
             double(m.spec_forced_accepted_tokens));
+  w.labelled_counter_header("drift:spec_decode_auto_steps_total",
+                            "Decode steps --spec auto measured, by whether drafts were allowed.");
+  w.sample("drift:spec_decode_auto_steps_total", ",drafts=\"allowed\"",
+           double(m.spec_auto_steps_with_drafts));
+  w.sample("drift:spec_decode_auto_steps_total", ",drafts=\"withheld\"",
+           double(m.spec_auto_steps_without_drafts));
   w.gauge("drift:spec_decode_pool_bytes", "Memory of the shared n-gram pool (fixed at start).",
           double(m.spec_pool_bytes));
   w.histogram("vllm:time_to_first_token_seconds", "Time to first token, from submit.",

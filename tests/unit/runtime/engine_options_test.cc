@@ -4,17 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 namespace drift {
 namespace {
 
 TEST(EngineOptions, SpecAutoAndNgramDraftFromTheRequestNoneTurnsItOff) {
   EngineOptions o;
   EXPECT_EQ(o.spec, "auto") << "on by default";
-  for (const char* mode : {"auto", "ngram"}) {
-    o.spec = mode;
+  for (auto [name, mode] : {std::pair{"auto", SpecMode::kAuto}, {"ngram", SpecMode::kNgram}}) {
+    o.spec = name;
     Expected<EngineConfig> c = to_engine_config(o);
     ASSERT_TRUE(c.ok()) << c.error().message;
-    EXPECT_EQ(c->scheduler.spec.mode, SpecMode::kNgram) << mode;
+    EXPECT_EQ(c->scheduler.spec.mode, mode) << name;
     EXPECT_TRUE(c->scheduler.spec.enabled());
   }
   o.spec = "none";

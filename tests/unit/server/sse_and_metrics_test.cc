@@ -83,6 +83,8 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   m.spec_pool_bytes = 8388608;
   m.spec_forced_draft_tokens = 11;
   m.spec_forced_accepted_tokens = 10;
+  m.spec_auto_steps_with_drafts = 40;
+  m.spec_auto_steps_without_drafts = 320;
   m.time_to_first_token.observe(0.003);  // bucket (0.001, 0.005]
   m.time_to_first_token.observe(0.05);   // bucket (0.04, 0.06]
   m.time_to_first_token.observe(1000);   // +Inf only
@@ -108,6 +110,8 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   EXPECT_TRUE(has("drift:spec_decode_pool_bytes" + l + "} 8388608"));
   EXPECT_TRUE(has("drift:spec_decode_forced_draft_tokens_total" + l + "} 11"));
   EXPECT_TRUE(has("drift:spec_decode_forced_accepted_tokens_total" + l + "} 10"));
+  EXPECT_TRUE(has("drift:spec_decode_auto_steps_total" + l + ",drafts=\"allowed\"} 40"));
+  EXPECT_TRUE(has("drift:spec_decode_auto_steps_total" + l + ",drafts=\"withheld\"} 320"));
   EXPECT_TRUE(has("# TYPE vllm:time_to_first_token_seconds histogram"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.001\"} 0"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.005\"} 1"));

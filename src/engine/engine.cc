@@ -235,7 +235,10 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
   // A turn that continues a conversation gets no second BOS in the middle of it.
   const bool continues_session =
       request.session_id && sessions_.has_history(*request.session_id, now);
-  Expected<std::vector<TokenId>> prompt = encode(std::move(request.prompt), continues_session);
+  Expected<std::vector<TokenId>> prompt =
+      request.tokenized && request.tokenized->continues_session == continues_session
+          ? Expected<std::vector<TokenId>>(std::move(request.tokenized->tokens))
+          : encode(std::move(request.prompt), continues_session);
   if (!prompt.ok())
     return make_rejection(reject_reason_for_prompt(prompt.error()), "{}", prompt.error().message);
   seq.prompt = std::move(*prompt);
@@ -315,6 +318,15 @@ Expected<std::vector<TokenId>> Engine::encode(Prompt prompt, bool continues_sess
 
 Expected<std::vector<TokenId>> Engine::tokenize(Prompt prompt) const {
   return encode(std::move(prompt), /*continues_session=*/false);
+}
+
+Expected<TokenizedTurn> Engine::tokenize_turn(Prompt prompt,
+                                              const std::optional<std::string>& session_id) const {
+  const bool continues_session =
+      session_id && sessions_.has_history(*session_id, EngineClock::now());
+  Expected<std::vector<TokenId>> tokens = encode(std::move(prompt), continues_session);
+  if (!tokens.ok()) return tokens.error();
+  return TokenizedTurn{std::move(*tokens), continues_session};
 }
 
 Expected<std::string> Engine::detokenize(std::span<const TokenId> tokens,

@@ -122,6 +122,10 @@ class Engine {
   // as the model asks, a conversation through the chat template. Error if a conversation cannot
   // be rendered.
   Expected<std::vector<TokenId>> tokenize(Prompt prompt) const;
+  // The tokens submit would run for `prompt` as a turn of `session_id` (none: outside any
+  // session) as the session stands now, for Request::tokenized. Thread-safe.
+  Expected<TokenizedTurn> tokenize_turn(Prompt prompt,
+                                        const std::optional<std::string>& session_id) const;
   // The text of `tokens`; `render_special` gives control tokens their text ("<|im_end|>"). Error
   // for an id outside the vocabulary.
   Expected<std::string> detokenize(std::span<const TokenId> tokens,

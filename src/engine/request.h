@@ -89,12 +89,25 @@ inline constexpr size_t kMaxStopStringBytes = 256;
 // or a conversation.
 using Prompt = std::variant<std::vector<TokenId>, TextPrompt, ChatPrompt>;
 
+// A prompt tokenized before submit (Engine::tokenize_turn), where the caller may spend the time:
+// the server tokenizes on a prompt worker and submits on its I/O thread, whose stall would stall
+// every stream. Its tokens rest on one fact that may change before submit: whether the turn
+// continues a session's history (a text prompt then gets no BOS).
+struct TokenizedTurn {
+  std::vector<TokenId> tokens;
+  bool continues_session = false;
+};
+
 struct Request {
   // Absent: the engine assigns one (>= kFirstEngineAssignedId). A given id must be below that and
   // not in use by an unfinished request. The sampler's random stream is seeded from it unless
   // sampling.seed is set.
   std::optional<RequestId> id;
   Prompt prompt;
+  // `prompt` tokenized ahead: submit runs these tokens when the session fact they rest on still
+  // holds, and encodes `prompt` again when not (the session ended, or its first turn completed,
+  // in between).
+  std::optional<TokenizedTurn> tokenized;
   // Tokens to generate at most. Absent: the engine's default_max_tokens, capped by what is left
   // of max_model_len and of the KV cache after the prompt. Given: prompt + max_tokens must fit in
   // max_model_len, or the request is rejected.

@@ -181,8 +181,13 @@ std::optional<ApiError> OpenAIService::prepare_prompts(GenerationRequest& reques
                       context, request.chat ? "messages have" : "prompt has", bytes,
                       prompt_bound_.min_tokens(bytes), prompt_bound_.max_bytes_per_token()),
           param);
-    if (request.options.session_id || std::holds_alternative<std::vector<TokenId>>(entry.prompt))
+    if (std::holds_alternative<std::vector<TokenId>>(entry.prompt)) continue;
+    if (request.options.session_id) {
+      Expected<TokenizedTurn> turn = engine.tokenize_turn(entry.prompt, request.options.session_id);
+      if (!turn.ok()) return error_for_prompt(turn.error(), param);
+      entry.tokenized = std::move(*turn);
       continue;
+    }
     Expected<std::vector<TokenId>> ids = engine.tokenize(entry.prompt);
     if (!ids.ok()) return error_for_prompt(ids.error(), param);
     entry.prompt = std::move(*ids);
@@ -224,6 +229,7 @@ std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(Generation
   for (GenerationRequest::PromptEntry& entry : parsed.prompts) {
     Request request;
     request.prompt = std::move(entry.prompt);
+    request.tokenized = std::move(entry.tokenized);
     request.max_tokens = options.max_tokens;
     request.sampling = options.sampling;
     if (options.constraint) {

@@ -94,6 +94,9 @@ struct GenerationRequest {
   struct PromptEntry {
     Prompt prompt;
     std::string echo;
+    // A session turn's prompt, tokenized on the prompt worker (Request::tokenized); `prompt`
+    // stays, for the engine to encode again if the session changed before submit.
+    std::optional<TokenizedTurn> tokenized;
   };
   std::vector<PromptEntry> prompts;
   // Chat with tools offered (tool_choice not "none"): the model's call syntax, to read replies.
@@ -201,8 +204,8 @@ class OpenAIService {
   std::optional<ApiError> use_tools(ToolRequest tools, GenerationRequest& out,
                                     ChatPrompt& prompt) const;
   // Refuses a text that cannot fit the context from its size alone, then tokenizes the prompts
-  // of a request that continues no session (a session turn's BOS and history are the engine's
-  // to decide at submit), so that the I/O thread never tokenizes a large prompt.
+  // (a session turn's as the session stands: the engine checks that at submit), so that the I/O
+  // thread never tokenizes a large prompt.
   std::optional<ApiError> prepare_prompts(GenerationRequest& request) const;
   // Compiles the request's grammar (its checks may take GrammarLimits' budget), so that the
   // engine's submit on the I/O thread only clones it; a grammar the engine refuses is a 400

@@ -199,6 +199,49 @@ TEST(EngineSession, IdleSessionsExpire) {
   EXPECT_FALSE(fake.engine->session_history("chat"));
 }
 
+// The server tokenizes a turn on its prompt worker (tokenize_turn) and submits later on its I/O
+// thread: the tokens are used when the session still stands as they assumed, and the text is
+// encoded again when it does not (here: turn 2 tokenized while turn 1 still ran, so with a BOS
+// that a continuing turn must not have).
+TEST(EngineSession, ATurnTokenizedAheadIsUsedUnlessTheSessionChangedMeanwhile) {
+  FakeEngine fake = make_fake_engine(small_config());
+  auto text_turn = [](const char* text) {
+    Request r;
+    r.prompt = TextPrompt{text, /*add_special=*/true, false};
+    r.max_tokens = 2;
+    r.session_id = "chat";
+    return r;
+  };
+  Request t1 = text_turn("hi");
+  Expected<TokenizedTurn> ahead1 = fake.engine->tokenize_turn(t1.prompt, t1.session_id);
+  ASSERT_TRUE(ahead1.ok());
+  EXPECT_FALSE(ahead1->continues_session);
+  EXPECT_EQ(ahead1->tokens, *fake.engine->tokenize(TextPrompt{"hi", true, false}));
+  EXPECT_EQ(ahead1->tokens.front(), kBos);
+  Request t2 = text_turn("yo");
+  Expected<TokenizedTurn> stale = fake.engine->tokenize_turn(t2.prompt, t2.session_id);
+  ASSERT_TRUE(stale.ok());
+  // Tokens submit runs as they are when the session fact holds: these differ from the text's
+  // encoding, to tell which was run.
+  Tokens given = ahead1->tokens;
+  given.push_back(given.back());
+  t1.tokenized = TokenizedTurn{given, false};
+  RequestHandle h1 = fake.engine->submit(std::move(t1));
+  Completion c1 = finish_within(h1);
+  EXPECT_EQ(c1.finish.usage.prompt_tokens, 4) << "the tokens given";
+  t2.tokenized = std::move(*stale);
+  RequestHandle h2 = fake.engine->submit(std::move(t2));
+  Completion c2 = finish_within(h2);
+  EXPECT_EQ(c2.finish.usage.prompt_tokens, 4 + 2 + 2) << "history, then y, o encoded again";
+  Tokens history = *fake.engine->session_history("chat");
+  EXPECT_EQ(std::count(history.begin(), history.end(), kBos), 1);
+  Request t3 = text_turn("ok");
+  Expected<TokenizedTurn> ahead3 = fake.engine->tokenize_turn(t3.prompt, t3.session_id);
+  ASSERT_TRUE(ahead3.ok());
+  EXPECT_TRUE(ahead3->continues_session);
+  EXPECT_EQ(ahead3->tokens, *fake.engine->tokenize(TextPrompt{"ok", false, false})) << "no BOS";
+}
+
 TEST(EngineSession, ATextTurnThatContinuesASessionGetsNoSecondBos) {
   FakeEngine fake = make_fake_engine(small_config());
   Request t1;

@@ -15,12 +15,9 @@
 
 #include "server/api_error.h"
 #include "util/json_limits.h"
+#include "util/utf8.h"
 
 namespace drift::server {
-
-// Byte offset of the first byte that does not belong to a well-formed UTF-8 sequence (overlong
-// forms, surrogates and values past U+10FFFF included); nullopt when the text is valid.
-std::optional<size_t> find_invalid_utf8(std::string_view text);
 
 // Parses a request body that must be a JSON object: UTF-8, depth and syntax are checked, each
 // failure a 400 that says where. `Json`: nlohmann::json, or nlohmann::ordered_json where the
@@ -28,8 +25,10 @@ std::optional<size_t> find_invalid_utf8(std::string_view text);
 template <typename Json = nlohmann::json>
 std::variant<Json, ApiError> parse_request_json(std::string_view body,
                                                 const JsonLimits& limits = {}) {
-  if (auto bad = find_invalid_utf8(body))
-    return bad_request(fmt::format("the request body is not valid UTF-8 (byte offset {})", *bad));
+  // Well-formed only (no overlong forms, surrogates or values past U+10FFFF): util/utf8's strict
+  // check, which stops at the first byte that does not belong.
+  if (const size_t valid = valid_utf8_prefix_length(body); valid != body.size())
+    return bad_request(fmt::format("the request body is not valid UTF-8 (byte offset {})", valid));
   Expected<Json> json = parse_bounded_json<Json>(body, limits);
   if (!json.ok()) return bad_request(fmt::format("the request body {}", json.error().message));
   if (!json->is_object()) return bad_request("the request body must be a JSON object");

@@ -13,6 +13,7 @@
 #include "server/openai_schema.h"
 #include "server/request_json.h"
 #include "server/tool_request.h"
+#include "util/utf8.h"
 
 namespace {
 
@@ -68,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   model_replies(text);  // a model's reply is any bytes
   // A string field of a body is valid UTF-8: the body's check refuses anything else first.
-  if (drift::server::find_invalid_utf8(text)) return 0;
+  if (!drift::is_valid_utf8(text)) return 0;
   schema_fields(text);
   tool_call_arguments(text);
   return 0;

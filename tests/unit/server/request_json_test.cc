@@ -1,28 +1,40 @@
 #include "server/request_json.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 namespace drift::server {
 namespace {
 
-TEST(FindInvalidUtf8, AcceptsWellFormedText) {
-  EXPECT_EQ(find_invalid_utf8(""), std::nullopt);
-  EXPECT_EQ(find_invalid_utf8("plain ascii"), std::nullopt);
-  EXPECT_EQ(find_invalid_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), std::nullopt);
-  EXPECT_EQ(find_invalid_utf8("\xF4\x8F\xBF\xBF"), std::nullopt);  // U+10FFFF
-}
-
-TEST(FindInvalidUtf8, NamesTheOffsetOfEachKindOfBadSequence) {
-  EXPECT_EQ(find_invalid_utf8("ab\x80"), 2u);            // stray continuation
-  EXPECT_EQ(find_invalid_utf8("a\xC3("), 1u);            // missing continuation
-  EXPECT_EQ(find_invalid_utf8("\xC0\xAF"), 0u);          // overlong "/"
-  EXPECT_EQ(find_invalid_utf8("\xE0\x80\xAF"), 0u);      // overlong, 3 bytes
-  EXPECT_EQ(find_invalid_utf8("x\xED\xA0\x80"), 1u);     // surrogate U+D800
-  EXPECT_EQ(find_invalid_utf8("\xF4\x90\x80\x80"), 0u);  // above U+10FFFF
-  EXPECT_EQ(find_invalid_utf8("\xFF"), 0u);              // never valid
-  EXPECT_EQ(find_invalid_utf8("abc\xE2\x82"), 3u);       // truncated at the end
+// A body's text goes through util/utf8's strict check; the 400 names where it stops.
+TEST(ParseRequestJson, NamesTheByteOffsetOfTheFirstBadUtf8Sequence) {
+  const std::string before = "{\"a\": \"";  // 7 bytes
+  for (const char* good : {"", "plain ascii", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80",
+                           "\xF4\x8F\xBF\xBF"})  // U+10FFFF
+    EXPECT_TRUE(std::holds_alternative<nlohmann::json>(parse_request_json(before + good + "\"}")))
+        << good;
+  const std::pair<const char*, size_t> bad[] = {
+      {"ab\x80", 2},             // stray continuation
+      {"a\xC3(", 1},             // missing continuation
+      {"\xC0\xAF", 0},           // overlong "/"
+      {"\xE0\x80\xAF", 0},       // overlong, 3 bytes
+      {"x\xED\xA0\x80", 1},      // surrogate U+D800
+      {"\xF4\x90\x80\x80", 0},   // above U+10FFFF
+      {"\xFF", 0},               // never valid
+  };
+  for (const auto& [text, offset] : bad) {
+    auto r = parse_request_json(before + text + "\"}");
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << text;
+    EXPECT_NE(std::get<ApiError>(r).message.find(fmt::format("(byte offset {})", 7 + offset)),
+              std::string::npos)
+        << std::get<ApiError>(r).message;
+  }
+  auto truncated = parse_request_json(std::string("{\"a\": \"abc\xE2\x82"));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(truncated));
+  EXPECT_NE(std::get<ApiError>(truncated).message.find("(byte offset 10)"), std::string::npos);
 }
 
 TEST(ParseRequestJson, ReturnsTheObject) {

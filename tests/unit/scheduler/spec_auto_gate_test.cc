@@ -80,16 +80,20 @@ TEST(SpecAutoGate, ItFollowsAChangeOfTextOrLoad) {
   EXPECT_GE(fraction_with_drafts(gate, 1, Arm{3.0, 0.0042}, kPlain, 720), 1 - kExploreShare - 0.01);
 }
 
-// On the fake executor with a fake clock: a step's seconds grow with its tokens (bound by compute),
-// so drafts that are often rejected lose, the gate stops them, and every output is still that of
-// one token a step.
-TEST(SpecAutoGate, TheSchedulerStopsDraftsThatCostMoreThanTheySaveAndOutputIsUnchanged) {
+SchedulerConfig auto_config() {
   SchedulerConfig c;
   c.max_num_batched_tokens = 64;
   c.max_num_seqs = 8;
   c.max_model_len = 512;
   c.spec.mode = SpecMode::kAuto;
-  Driver d(c, 256, 4, FakeModel{.vocab = 12, .eos = 0, .order = 3}, {});
+  return c;
+}
+
+// On the fake executor with a fake clock: a step's seconds grow with its tokens (bound by compute),
+// so drafts that are often rejected lose, the gate stops them, and every output is still that of
+// one token a step.
+TEST(SpecAutoGate, TheSchedulerStopsDraftsThatCostMoreThanTheySaveAndOutputIsUnchanged) {
+  Driver d(auto_config(), 256, 4, FakeModel{.vocab = 12, .eos = 0, .order = 3}, {});
   ASSERT_TRUE(d.submit(make_request(1, 10, 400)));
   while (d.scheduler().has_unfinished()) {
     const StepPlan plan = d.step();
@@ -106,12 +110,7 @@ TEST(SpecAutoGate, TheSchedulerStopsDraftsThatCostMoreThanTheySaveAndOutputIsUnc
 // tie, and ties go to no drafts); from then on the gate lets drafts run, and most tokens come
 // from accepted drafts.
 TEST(SpecAutoGate, TheSchedulerKeepsDraftsWhereStepsCostTheSameWithThem) {
-  SchedulerConfig c;
-  c.max_num_batched_tokens = 64;
-  c.max_num_seqs = 8;
-  c.max_model_len = 512;
-  c.spec.mode = SpecMode::kAuto;
-  Driver d(c, 256, 4, FakeModel{.vocab = 12, .eos = 0, .order = 3}, {});
+  Driver d(auto_config(), 256, 4, FakeModel{.vocab = 12, .eos = 0, .order = 3}, {});
   ASSERT_TRUE(d.submit(make_request(1, 10, 400)));
   while (d.scheduler().has_unfinished()) {
     d.step();

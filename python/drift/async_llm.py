@@ -86,7 +86,9 @@ class AsyncLLM:
         try:
             for index, key in enumerate(keys):
                 self._routes[key] = (queue, index)
-            handles = self._engine.submit_stream(params._job(kind, value), self._channel, keys)
+            # The ids tokenize gave: a conversation is rendered once, not again at submit.
+            handles = self._engine.submit_stream(params._job("tokens", prompt_ids), self._channel,
+                                                 keys)
             choices = [CompletionOutput(index=i, text="", token_ids=[]) for i in range(params.n)]
             running = params.n
             while running:

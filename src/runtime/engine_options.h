@@ -48,8 +48,9 @@ struct EngineOptions {
   // KV-Compress: the kv_keep of requests that give none (1: off), and the eviction policy.
   double kv_keep = 1.0;
   std::string kv_evict = "attention";
-  // Speculative decoding: auto (the best drafts this engine supports: ngram for now), ngram
-  // (drafts from each request's own prompt and output) or none.
+  // Speculative decoding: auto (n-gram drafts in the steps where they are measured to pay:
+  // scheduler/spec_auto_gate.h), ngram (drafts from each request's own prompt and output, and
+  // the pool, always) or none.
   std::string spec = "auto";
   // The n-gram pool shared across requests, in MiB (0: none): drafts from other requests'
   // prompts and outputs where a request's own history has none.

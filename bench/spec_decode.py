@@ -4,7 +4,9 @@
 a summary that quotes its text, a JSON rewrite, the same rewrite of other records, an agent's next
 turn over a tool's output) and on one where it should not (free chat), greedy, one request at a
 time. Modes: none, ngram (own history, then the pool shared across requests), ngram-own (own
-history only).
+history only), auto (ngram's drafts where drift measures that they pay), and with --llama-bin the
+references: llama-server (no drafts) and llama-server-spec (its `--spec-default`, ngram-mod).
+llama-server's texts are compared with llama-server's own (its numerics are not drift's).
 
 Every round starts a fresh server per mode (so a pool of drafts shared across requests learns
 nothing from an earlier round's identical request), warms it up with an unrelated request, then
@@ -17,12 +19,14 @@ a plain "Role: text" transcript through /v1/completions.
 
   bench/spec_decode.py [-m MODEL ...] [--modes none,ngram-own,ngram] [--rounds 3] [-n 192]
                        [-t 2] [--workloads code_edit,chat]
+                       [--llama-bin DIR --modes none,auto,llama-server,llama-server-spec]
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -135,6 +139,30 @@ MODES = {
     "ngram": ["--spec", "ngram"],  # own history, then the shared pool
     "ngram-own": ["--spec", "ngram", "--spec-pool-mib", "0"],  # own history only
 }
+# llama-server's modes: its options for each, beside the model, port, threads and one slot.
+LLAMA_MODES = {
+    "llama-server": [],
+    "llama-server-spec": ["--spec-default"],
+}
+
+
+def text_baseline(mode, modes):
+    """The mode whose greedy text `mode`'s must equal: drift's first mode for drift's modes,
+    llama-server's own (without drafts) for its modes."""
+    if mode in LLAMA_MODES:
+        return "llama-server" if "llama-server" in modes else mode
+    return next(m for m in modes if m not in LLAMA_MODES)
+
+
+def server_for(mode, model, args):
+    if mode in LLAMA_MODES:
+        if not args.llama_bin:
+            raise SystemExit(f"mode {mode} needs --llama-bin")
+        return ServerProcess.llama(args.llama_bin, model, [*LLAMA_MODES[mode], "-np", "1", "-t",
+                                                           str(args.threads)])
+    extra = [*MODES.get(mode, ["--spec", mode]), "--parallel", "1", "-t", str(args.threads),
+             *args.serve_args]
+    return ServerProcess.drift(model, extra, drift=args.drift)
 
 
 def gemma_model():
@@ -151,10 +179,14 @@ COUNTERS = {  # name in the result: /metrics counter
 
 
 def spec_counters(url):
-    """The speculative decoding counters of /metrics so far (0 for those it does not have)."""
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
-        text = r.read().decode()
+    """The speculative decoding counters of /metrics so far (0 for those it does not have, and
+    all 0 for a server without /metrics: llama-server without --metrics)."""
     counts = dict.fromkeys(COUNTERS, 0.0)
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+    except urllib.error.HTTPError:
+        return counts
     for line in text.splitlines():
         for key, metric in COUNTERS.items():
             if line.startswith(metric + "{") or line.startswith(metric + " "):
@@ -204,9 +236,7 @@ def bench_model(model, args):
     for rnd in range(args.rounds):
         order = args.modes if rnd % 2 == 0 else list(reversed(args.modes))
         for mode in order:
-            extra = [*MODES.get(mode, ["--spec", mode]), "--parallel", "1", "-t",
-                     str(args.threads), *args.serve_args]
-            with ServerProcess.drift(model, extra, drift=args.drift) as server:
+            with server_for(mode, model, args) as server:
                 run_one(server.url, WARM_UP, args, chat)
                 for w in args.workloads:
                     res = run_one(server.url, WORKLOADS[w], args, chat)
@@ -237,7 +267,8 @@ def report(model, results, args):
             acceptance = accepted / drafted if drafted else None
             pool_drafted = sum(r["pool_draft_tokens"] for r in runs)
             pool_accepted = sum(r["pool_accepted_tokens"] for r in runs)
-            same = all(r["text"] == b["text"] for r, b in zip(runs, by_mode[base]))
+            same = all(r["text"] == b["text"]
+                       for r, b in zip(runs, by_mode[text_baseline(mode, args.modes)]))
             ratio = tps["median"] / base_tps
             rows.append({"workload": w, "mode": mode, "tokens": [r["tokens"] for r in runs],
                          "decode_tps": tps, "ratio": ratio, "draft_tokens": drafted,
@@ -262,9 +293,12 @@ def main():
     parser.add_argument("-n", type=int, default=192, help="max_tokens of each request")
     parser.add_argument("--modes", default="none,ngram",
                         help="drafting modes, the first the baseline: " + ", ".join(MODES) +
-                             " or another --spec value (default: %(default)s)")
+                             ", " + ", ".join(LLAMA_MODES) + " or another --spec value "
+                             "(default: %(default)s)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help="comma-separated subset of: " + ", ".join(WORKLOADS))
+    parser.add_argument("--llama-bin", help="llama.cpp's bin directory (llama-server), for the "
+                                            "llama-server modes")
     parser.add_argument("--serve-args", default="",
                         help="extra options of drift serve, e.g. '--kv-mib 256'")
     args = parser.parse_args()

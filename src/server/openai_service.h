@@ -34,7 +34,7 @@
 #include "server/model_card.h"
 #include "server/ollama_schema.h"
 #include "server/openai_schema.h"
-#include "server/prompt_bound.h"
+#include "tokenizer/prompt_bound.h"
 #include "server/reply_codec.h"
 #include "server/tool_request.h"
 

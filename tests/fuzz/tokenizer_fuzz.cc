@@ -1,7 +1,7 @@
 // libFuzzer target for a real model's tokenizer ($DRIFT_FUZZ_TOKENIZER_GGUF, by default the cached
 // SmolLM2; run_fuzzers.sh also runs it on Gemma 3's SentencePiece vocabulary). Any text, valid
 // UTF-8 or not, must encode to ids inside the vocabulary that decode without error, and to at
-// least as many tokens as the server's byte bound promises (server/prompt_bound.h), which
+// least as many tokens as the server's byte bound promises (tokenizer/prompt_bound.h), which
 // refuses prompts unread on that promise.
 #include <cstdint>
 #include <cstdio>
@@ -12,14 +12,14 @@
 
 #include "fuzz_model.h"
 #include "gguf/gguf_file.h"
-#include "server/prompt_bound.h"
+#include "tokenizer/prompt_bound.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
 struct Loaded {
   drift::Tokenizer tokenizer;
-  drift::server::PromptBound bound;
+  drift::PromptBound bound;
 };
 std::optional<Loaded> loaded;
 
@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     std::fprintf(stderr, "fuzz_tokenizer: %s\n", tokenizer.error().message.c_str());
     std::exit(2);
   }
-  drift::server::PromptBound bound = drift::server::PromptBound::from(*tokenizer);
+  drift::PromptBound bound = drift::PromptBound::from(*tokenizer);
   bound.find_dropped_ascii([&](const std::string& text) {
     return tokenizer->encode(text, {.add_special = false, .parse_special = false}).size();
   });

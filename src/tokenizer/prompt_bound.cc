@@ -1,9 +1,9 @@
-#include "server/prompt_bound.h"
+#include "tokenizer/prompt_bound.h"
 
 #include <algorithm>
 #include <limits>
 
-namespace drift::server {
+namespace drift {
 
 namespace {
 constexpr size_t kUnknownCharacterBytes = 4;  // the longest UTF-8 character: one <unk> token
@@ -37,4 +37,4 @@ size_t PromptBound::max_bytes(int64_t context) const {
   return positions * max_bytes_per_token_;
 }
 
-}  // namespace drift::server
+}  // namespace drift

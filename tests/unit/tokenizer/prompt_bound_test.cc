@@ -1,12 +1,12 @@
 // The byte bound on prompts: exact at its edges (one byte more is refused, the byte bound itself
 // is not), and never below 4 bytes per token (an unknown character is one token).
-#include "server/prompt_bound.h"
+#include "tokenizer/prompt_bound.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
-namespace drift::server {
+namespace drift {
 namespace {
 
 TEST(PromptBound, MinTokensRoundsUp) {
@@ -51,4 +51,4 @@ TEST(PromptBound, BytesTheTokenizerDropsAreNotCounted) {
 }
 
 }  // namespace
-}  // namespace drift::server
+}  // namespace drift

@@ -22,7 +22,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace drift::server {
+namespace drift {
 
 class PromptBound {
  public:
@@ -64,4 +64,4 @@ class PromptBound {
   std::bitset<128> dropped_ascii_;
 };
 
-}  // namespace drift::server
+}  // namespace drift

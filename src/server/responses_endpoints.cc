@@ -19,11 +19,12 @@ namespace {
 
 constexpr std::string_view kResponsesPrefix = "/v1/responses/";
 
+// OpenAI's code for an unknown previous_response_id; none for an unknown id in the path.
 ApiError unknown_response(std::string_view id, std::optional<std::string> param) {
-  ApiError e =
-      not_found(fmt::format("no stored response '{}': it does not exist, was deleted or "
-                            "evicted, or was created with store=false",
-                            id));
+  ApiError e = not_found(fmt::format("no stored response '{}': it does not exist, was deleted or "
+                                     "evicted, or was created with store=false",
+                                     id),
+                         param ? "previous_response_not_found" : "");
   e.param = std::move(param);
   return e;
 }

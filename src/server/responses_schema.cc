@@ -476,8 +476,9 @@ Json echo_fields(const Json& body, const ResponsesRequest& r) {
               {"metadata", given("metadata", Json::object())},
               {"tools", given("tools", Json::array())},
               {"tool_choice", given("tool_choice", "auto")},
-              {"temperature", given("temperature", 1.0)},
-              {"top_p", given("top_p", 1.0)},
+              // Not given: the server's sampling defaults (GET /v1/models), not OpenAI's 1.0.
+              {"temperature", given("temperature", nullptr)},
+              {"top_p", given("top_p", nullptr)},
               {"max_output_tokens", given("max_output_tokens", nullptr)},
               {"parallel_tool_calls", r.tools.parallel_tool_calls},
               {"previous_response_id", given("previous_response_id", nullptr)},

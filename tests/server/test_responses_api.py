@@ -70,6 +70,13 @@ def test_max_output_tokens_makes_the_response_incomplete(client):
     r = client.responses.create(model=MODEL_NAME, input=QUESTION, max_output_tokens=3, **GREEDY)
     assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens", r
     assert r.usage.output_tokens == 3
+    # Streamed, the last event says so (as OpenAI's: response.incomplete, not .completed).
+    events = list(client.responses.create(model=MODEL_NAME, input=QUESTION, max_output_tokens=3,
+                                          stream=True, **GREEDY))
+    assert events[-1].type == "response.incomplete", [e.type for e in events]
+    last = events[-1].response
+    assert last.status == "incomplete" and last.incomplete_details.reason == "max_output_tokens"
+    assert last.output_text == r.output_text and last.usage.output_tokens == 3
 
 
 def test_a_continued_conversation_equals_it_sent_whole_and_reuses_the_cache(client):
@@ -175,6 +182,7 @@ def test_stored_responses_can_be_fetched_and_deleted_and_unstored_ones_cannot(cl
     with pytest.raises(openai.NotFoundError) as e:
         client.responses.create(model=MODEL_NAME, input="more", previous_response_id=r.id)
     assert e.value.body["param"] == "previous_response_id", e.value.body
+    assert e.value.body["code"] == "previous_response_not_found", e.value.body
     unstored = client.responses.create(model=MODEL_NAME, input=QUESTION, max_output_tokens=4,
                                        store=False, **GREEDY)
     assert unstored.store is False

@@ -73,8 +73,9 @@ MaybeError check_field_names(const Json& body) {
 // "a, b" -> whether `object` has only fields of `allowed`; the 400 names the first other one.
 MaybeError check_item_fields(const Json& object, const std::string& param,
                              const std::set<std::string_view>& allowed) {
+  // A null field is an absent one (the SDKs' model_dump writes every optional field).
   for (const auto& [name, value] : object.items())
-    if (!allowed.contains(name))
+    if (!value.is_null() && !allowed.contains(name))
       return bad_request(fmt::format("{}.{}: unknown field", param, name), param + "." + name);
   return std::nullopt;
 }

@@ -94,6 +94,12 @@ def test_a_continued_conversation_equals_it_sent_whole_and_reuses_the_cache(clie
                {"role": "user", "content": follow_up}])
     assert second.output_text == whole.output_text
     assert second.usage.input_tokens == whole.usage.input_tokens
+    # Stateless, the client's way: the first response's output items sent back as input.
+    resent = client.responses.create(
+        model=MODEL_NAME, instructions=INSTRUCTIONS, max_output_tokens=16, store=False, **GREEDY,
+        input=[{"role": "user", "content": QUESTION}, *[item.model_dump() for item in first.output],
+               {"role": "user", "content": follow_up}])
+    assert resent.output_text == second.output_text
     # The earlier turns' KV came from the prefix cache: the first turn's prompt, whole pages.
     cached = second.usage.input_tokens_details.cached_tokens
     assert cached >= first.usage.input_tokens // 2, (cached, first.usage)
@@ -141,6 +147,14 @@ def test_a_function_tool_round_trip(client):
                {"type": "function_call_output", "call_id": calls[0].call_id,
                 "output": "12 degrees celsius, light rain"}])
     assert whole.output_text == answer.output_text
+    # And with the call's output items as the SDK dumps them.
+    dumped = client.responses.create(
+        model=MODEL_NAME, tools=[WEATHER], tool_choice="none", max_output_tokens=30, **GREEDY,
+        input=[{"role": "user", "content": question},
+               *[item.model_dump() for item in call.output],
+               {"type": "function_call_output", "call_id": calls[0].call_id,
+                "output": "12 degrees celsius, light rain"}])
+    assert dumped.output_text == answer.output_text
     # An output for a call nobody made is refused.
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model=MODEL_NAME, max_output_tokens=4, input=[

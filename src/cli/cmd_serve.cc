@@ -89,6 +89,10 @@ struct ServeOptions {
   double unhealthy_exit_delay_seconds = 5;
   std::optional<int64_t> debug_fail_at_step;  // fault injection: the executor fails at step K
   std::string pooling = "mean";               // /v1/embeddings: mean, last or cls
+  // The Responses API's store of responses (server/response_store.h).
+  int64_t responses_max_count = 10000;
+  int64_t responses_max_mib = 256;
+  double responses_ttl_seconds = 24 * 3600;
   EngineOptions engine;      // --threads, --parallel, --ctx-size, --kv-mib, --max-queued, ...
   SamplingOptions sampling;  // the server's defaults: --temp, --top-k, ..., --sampling-defaults
 };
@@ -130,6 +134,12 @@ Expected<std::shared_ptr<server::LoadedModel>> load_model(const std::string& pat
       server::LoadedModel{std::move(engine), std::move(card)});
 }
 
+server::ResponseStoreLimits response_store_limits(const ServeOptions& o) {
+  return {.max_count = size_t(o.responses_max_count),
+          .max_bytes = size_t(o.responses_max_mib) << 20,
+          .ttl = std::chrono::seconds(int64_t(o.responses_ttl_seconds))};
+}
+
 class ServeCommand {
  public:
   explicit ServeCommand(ServeOptions o) : o_(std::move(o)) {}
@@ -145,7 +155,8 @@ class ServeCommand {
     server::OpenAIService service(io, {.served_model_name = name,
                                        .api_key = o_.api_key,
                                        .pooling = *parse_pooling_mode(o_.pooling),
-                                       .web_ui = !o_.no_webui});
+                                       .web_ui = !o_.no_webui,
+                                       .responses = response_store_limits(o_)});
     server::HttpServerConfig http;
     http.host = o_.host;
     http.port = uint16_t(o_.port);
@@ -484,6 +495,18 @@ void register_serve(CLI::App& app) {
                   "(then L2-normalised)")
       ->capture_default_str()
       ->check(CLI::IsMember({"mean", "last", "cls"}));
+  cmd->add_option("--responses-max-count", o->responses_max_count,
+                  "responses /v1/responses keeps for previous_response_id and GET (oldest "
+                  "evicted first; 0 keeps none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--responses-max-mib", o->responses_max_mib,
+                  "MiB of stored responses at most (oldest evicted first)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--responses-ttl", o->responses_ttl_seconds, "seconds a stored response is kept")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 365.0 * 24 * 3600));
   register_sampling_default_options(*cmd, o->sampling);
   register_engine_options(*cmd, o->engine);
   cmd->add_option("--default-max-tokens", o->engine.default_max_tokens,

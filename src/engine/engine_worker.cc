@@ -236,6 +236,8 @@ void EngineWorker::stamp_scheduled(const StepPlan& plan) {
     auto it = live_.find(item.seq_id);
     if (it == live_.end() || it->second.first_scheduled) continue;
     it->second.first_scheduled = now;
+    if (const SequenceState* seq = scheduler_.find(item.seq_id))
+      it->second.cached_prompt_tokens = seq->first_prefix_hit_tokens;
     metrics_.queue_time.observe(seconds_between(it->second.submitted, now));
   }
 }
@@ -313,7 +315,7 @@ void EngineWorker::finish_live(LiveRequest& live, std::vector<TokenEvent>& event
   Finish finish;
   finish.reason = reason;
   finish.message = std::move(message);
-  finish.usage = TokenUsage{live.prompt_tokens, live.generated};
+  finish.usage = TokenUsage{live.prompt_tokens, live.generated, live.cached_prompt_tokens};
   if (reason == FinishReason::kStop) finish.stop_string = live.output->matched_stop();
   if (live.first_scheduled)
     finish.timings.queue_seconds = seconds_between(live.submitted, *live.first_scheduled);

@@ -65,6 +65,7 @@ class EngineWorker {
     EngineClock::time_point last_token;
     int32_t prompt_tokens = 0;
     int32_t generated = 0;
+    int32_t cached_prompt_tokens = 0;  // the scheduler's prefix hit at first admission
     // A session turn: the session, and the tokens generated so far (for its history).
     std::optional<std::string> session_id;
     std::vector<TokenId> turn_tokens;

@@ -165,6 +165,9 @@ Expected<std::vector<Request>> fan_out_choices(const Request& request, int32_t n
 struct TokenUsage {
   int32_t prompt_tokens = 0;      // of an embedding request: the tokens it pooled
   int32_t completion_tokens = 0;  // generated tokens, a final stop token included
+  // Of prompt_tokens, those whose KV the prefix cache already held when the request was first
+  // admitted (not computed again): a continued conversation's earlier turns.
+  int32_t cached_prompt_tokens = 0;
 };
 
 // Seconds since submit. Absent when the request never got that far.

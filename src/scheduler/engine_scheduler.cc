@@ -391,7 +391,10 @@ void EngineScheduler::admit(SequenceState& seq, const CachedPrefix& prefix) {
   seq.prefix = prefix.cursor;
   if (prefix_) prefix_->record_query(seq.total_len(), hit_tokens);
   seq.phase = SequencePhase::kPrefill;
-  if (!seq.first_admitted_step) seq.first_admitted_step = step_;
+  if (!seq.first_admitted_step) {
+    seq.first_admitted_step = step_;
+    seq.first_prefix_hit_tokens = hit_tokens;
+  }
   auto at = std::upper_bound(
       running_.begin(), running_.end(), &seq,
       [](const SequenceState* a, const SequenceState* b) { return runs_before(*a, *b); });

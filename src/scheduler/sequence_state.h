@@ -96,6 +96,8 @@ struct SequenceState {
   // Times a later request was admitted while this one, blocked, waited (max_overtakes).
   int32_t times_overtaken = 0;
   std::optional<uint64_t> first_admitted_step;
+  // Tokens the prefix cache held for it at its first admission (usage's cached prompt tokens).
+  int32_t first_prefix_hit_tokens = 0;
   std::optional<uint64_t> last_scheduled_step;
   // Cancelled while in the outstanding plan: retired when the plan is reported.
   bool cancel_pending = false;

@@ -104,7 +104,7 @@ void Generation::on_event(size_t index, TokenEvent event) {
   if (f.stop_string) ++outcome_.stop_string_matches;
   c.harmony_calls = std::move(event.tool_calls);
   finish_choice(index, {f.reason == FinishReason::kLength ? "length" : "stop", f.stop_string,
-                        f.usage.completion_tokens});
+                        f.usage.completion_tokens, f.usage.cached_prompt_tokens});
 }
 
 void Generation::emit_reasoning(size_t index, std::string_view text) {
@@ -189,6 +189,7 @@ void Generation::finish_choice(size_t index, ChoiceEnd end) {
   c.finish_reason = reason;
   c.stop_string = end.stop_string;
   c.tokens = end.completion_tokens;
+  c.cached_prompt_tokens = end.cached_prompt_tokens;
   outcome_.completion_tokens += end.completion_tokens;
   if (spec_.stream) send(spec_.codec->choice_end(int32_t(index), end, take_pending_logprobs(c)));
   if (++finished_ == choices_.size()) complete();
@@ -215,6 +216,7 @@ void Generation::complete() {
     r.tool_calls = std::move(choices_[i].tool_calls);
     if (spec_.harmony) r.reasoning_content = std::move(choices_[i].reasoning);
     r.stop_string = std::move(choices_[i].stop_string);
+    r.cached_prompt_tokens = choices_[i].cached_prompt_tokens;
   }
   exchange_->respond(200, "application/json",
                      spec_.codec->response(results, prompt_tokens_, outcome_.completion_tokens));

@@ -97,6 +97,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::vector<ParsedToolCall> harmony_calls;  // a harmony reply's, from its finish event
     std::string reasoning;                      // non-streaming, harmony: the reasoning_content
     std::optional<std::string> stop_string;     // the stop string that ended the choice
+    int64_t cached_prompt_tokens = 0;           // the engine's count, from the finish event
   };
   // With tools: the reply's calls (ids given here), and its content around them.
   std::string take_tool_calls(ChoiceState& c, std::string_view reply);

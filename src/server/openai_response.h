@@ -47,6 +47,8 @@ struct ChoiceResult {
   std::optional<std::string> reasoning_content;
   // The stop string that ended the choice, if one did (Anthropic's stop_sequence).
   std::optional<std::string> stop_string;
+  // Of the prompt's tokens, those the prefix cache held (the Responses API's cached_tokens).
+  int64_t cached_prompt_tokens = 0;
 };
 
 // One generated token's log-probabilities, with the token's text.

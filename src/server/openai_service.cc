@@ -112,7 +112,8 @@ OpenAIService::OpenAIService(boost::asio::io_context& io, ServiceConfig config)
     : io_(io),
       config_(std::move(config)),
       prompt_workers_(std::make_unique<boost::asio::thread_pool>(2)),
-      engine_events_(io) {}
+      engine_events_(io),
+      responses_(std::make_shared<ResponseStore>(config_.responses)) {}
 
 OpenAIService::~OpenAIService() {
   // Queued prompt jobs are dropped (their connections are going too); a running one finishes.
@@ -206,6 +207,7 @@ void OpenAIService::route(const HttpRequest& request,
       {"/api/show", "POST", Route::kOllamaShow},
       {"/api/ps", "GET", Route::kOllamaPs},
       {"/api/version", "GET", Route::kOllamaVersion},
+      {"/v1/responses", "POST", Route::kResponses},
   };
   // The web page's files need no key: the page asks for it and sends it with its API calls.
   if (serve_web_page(request, exchange)) return;
@@ -219,6 +221,7 @@ void OpenAIService::route(const HttpRequest& request,
     if (!model_) return reply_error(request, exchange, unavailable("the model is still loading"));
     return delete_session(request, exchange);
   }
+  if (is_response_path(path)) return response_by_id(request, exchange);
   const Entry* entry = nullptr;
   for (const Entry& e : kRoutes)
     if (e.path == path) entry = &e;
@@ -262,6 +265,9 @@ void OpenAIService::route(const HttpRequest& request,
       return completions(request, exchange, [this](const std::string& body) {
         return parse_anthropic_messages(body, AnthropicEndpoint::kMessages);
       });
+    case Route::kResponses:
+      return completions(request, exchange,
+                         [this](const std::string& body) { return parse_responses(body); });
     case Route::kAnthropicCountTokens:
       return anthropic_count_tokens(request, exchange);
     case Route::kEmbeddings:
@@ -367,6 +373,10 @@ void OpenAIService::metrics(const HttpRequest& request,
   }
   stats.client_disconnects = client_disconnects_;
   stats.stop_string_matches = stop_string_matches_;
+  const ResponseStoreStats stored = responses_->stats();
+  stats.stored_responses = int64_t(stored.count);
+  stats.stored_response_bytes = int64_t(stored.bytes);
+  stats.stored_response_evictions = stored.evictions;
   exchange->respond(200, "text/plain; version=0.0.4; charset=utf-8",
                     render_prometheus(engine_metrics, stats, config_.served_model_name));
   access_log(request, 200, 0, 0, std::nullopt);

@@ -36,6 +36,7 @@
 #include "server/openai_schema.h"
 #include "tokenizer/prompt_bound.h"
 #include "server/reply_codec.h"
+#include "server/response_store.h"
 #include "server/tool_request.h"
 
 namespace boost::asio {
@@ -52,6 +53,8 @@ struct ServiceConfig {
   PoolingMode pooling = PoolingMode::kMean;
   // The web page (web_ui.h) at "/" and "/engine"; --no-webui turns it off (404).
   bool web_ui = true;
+  // The Responses API's stored responses (response_store.h): --responses-max-count, ...
+  ResponseStoreLimits responses;
 };
 
 // What the service serves once the model is loaded: the engine, which also tokenizes (with the
@@ -83,6 +86,7 @@ enum class Route : uint8_t {
   kOllamaShow,
   kOllamaPs,
   kOllamaVersion,
+  kResponses,
 };
 
 // A generating request once its body is parsed: the model it names, its options, and each distinct
@@ -164,6 +168,11 @@ class OpenAIService {
       const std::string& body, AnthropicEndpoint endpoint) const;
   void anthropic_count_tokens(const HttpRequest& request,
                               const std::shared_ptr<HttpExchange>& exchange);
+  // OpenAI's Responses API (responses_endpoints.cc): POST /v1/responses read into the chat request
+  // (a stored previous response's conversation first) with the Responses codec, which stores it;
+  // GET and DELETE /v1/responses/{id}.
+  std::variant<GenerationRequest, ApiError> parse_responses(const std::string& body) const;
+  void response_by_id(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   // Ollama's API (ollama_endpoints.cc): /api/chat and /api/generate as chat requests with
   // Ollama's codec (ollama_response.h), /api/embed and /api/embeddings as embedding runs, and the
   // listings of the one model (/api/tags, /api/show, /api/ps, /api/version).
@@ -243,6 +252,7 @@ class OpenAIService {
   CutSummary cut_by_shutdown_;
   uint64_t stop_string_matches_ = 0;
   uint64_t next_completion_id_ = 1;
+  std::shared_ptr<ResponseStore> responses_;
 };
 
 // Compares the Authorization header with "Bearer <key>" in time independent of where they
@@ -253,6 +263,8 @@ bool raw_api_key_matches(std::string_view given, std::string_view key);
 
 // Anthropic's routes (/v1/messages and below), which answer in Anthropic's shapes.
 bool is_anthropic_path(std::string_view path);
+// A stored response's route (/v1/responses/{id}).
+bool is_response_path(std::string_view path);
 // Ollama's routes (/api/...), which answer errors as {"error": "..."}.
 bool is_ollama_path(std::string_view path);
 

@@ -283,6 +283,13 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
             "Generations cancelled because their client went away.", double(s.client_disconnects));
   w.counter("drift:stop_string_matches_total", "Generations ended by a stop string.",
             double(s.stop_string_matches));
+  w.gauge("drift:stored_responses", "Responses the Responses API keeps for previous_response_id.",
+          double(s.stored_responses));
+  w.gauge("drift:stored_response_bytes", "Bytes of the responses the Responses API keeps.",
+          double(s.stored_response_bytes));
+  w.counter("drift:stored_response_evictions_total",
+            "Stored responses dropped for the count or byte cap, or their TTL.",
+            double(s.stored_response_evictions));
   return w.take();
 }
 

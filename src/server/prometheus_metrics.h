@@ -18,6 +18,10 @@ struct ServerStats {
   uint64_t http_requests_5xx = 0;
   uint64_t client_disconnects = 0;  // generations cancelled because the client went away
   uint64_t stop_string_matches = 0;
+  // The Responses API's store (response_store.h).
+  int64_t stored_responses = 0;
+  int64_t stored_response_bytes = 0;
+  uint64_t stored_response_evictions = 0;
 };
 
 std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,

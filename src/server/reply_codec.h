@@ -25,6 +25,8 @@ struct ChoiceEnd {
   std::string reason;  // "stop", "length" or "tool_calls": the server's own words (OpenAI's)
   std::optional<std::string> stop_string;  // the stop string that ended it, if one did
   int64_t completion_tokens = 0;
+  // Of the prompt's tokens, those the prefix cache held (the engine's count, TokenUsage).
+  int64_t cached_prompt_tokens = 0;
 };
 
 class ReplyCodec {

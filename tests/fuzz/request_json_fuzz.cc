@@ -1,8 +1,8 @@
 // libFuzzer target for what a client's request body goes through before the model sees it: the
-// JSON checks (UTF-8, depth, syntax) and every endpoint's schema, OpenAI's, Anthropic's and
-// Ollama's. Any
-// body must be accepted or refused with a 4xx naming what is wrong; nothing may crash, hang or
-// throw, and an error message must serialize as valid JSON (it may quote the client's bytes).
+// JSON checks (UTF-8, depth, syntax) and every endpoint's schema, OpenAI's (Responses too),
+// Anthropic's and Ollama's. Any body must be accepted or refused with a 4xx naming what is wrong;
+// nothing may crash, hang or throw, and an error message must serialize as valid JSON (it may quote
+// the client's bytes).
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -15,6 +15,7 @@
 #include "server/ollama_schema.h"
 #include "server/openai_schema.h"
 #include "server/request_json.h"
+#include "server/responses_schema.h"
 
 namespace {
 
@@ -46,6 +47,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(drift::server::parse_ollama_embed_request(body, /*legacy=*/false));
   check(drift::server::parse_ollama_embed_request(body, /*legacy=*/true));
   check(drift::server::parse_ollama_show_request(body));
+  // And the Responses API's; a conversation it reads is also checked as a continuation would be.
+  auto responses = drift::server::parse_responses_request(body);
+  check(responses);
+  if (auto* r = std::get_if<drift::server::ResponsesRequest>(&responses))
+    if (auto e = drift::server::check_tool_outputs(r->messages)) check_error(*e);
   auto parsed = drift::server::parse_request_json(body);
   if (auto* e = std::get_if<drift::server::ApiError>(&parsed)) {
     check_error(*e);

@@ -57,6 +57,15 @@ def readme_anthropic_example():
     return example
 
 
+def readme_responses_example():
+    """The code block of the README's "OpenAI's Responses API:" paragraph (one python3 -c)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("OpenAI's Responses API:", 1)[1]
+    example = re.search(r"```\n(.*?)```", section, re.S).group(1).strip()
+    assert example.startswith("python3 -c 'import openai"), example
+    return example
+
+
 def readme_ollama_example():
     """The code block of the README's "Ollama's API:" paragraph (one python3 -c)."""
     text = (ROOT / "README.md").read_text()
@@ -105,6 +114,14 @@ def test_readme_python_example_answers_in_words(readme_server):
 
 def test_readme_anthropic_example_answers_in_words(readme_server):
     example = readme_anthropic_example()
+    answers = [run_example(example, readme_server) for _ in range(RUNS)]
+    assert all(a.strip() for a in answers), answers
+    share, n = dictionary_share(answers)
+    assert n >= 40 and share >= 0.93, (share, n, answers)
+
+
+def test_readme_responses_example_answers_in_words(readme_server):
+    example = readme_responses_example()
     answers = [run_example(example, readme_server) for _ in range(RUNS)]
     assert all(a.strip() for a in answers), answers
     share, n = dictionary_share(answers)

@@ -64,6 +64,21 @@ TEST(EnginePrefixCache, SharedPrefixesHitAndAResetLeavesEveryPageFree) {
   EXPECT_GT(m.prefix_cache.evictions, 0u);
 }
 
+// Each request's finish reports the prompt tokens the cache held at its admission (the Responses
+// API's cached_tokens): none for the first, the shared prefix's whole pages for a later one.
+TEST(EnginePrefixCache, AFinishCountsTheRequestsCachedPromptTokens) {
+  FakeEngine fake = make_fake_engine(small_config());
+  RequestHandle first = fake.engine->submit(shared_prefix_request(1));
+  const Completion a = finish_within(first);
+  ASSERT_EQ(a.finish.reason, FinishReason::kLength) << a.finish.message;
+  EXPECT_EQ(a.finish.usage.cached_prompt_tokens, 0);
+  RequestHandle second = fake.engine->submit(shared_prefix_request(2));
+  const Completion b = finish_within(second);
+  ASSERT_EQ(b.finish.reason, FinishReason::kLength) << b.finish.message;
+  EXPECT_EQ(b.finish.usage.cached_prompt_tokens, 24) << "the 24 shared tokens: 6 pages of 4";
+  EXPECT_EQ(b.finish.usage.prompt_tokens, 30);
+}
+
 // The gauge says the cache is on before any request has run (it read 0 until the first step).
 TEST(EnginePrefixCache, EnabledGaugeHoldsBeforeTheFirstRequest) {
   FakeEngine on = make_fake_engine(small_config());

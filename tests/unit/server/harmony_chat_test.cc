@@ -209,6 +209,22 @@ class HarmonyChatTest : public ::testing::Test {
     return exchange;
   }
 
+  // OpenAI's /v1/responses over the same model.
+  std::shared_ptr<FakeExchange> responses(json extra) {
+    json body = {{"model", "fake-gpt-oss"}, {"input", "Hi"}, {"max_output_tokens", 150}};
+    body.update(extra);
+    HttpRequest request;
+    request.id = ++next_id_;
+    request.method = "POST";
+    request.target = "/v1/responses";
+    request.body = body.dump();
+    request.received = std::chrono::steady_clock::now();
+    auto exchange = std::make_shared<FakeExchange>();
+    service_.handle(std::move(request), exchange);
+    EXPECT_TRUE(run_until_answered(io_, *exchange)) << "no response within 10 s";
+    return exchange;
+  }
+
   struct Streamed {
     std::string reasoning, content, finish;
     std::vector<json> calls;
@@ -436,6 +452,77 @@ TEST_F(HarmonyChatTest, AnthropicMessagesReadACommentaryCallAsToolUse) {
   EXPECT_EQ(body["content"][1]["type"], "tool_use");
   EXPECT_EQ(body["content"][1]["name"], "get_weather");
   EXPECT_EQ(body["content"][1]["input"], json::parse(R"({"city": "Paris"})"));
+}
+
+TEST_F(HarmonyChatTest, ResponsesShowTheReasoningAsAReasoningItem) {
+  start(kAnalysisThenFinal);
+  auto whole = responses(json::object());
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const json output = whole->json()["output"];
+  ASSERT_EQ(output.size(), 2u) << output;
+  EXPECT_EQ(output[0]["type"], "reasoning");
+  EXPECT_EQ(output[0]["content"], json::parse(R"([
+      {"type": "reasoning_text", "text": "The user greets. Reply with café ✓."}])"));
+  EXPECT_EQ(output[1]["type"], "message");
+  EXPECT_EQ(output[1]["content"][0]["text"], "Bonjour, café ✓! Type <|end|> to end.");
+  EXPECT_EQ(whole->json()["status"], "completed");
+
+  auto streamed = responses({{"stream", true}});
+  ASSERT_EQ(streamed->status, 200);
+  std::string reasoning, text;
+  std::vector<std::string> added;  // each item's type, as added
+  json completed;
+  int64_t sequence = 0;
+  for (const SseFrame& frame : sse_frames(*streamed)) {
+    const json& e = frame.data;
+    EXPECT_EQ(e["sequence_number"], sequence++) << e;
+    if (e["type"] == "response.output_item.added") added.push_back(e["item"]["type"]);
+    if (e["type"] == "response.reasoning_text.delta") {
+      EXPECT_TRUE(text.empty()) << "the reasoning comes before the text";
+      reasoning += e["delta"].get<std::string>();
+    }
+    if (e["type"] == "response.output_text.delta") text += e["delta"].get<std::string>();
+    if (e["type"] == "response.completed") completed = e["response"];
+  }
+  EXPECT_EQ(reasoning, "The user greets. Reply with café ✓.");
+  EXPECT_EQ(text, "Bonjour, café ✓! Type <|end|> to end.");
+  EXPECT_EQ(added, (std::vector<std::string>{"reasoning", "message"}));
+  ASSERT_TRUE(completed.is_object());
+  ASSERT_EQ(completed["output"].size(), 2u);
+  EXPECT_EQ(completed["output"][0]["content"], output[0]["content"]);
+  EXPECT_EQ(completed["output"][1]["content"], output[1]["content"]);
+}
+
+TEST_F(HarmonyChatTest, ResponsesReadACommentaryCallAsAFunctionCallAndContinueAfterIt) {
+  start(kCall);
+  const json tools = json::parse(R"([{"type": "function", "name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}])");
+  auto r = responses({{"tools", tools}, {"reasoning", {{"effort", "high"}}}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json body = r->json();
+  ASSERT_EQ(body["output"].size(), 2u) << body;
+  EXPECT_EQ(body["output"][0]["type"], "reasoning");
+  const json& call = body["output"][1];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["arguments"].get<std::string>()), json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(codec_->last_chat().template_kwargs["reasoning_effort"], "high");
+  // The call's output continues the stored response: the template gets the earlier turn whole,
+  // its reasoning included (gpt-oss's shows it again before a call).
+  auto next = responses(
+      {{"previous_response_id", body["id"]},
+       {"tools", tools},
+       {"input",
+        {{{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "sunny"}}}}});
+  ASSERT_EQ(next->status, 200) << next->body;
+  const ChatPrompt prompt = codec_->last_chat();
+  ASSERT_EQ(prompt.messages.size(), 3u);
+  EXPECT_EQ(prompt.messages[0].content, "Hi");
+  EXPECT_EQ(prompt.messages[1].reasoning_content, "Need the weather.");
+  EXPECT_EQ(prompt.messages[1].tool_calls[0]["id"], call["call_id"]);
+  EXPECT_EQ(prompt.messages[1].tool_calls[0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(prompt.messages[2].role, "tool");
+  EXPECT_EQ(prompt.messages[2].content, "sunny");
 }
 
 }  // namespace

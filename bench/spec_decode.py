@@ -319,10 +319,14 @@ def main():
     for model in models:
         rows = report(model, bench_model(model, args), args)
         record["models"][os.path.basename(model)] = rows
-        all_same = all_same and all(r["same_text"] for r in rows)
+        all_same = all_same and all(r["same_text"] for r in rows if r["mode"] not in LLAMA_MODES)
+        for r in rows:
+            if r["mode"] in LLAMA_MODES and not r["same_text"]:
+                print(f"note: {r['mode']} changed llama-server's greedy text on {r['workload']}",
+                      file=sys.stderr)
     print(json.dumps(record))
     if not all_same:
-        print("error: a drafting mode changed the greedy text", file=sys.stderr)
+        print("error: a drafting mode changed drift's greedy text", file=sys.stderr)
         sys.exit(1)
 
 

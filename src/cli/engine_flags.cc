@@ -36,9 +36,9 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "(first and most recent)")
       ->capture_default_str();
   cmd.add_option("--spec", o.spec,
-                 "speculative decoding: auto (ngram for now), ngram (drafts from the request's "
-                 "own prompt and output, verified in the same step: greedy output unchanged) or "
-                 "none")
+                 "speculative decoding: auto (ngram's drafts in the steps where they are "
+                 "measured to pay), ngram (drafts from the request's own prompt and output and "
+                 "the shared pool, verified in the same step: greedy output unchanged) or none")
       ->capture_default_str();
   cmd.add_option("--spec-pool-mib", o.spec_pool_mib,
                  "memory of the n-gram pool shared across requests, whose prompts and outputs "

@@ -299,28 +299,12 @@ MaybeError read_tool_choice(const Json& body, const std::set<std::string>& names
       return wrong_type("tool_choice.disable_parallel_tool_use", "a boolean", *no_parallel);
     out.parallel_tool_calls = !no_parallel->get<bool>();
   }
-  if (!out.tools && (out.choice == ToolChoice::kRequired || out.choice == ToolChoice::kNamed))
-    return bad_request("'tool_choice' asks for a tool call, but the request gives no 'tools'",
-                       "tool_choice");
-  return std::nullopt;
+  return check_demanded_call_has_tools(out);
 }
 
 MaybeError read_tools(const Json& body, ToolRequest& out) {
   std::set<std::string> names;
-  if (const Json* tools = field(body, "tools")) {
-    if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
-    if (tools->size() > kMaxTools)
-      return bad_request(
-          fmt::format("'tools' may hold at most {} tools, got {}", kMaxTools, tools->size()),
-          "tools");
-    Json converted = Json::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      auto tool = read_tool((*tools)[i], i, names);
-      if (auto* e = std::get_if<ApiError>(&tool)) return *e;
-      converted.push_back(std::move(std::get<Json>(tool)));
-    }
-    if (!converted.empty()) out.tools = std::move(converted);
-  }
+  if (auto e = read_tools_array(body, read_tool, names, out)) return e;
   return read_tool_choice(body, names, out);
 }
 

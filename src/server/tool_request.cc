@@ -82,10 +82,7 @@ MaybeError parse_choice(const Json& body, const std::set<std::string>& names, To
   } else {
     return bad_request("'tool_choice' must be a string or an object", "tool_choice");
   }
-  if (!out.tools && (out.choice == ToolChoice::kRequired || out.choice == ToolChoice::kNamed))
-    return bad_request("'tool_choice' asks for a tool call, but the request gives no 'tools'",
-                       "tool_choice");
-  return std::nullopt;
+  return check_demanded_call_has_tools(out);
 }
 
 // A call's arguments: the JSON text OpenAI sends, parsed into the object templates print (a text
@@ -142,6 +139,14 @@ bool valid_function_name(std::string_view name) {
   for (unsigned char c : name)
     if (!std::isalnum(c) && c != '_' && c != '-') return false;
   return true;
+}
+
+std::optional<ApiError> check_demanded_call_has_tools(const ToolRequest& request) {
+  if (!request.tools &&
+      (request.choice == ToolChoice::kRequired || request.choice == ToolChoice::kNamed))
+    return bad_request("'tool_choice' asks for a tool call, but the request gives no 'tools'",
+                       "tool_choice");
+  return std::nullopt;
 }
 
 std::variant<ToolRequest, ApiError> parse_tool_request(const Json& body) {

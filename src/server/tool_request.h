@@ -4,7 +4,10 @@
 // because templates print tool schemas with `tojson` and Python keeps a client's key order.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -12,6 +15,7 @@
 #include "engine/request.h"
 #include "jinja/json.h"
 #include "server/api_error.h"
+#include "server/json_fields.h"
 
 namespace drift::server {
 
@@ -36,6 +40,32 @@ struct ToolRequest {
 // A function name as OpenAI's and Anthropic's APIs allow it: 1 to kMaxToolNameBytes of
 // [a-zA-Z0-9_-].
 bool valid_function_name(std::string_view name);
+
+// For the APIs whose tools are shaped otherwise (Anthropic's, Responses'): the body's "tools"
+// array, at most kMaxTools, each entry turned into the OpenAI shape templates print by the API's
+// `read_tool(entry, index, names)`, which records the tool's name in `names` (for tool_choice).
+template <typename ReadTool>
+std::optional<ApiError> read_tools_array(const jinja::Json& body, ReadTool read_tool,
+                                         std::set<std::string>& names, ToolRequest& out) {
+  const jinja::Json* tools = field(body, "tools");
+  if (!tools) return std::nullopt;
+  if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
+  if (tools->size() > kMaxTools)
+    return bad_request(
+        fmt::format("'tools' may hold at most {} tools, got {}", kMaxTools, tools->size()),
+        "tools");
+  jinja::Json converted = jinja::Json::array();
+  for (size_t i = 0; i < tools->size(); ++i) {
+    std::variant<jinja::Json, ApiError> tool = read_tool((*tools)[i], i, names);
+    if (auto* e = std::get_if<ApiError>(&tool)) return *e;
+    converted.push_back(std::move(std::get<jinja::Json>(tool)));
+  }
+  if (!converted.empty()) out.tools = std::move(converted);
+  return std::nullopt;
+}
+
+// A tool_choice that demands a call (required, or a named function) needs tools to call.
+std::optional<ApiError> check_demanded_call_has_tools(const ToolRequest& request);
 
 // Reads and checks the fields above; each problem is a 400 naming its field.
 std::variant<ToolRequest, ApiError> parse_tool_request(const jinja::Json& body);

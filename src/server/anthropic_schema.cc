@@ -17,15 +17,6 @@ namespace {
 using Json = jinja::Json;
 using MaybeError = std::optional<ApiError>;
 
-MaybeError get_string(const Json& object, std::string_view name, const std::string& param,
-                      std::optional<std::string>& out) {
-  const Json* v = field(object, name);
-  if (!v) return std::nullopt;
-  if (!v->is_string()) return wrong_type(param, "a string", *v);
-  out = v->get<std::string>();
-  return std::nullopt;
-}
-
 MaybeError get_int(const Json& body, std::string_view name, int64_t lo, int64_t hi,
                    std::optional<int64_t>& out) {
   return read_int_field(body, name, name, lo, hi, out);
@@ -113,8 +104,8 @@ using CallIds = std::map<std::string, std::string>;
 MaybeError read_tool_use(const Json& block, const std::string& param, CallIds& ids,
                          Json& tool_calls) {
   std::optional<std::string> id, name;
-  if (auto e = get_string(block, "id", param + ".id", id)) return e;
-  if (auto e = get_string(block, "name", param + ".name", name)) return e;
+  if (auto e = read_string_field(block, "id", param + ".id", id)) return e;
+  if (auto e = read_string_field(block, "name", param + ".name", name)) return e;
   if (!id || id->empty() || !name)
     return bad_request(
         fmt::format("{}: a tool_use block needs a non-empty 'id' and a 'name'", param), param);
@@ -138,7 +129,7 @@ MaybeError read_tool_use(const Json& block, const std::string& param, CallIds& i
 MaybeError read_tool_result(const Json& block, const std::string& param, const CallIds& ids,
                             std::vector<ChatMessage>& out) {
   std::optional<std::string> id;
-  if (auto e = get_string(block, "tool_use_id", param + ".tool_use_id", id)) return e;
+  if (auto e = read_string_field(block, "tool_use_id", param + ".tool_use_id", id)) return e;
   if (!id)
     return bad_request(fmt::format("{}: a tool_result block needs a 'tool_use_id'", param),
                        param + ".tool_use_id");
@@ -178,7 +169,7 @@ MaybeError read_blocks(const Json& content, const std::string& param, const std:
       if (auto e = read_tool_use(content[j], at, ids, turn.tool_calls)) return e;
     } else if (type == "thinking" && assistant) {
       std::optional<std::string> thinking;
-      if (auto e = get_string(content[j], "thinking", at + ".thinking", thinking)) return e;
+      if (auto e = read_string_field(content[j], "thinking", at + ".thinking", thinking)) return e;
       turn.reasoning_content = turn.reasoning_content.value_or("") + thinking.value_or("");
     } else if (type == "tool_result" && !assistant) {
       if (auto e = read_tool_result(content[j], at, ids, tool_results)) return e;
@@ -273,7 +264,7 @@ MaybeError read_tool_choice(const Json& body, const std::set<std::string>& names
   if (!choice) return std::nullopt;
   std::optional<std::string> type;
   if (!choice->is_object()) return wrong_type("tool_choice", "an object", *choice);
-  if (auto e = get_string(*choice, "type", "tool_choice.type", type)) return e;
+  if (auto e = read_string_field(*choice, "type", "tool_choice.type", type)) return e;
   if (type == "auto") {
     out.choice = out.tools ? ToolChoice::kAuto : ToolChoice::kNone;
   } else if (type == "any") {
@@ -282,7 +273,7 @@ MaybeError read_tool_choice(const Json& body, const std::set<std::string>& names
     out.choice = ToolChoice::kNone;
   } else if (type == "tool") {
     std::optional<std::string> name;
-    if (auto e = get_string(*choice, "name", "tool_choice.name", name)) return e;
+    if (auto e = read_string_field(*choice, "name", "tool_choice.name", name)) return e;
     if (!name || !names.contains(*name))
       return bad_request(
           fmt::format("tool_choice {{\"type\": \"tool\"}} must name one of 'tools' (got {})",
@@ -314,7 +305,7 @@ MaybeError read_thinking(const Json& body, bool& show) {
   if (!thinking) return std::nullopt;
   if (!thinking->is_object()) return wrong_type("thinking", "an object", *thinking);
   std::optional<std::string> type;
-  if (auto e = get_string(*thinking, "type", "thinking.type", type)) return e;
+  if (auto e = read_string_field(*thinking, "type", "thinking.type", type)) return e;
   if (type == "disabled") {
     show = false;
     return std::nullopt;
@@ -340,7 +331,7 @@ MaybeError read_output_config(const Json& body, AnthropicRequest& r) {
   if (!config) return std::nullopt;
   if (!config->is_object()) return wrong_type("output_config", "an object", *config);
   std::optional<std::string> effort;
-  if (auto e = get_string(*config, "effort", "output_config.effort", effort)) return e;
+  if (auto e = read_string_field(*config, "effort", "output_config.effort", effort)) return e;
   if (effort && *effort != "low" && *effort != "medium" && *effort != "high")
     return bad_request(fmt::format("'output_config.effort' \"{}\" is not offered: this server's "
                                    "models take \"low\", \"medium\" or \"high\"",
@@ -400,7 +391,7 @@ MaybeError read_options(const Json& body, GenerationOptions& o) {
   if (const Json* metadata = field(body, "metadata")) {
     if (!metadata->is_object()) return wrong_type("metadata", "an object", *metadata);
     std::optional<std::string> user;
-    if (auto e = get_string(*metadata, "user_id", "metadata.user_id", user)) return e;
+    if (auto e = read_string_field(*metadata, "user_id", "metadata.user_id", user)) return e;
   }
   return std::nullopt;
 }
@@ -415,7 +406,7 @@ std::variant<AnthropicRequest, ApiError> parse_anthropic_request(std::string_vie
   AnthropicRequest r;
   if (auto e = check_field_names(body, endpoint)) return *e;
   std::optional<std::string> model;
-  if (auto e = get_string(body, "model", "model", model)) return *e;
+  if (auto e = read_string_field(body, "model", "model", model)) return *e;
   if (!model) return bad_request("'model' is required", "model");
   r.model = std::move(*model);
   if (auto e = read_messages(body, r.messages)) return *e;

@@ -84,6 +84,29 @@ std::optional<ApiError> read_number_field(const Json& object, std::string_view n
   return std::nullopt;
 }
 
+// The string field `name` of `object` into `out`, left alone when absent or null; `param` names
+// it in a 400 ("options.stop").
+template <typename Json>
+std::optional<ApiError> read_string_field(const Json& object, std::string_view name,
+                                          std::string_view param, std::optional<std::string>& out) {
+  const Json* v = field(object, name);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return wrong_type(param, "a string", *v);
+  out = v->template get<std::string>();
+  return std::nullopt;
+}
+
+// The boolean field `name` of `object` into `out` (a bool or an optional one), as above.
+template <typename Json, typename Bool>
+std::optional<ApiError> read_bool_field(const Json& object, std::string_view name,
+                                        std::string_view param, Bool& out) {
+  const Json* v = field(object, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return wrong_type(param, "a boolean", *v);
+  out = v->template get<bool>();
+  return std::nullopt;
+}
+
 // Appends the stop strings `items` (the elements of field `name`) to `out`, within the engine's
 // bounds (kMaxStopStrings of 1 to kMaxStopStringBytes bytes each); `noun` names one in a message.
 template <typename Json>

@@ -18,24 +18,6 @@ using MaybeError = std::optional<ApiError>;
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-MaybeError get_string(const Json& object, std::string_view name, std::string_view param,
-                      std::optional<std::string>& out) {
-  const Json* v = field(object, name);
-  if (!v) return std::nullopt;
-  if (!v->is_string()) return wrong_type(param, "a string", *v);
-  out = v->get<std::string>();
-  return std::nullopt;
-}
-
-MaybeError get_bool(const Json& object, std::string_view name, std::string_view param,
-                    std::optional<bool>& out) {
-  const Json* v = field(object, name);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) return wrong_type(param, "a boolean", *v);
-  out = v->get<bool>();
-  return std::nullopt;
-}
-
 // The fields each request takes; Ollama ignores others, drift names them (a misspelt field
 // silently dropped is a wrong answer).
 MaybeError check_field_names(const Json& body, const std::set<std::string_view>& known,
@@ -195,7 +177,7 @@ MaybeError read_keep_alive(const Json& body) {
 // The options every generating request shares.
 MaybeError read_generation_fields(const Json& body, OllamaGenerateRequest& r) {
   std::optional<bool> stream;
-  if (auto e = get_bool(body, "stream", "stream", stream)) return e;
+  if (auto e = read_bool_field(body, "stream", "stream", stream)) return e;
   r.options.stream = stream.value_or(true);  // Ollama streams unless told not to
   if (auto e = read_options(body, r.options, r.num_ctx)) return e;
   if (auto e = read_format(body, r.options)) return e;
@@ -220,9 +202,9 @@ MaybeError read_tool_calls(const Json& calls, const std::string& param, size_t m
     if (!function || !function->is_object())
       return bad_request(fmt::format("{} needs a 'function' object", at), at + ".function");
     std::optional<std::string> name, id;
-    if (auto e = get_string(*function, "name", at + ".function.name", name)) return e;
+    if (auto e = read_string_field(*function, "name", at + ".function.name", name)) return e;
     if (!name) return bad_request(fmt::format("{}.function needs a 'name'", at), at);
-    if (auto e = get_string(calls[j], "id", at + ".id", id)) return e;
+    if (auto e = read_string_field(calls[j], "id", at + ".id", id)) return e;
     const Json* arguments = field(*function, "arguments");
     if (arguments && !arguments->is_object())
       return wrong_type(at + ".function.arguments", "an object", *arguments);
@@ -250,7 +232,7 @@ MaybeError read_message(const Json& m, size_t i, std::vector<ChatMessage>& out) 
   const std::string param = fmt::format("messages[{}]", i);
   if (!m.is_object()) return wrong_type(param, "an object", m);
   std::optional<std::string> role, content, thinking, tool_name;
-  if (auto e = get_string(m, "role", param + ".role", role)) return e;
+  if (auto e = read_string_field(m, "role", param + ".role", role)) return e;
   if (!role || (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool"))
     return bad_request(fmt::format("{}.role must be \"system\", \"user\", \"assistant\" or "
                                    "\"tool\"",
@@ -266,9 +248,9 @@ MaybeError read_message(const Json& m, size_t i, std::vector<ChatMessage>& out) 
         name != "tool_name" && name != "images")
       return bad_request(fmt::format("{}.{}: unknown field", param, name), param + "." + name);
   }
-  if (auto e = get_string(m, "content", param + ".content", content)) return e;
-  if (auto e = get_string(m, "thinking", param + ".thinking", thinking)) return e;
-  if (auto e = get_string(m, "tool_name", param + ".tool_name", tool_name)) return e;
+  if (auto e = read_string_field(m, "content", param + ".content", content)) return e;
+  if (auto e = read_string_field(m, "thinking", param + ".thinking", thinking)) return e;
+  if (auto e = read_string_field(m, "tool_name", param + ".tool_name", tool_name)) return e;
   ChatMessage turn{*role, content.value_or("")};
   if (thinking && *role == "assistant") turn.reasoning_content = std::move(thinking);
   if (const Json* calls = field(m, "tool_calls")) {
@@ -320,9 +302,9 @@ MaybeError read_generate(const Json& body, OllamaGenerateRequest& r) {
   if (auto e = check_field_names(body, kKnown, kUnsupported)) return e;
   std::optional<std::string> prompt, system;
   std::optional<bool> raw;
-  if (auto e = get_string(body, "prompt", "prompt", prompt)) return e;
-  if (auto e = get_string(body, "system", "system", system)) return e;
-  if (auto e = get_bool(body, "raw", "raw", raw)) return e;
+  if (auto e = read_string_field(body, "prompt", "prompt", prompt)) return e;
+  if (auto e = read_string_field(body, "system", "system", system)) return e;
+  if (auto e = read_bool_field(body, "raw", "raw", raw)) return e;
   if (!prompt || prompt->empty()) {
     r.load_only = true;
     return std::nullopt;
@@ -346,7 +328,7 @@ std::variant<Json, ApiError> parse_object(std::string_view text) {
 
 MaybeError read_model(const Json& body, std::string& out) {
   std::optional<std::string> model;
-  if (auto e = get_string(body, "model", "model", model)) return e;
+  if (auto e = read_string_field(body, "model", "model", model)) return e;
   if (!model || model->empty()) return bad_request("'model' is required", "model");
   out = std::move(*model);
   return std::nullopt;
@@ -406,7 +388,7 @@ std::variant<OllamaEmbedRequest, ApiError> parse_ollama_embed_request(std::strin
     r.inputs.push_back(s->get<std::string>());
   }
   std::optional<bool> truncate;
-  if (auto e = get_bool(body, "truncate", "truncate", truncate)) return *e;
+  if (auto e = read_bool_field(body, "truncate", "truncate", truncate)) return *e;
   r.truncate = truncate.value_or(true);
   if (auto e = read_int_field(body, "dimensions", "dimensions", 1, kInt32Max, r.dimensions))
     return *e;
@@ -424,9 +406,9 @@ std::variant<std::string, ApiError> parse_ollama_show_request(std::string_view t
   if (auto e = check_field_names(body, {"model", "name", "verbose"}, {})) return *e;
   std::optional<std::string> model, name;
   std::optional<bool> verbose;
-  if (auto e = get_string(body, "model", "model", model)) return *e;
-  if (auto e = get_string(body, "name", "name", name)) return *e;
-  if (auto e = get_bool(body, "verbose", "verbose", verbose)) return *e;
+  if (auto e = read_string_field(body, "model", "model", model)) return *e;
+  if (auto e = read_string_field(body, "name", "name", name)) return *e;
+  if (auto e = read_bool_field(body, "verbose", "verbose", verbose)) return *e;
   if (!model) model = std::move(name);
   if (!model || model->empty()) return bad_request("'model' is required", "model");
   return std::move(*model);

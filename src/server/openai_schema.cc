@@ -52,19 +52,11 @@ MaybeError get_number(const json& body, std::string_view name, double lo, double
 }
 
 MaybeError get_bool(const json& body, std::string_view name, std::optional<bool>& out) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) return wrong_type(name, "a boolean", *v);
-  out = v->get<bool>();
-  return std::nullopt;
+  return read_bool_field(body, name, name, out);
 }
 
 MaybeError get_string(const json& body, std::string_view name, std::optional<std::string>& out) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_string()) return wrong_type(name, "a string", *v);
-  out = v->get<std::string>();
-  return std::nullopt;
+  return read_string_field(body, name, name, out);
 }
 
 // Fields of the OpenAI API that drift does not implement: refused, so that a client never

@@ -16,21 +16,8 @@ namespace {
 using Json = jinja::Json;
 using MaybeError = std::optional<ApiError>;
 
-MaybeError get_string(const Json& object, std::string_view name, const std::string& param,
-                      std::optional<std::string>& out) {
-  const Json* v = field(object, name);
-  if (!v) return std::nullopt;
-  if (!v->is_string()) return wrong_type(param, "a string", *v);
-  out = v->get<std::string>();
-  return std::nullopt;
-}
-
 MaybeError get_bool(const Json& object, std::string_view name, bool& out) {
-  const Json* v = field(object, name);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) return wrong_type(name, "a boolean", *v);
-  out = v->get<bool>();
-  return std::nullopt;
+  return read_bool_field(object, name, name, out);
 }
 
 // The fields of a Responses request drift reads; those it documents that drift cannot honour are
@@ -164,9 +151,9 @@ MaybeError read_function_call(const Json& item, const std::string& param,
           item, param, {"type", "call_id", "name", "arguments", "id", "status", "namespace"}))
     return e;
   std::optional<std::string> call_id, name, arguments;
-  if (auto e = get_string(item, "call_id", param + ".call_id", call_id)) return e;
-  if (auto e = get_string(item, "name", param + ".name", name)) return e;
-  if (auto e = get_string(item, "arguments", param + ".arguments", arguments)) return e;
+  if (auto e = read_string_field(item, "call_id", param + ".call_id", call_id)) return e;
+  if (auto e = read_string_field(item, "name", param + ".name", name)) return e;
+  if (auto e = read_string_field(item, "arguments", param + ".arguments", arguments)) return e;
   if (!call_id || call_id->empty())
     return bad_request(fmt::format("{}: a function_call item needs a non-empty 'call_id'", param),
                        param + ".call_id");
@@ -206,7 +193,7 @@ MaybeError read_function_call_output(const Json& item, const std::string& param,
   if (auto e = check_item_fields(item, param, {"type", "call_id", "output", "id", "status"}))
     return e;
   std::optional<std::string> call_id;
-  if (auto e = get_string(item, "call_id", param + ".call_id", call_id)) return e;
+  if (auto e = read_string_field(item, "call_id", param + ".call_id", call_id)) return e;
   if (!call_id || call_id->empty())
     return bad_request(
         fmt::format("{}: a function_call_output item needs a non-empty 'call_id'", param),
@@ -353,7 +340,7 @@ MaybeError read_text_format(const Json& body, GenerationOptions& o) {
                                  {"type", "name", "schema", "strict", "description"}))
     return e;
   std::optional<std::string> name;
-  if (auto e = get_string(*format, "name", "text.format.name", name)) return e;
+  if (auto e = read_string_field(*format, "name", "text.format.name", name)) return e;
   if (!name) return bad_request("'text.format.name' is required", "text.format.name");
   if (const Json* strict = field(*format, "strict"); strict && !strict->is_boolean())
     return wrong_type("text.format.strict", "a boolean", *strict);
@@ -379,14 +366,14 @@ MaybeError read_reasoning(const Json& body, std::optional<std::string>& effort) 
   if (auto e =
           check_item_fields(*reasoning, "reasoning", {"effort", "summary", "generate_summary"}))
     return e;
-  if (auto e = get_string(*reasoning, "effort", "reasoning.effort", effort)) return e;
+  if (auto e = read_string_field(*reasoning, "effort", "reasoning.effort", effort)) return e;
   if (effort && *effort != "low" && *effort != "medium" && *effort != "high")
     return bad_request(fmt::format("'reasoning.effort' \"{}\" is not offered: this server's "
                                    "models take \"low\", \"medium\" or \"high\"",
                                    *effort),
                        "reasoning.effort");
   std::optional<std::string> summary;
-  if (auto e = get_string(*reasoning, "summary", "reasoning.summary", summary)) return e;
+  if (auto e = read_string_field(*reasoning, "summary", "reasoning.summary", summary)) return e;
   return std::nullopt;
 }
 
@@ -425,7 +412,7 @@ MaybeError read_options(const Json& body, GenerationOptions& o, bool& store) {
   if (auto e = get_bool(body, "store", store)) return e;
   for (const char* name : {"user", "safety_identifier", "prompt_cache_key", "service_tier"}) {
     std::optional<std::string> ignored;  // the client's bookkeeping; nothing here reads it
-    if (auto e = get_string(body, name, name, ignored)) return e;
+    if (auto e = read_string_field(body, name, name, ignored)) return e;
   }
   if (const Json* t = field(body, "truncation"); t && *t != "disabled")
     return bad_request(
@@ -529,10 +516,10 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(std::string_vie
   const Json& body = std::get<Json>(parsed);
   ResponsesRequest r;
   if (auto e = check_field_names(body)) return *e;
-  if (auto e = get_string(body, "model", "model", r.model)) return *e;
-  if (auto e = get_string(body, "instructions", "instructions", r.instructions)) return *e;
-  if (auto e =
-          get_string(body, "previous_response_id", "previous_response_id", r.previous_response_id))
+  if (auto e = read_string_field(body, "model", "model", r.model)) return *e;
+  if (auto e = read_string_field(body, "instructions", "instructions", r.instructions)) return *e;
+  if (auto e = read_string_field(body, "previous_response_id", "previous_response_id",
+                                 r.previous_response_id))
     return *e;
   if (auto e = read_input(body, r)) return *e;
   if (auto e = read_tools(body, r.tools)) return *e;

@@ -34,10 +34,10 @@
 #include "server/model_card.h"
 #include "server/ollama_schema.h"
 #include "server/openai_schema.h"
-#include "tokenizer/prompt_bound.h"
 #include "server/reply_codec.h"
 #include "server/response_store.h"
 #include "server/tool_request.h"
+#include "tokenizer/prompt_bound.h"
 
 namespace boost::asio {
 class io_context;

@@ -17,13 +17,13 @@ TEST(ParseRequestJson, NamesTheByteOffsetOfTheFirstBadUtf8Sequence) {
     EXPECT_TRUE(std::holds_alternative<nlohmann::json>(parse_request_json(before + good + "\"}")))
         << good;
   const std::pair<const char*, size_t> bad[] = {
-      {"ab\x80", 2},             // stray continuation
-      {"a\xC3(", 1},             // missing continuation
-      {"\xC0\xAF", 0},           // overlong "/"
-      {"\xE0\x80\xAF", 0},       // overlong, 3 bytes
-      {"x\xED\xA0\x80", 1},      // surrogate U+D800
-      {"\xF4\x90\x80\x80", 0},   // above U+10FFFF
-      {"\xFF", 0},               // never valid
+      {"ab\x80", 2},            // stray continuation
+      {"a\xC3(", 1},            // missing continuation
+      {"\xC0\xAF", 0},          // overlong "/"
+      {"\xE0\x80\xAF", 0},      // overlong, 3 bytes
+      {"x\xED\xA0\x80", 1},     // surrogate U+D800
+      {"\xF4\x90\x80\x80", 0},  // above U+10FFFF
+      {"\xFF", 0},              // never valid
   };
   for (const auto& [text, offset] : bad) {
     auto r = parse_request_json(before + text + "\"}");

@@ -179,16 +179,7 @@ class HarmonyChatTest : public ::testing::Test {
   std::shared_ptr<FakeExchange> chat(json extra) {
     json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 150}};
     body.update(extra);
-    HttpRequest request;
-    request.id = ++next_id_;
-    request.method = "POST";
-    request.target = "/v1/chat/completions";
-    request.body = body.dump();
-    request.received = std::chrono::steady_clock::now();
-    auto exchange = std::make_shared<FakeExchange>();
-    service_.handle(std::move(request), exchange);
-    EXPECT_TRUE(run_until_answered(io_, *exchange)) << "no response within 10 s";
-    return exchange;
+    return post("/v1/chat/completions", body);
   }
 
   // Anthropic's /v1/messages over the same model.
@@ -197,26 +188,21 @@ class HarmonyChatTest : public ::testing::Test {
                  {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
                  {"max_tokens", 150}};
     body.update(extra);
-    HttpRequest request;
-    request.id = ++next_id_;
-    request.method = "POST";
-    request.target = "/v1/messages";
-    request.body = body.dump();
-    request.received = std::chrono::steady_clock::now();
-    auto exchange = std::make_shared<FakeExchange>();
-    service_.handle(std::move(request), exchange);
-    EXPECT_TRUE(run_until_answered(io_, *exchange)) << "no response within 10 s";
-    return exchange;
+    return post("/v1/messages", body);
   }
 
   // OpenAI's /v1/responses over the same model.
   std::shared_ptr<FakeExchange> responses(json extra) {
     json body = {{"model", "fake-gpt-oss"}, {"input", "Hi"}, {"max_output_tokens", 150}};
     body.update(extra);
+    return post("/v1/responses", body);
+  }
+
+  std::shared_ptr<FakeExchange> post(std::string target, const json& body) {
     HttpRequest request;
     request.id = ++next_id_;
     request.method = "POST";
-    request.target = "/v1/responses";
+    request.target = std::move(target);
     request.body = body.dump();
     request.received = std::chrono::steady_clock::now();
     auto exchange = std::make_shared<FakeExchange>();

@@ -48,30 +48,13 @@ def readme_server_examples():
     return curl, "python3 " + python
 
 
-def readme_anthropic_example():
-    """The code block of the README's "Anthropic's Messages API:" paragraph (one python3 -c)."""
+def readme_python_example(paragraph, module):
+    """The code block of the README's paragraph that starts with `paragraph` (one python3 -c
+    that imports `module`)."""
     text = (ROOT / "README.md").read_text()
-    section = text.split("Anthropic's Messages API:", 1)[1]
+    section = text.split(paragraph, 1)[1]
     example = re.search(r"```\n(.*?)```", section, re.S).group(1).strip()
-    assert example.startswith("python3 -c 'import anthropic"), example
-    return example
-
-
-def readme_responses_example():
-    """The code block of the README's "OpenAI's Responses API:" paragraph (one python3 -c)."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("OpenAI's Responses API:", 1)[1]
-    example = re.search(r"```\n(.*?)```", section, re.S).group(1).strip()
-    assert example.startswith("python3 -c 'import openai"), example
-    return example
-
-
-def readme_ollama_example():
-    """The code block of the README's "Ollama's API:" paragraph (one python3 -c)."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("Ollama's API:", 1)[1]
-    example = re.search(r"```\n(.*?)```", section, re.S).group(1).strip()
-    assert example.startswith("python3 -c 'import ollama"), example
+    assert example.startswith(f"python3 -c 'import {module}"), example
     return example
 
 
@@ -113,7 +96,7 @@ def test_readme_python_example_answers_in_words(readme_server):
 
 
 def test_readme_anthropic_example_answers_in_words(readme_server):
-    example = readme_anthropic_example()
+    example = readme_python_example("Anthropic's Messages API:", "anthropic")
     answers = [run_example(example, readme_server) for _ in range(RUNS)]
     assert all(a.strip() for a in answers), answers
     share, n = dictionary_share(answers)
@@ -121,7 +104,7 @@ def test_readme_anthropic_example_answers_in_words(readme_server):
 
 
 def test_readme_responses_example_answers_in_words(readme_server):
-    example = readme_responses_example()
+    example = readme_python_example("OpenAI's Responses API:", "openai")
     answers = [run_example(example, readme_server) for _ in range(RUNS)]
     assert all(a.strip() for a in answers), answers
     share, n = dictionary_share(answers)
@@ -129,7 +112,7 @@ def test_readme_responses_example_answers_in_words(readme_server):
 
 
 def test_readme_ollama_example_answers_in_words(readme_server):
-    example = readme_ollama_example()
+    example = readme_python_example("Ollama's API:", "ollama")
     answers = [run_example(example, readme_server) for _ in range(RUNS)]
     assert all(a.strip() for a in answers), answers
     share, n = dictionary_share(answers)

@@ -236,19 +236,9 @@ std::variant<Json, ApiError> read_tool(const Json& tool, size_t index,
                                    "tool ({{\"name\", \"description\", \"input_schema\"}})",
                                    param, type->dump()),
                        param + ".type");
-  const Json* name = field(tool, "name");
-  if (!name || !name->is_string() || !valid_function_name(name->get<std::string>()))
-    return bad_request(fmt::format("{}.name must be 1 to {} letters, digits, '_' or '-'", param,
-                                   kMaxToolNameBytes),
-                       param + ".name");
-  if (!names.insert(name->get<std::string>()).second)
-    return bad_request(fmt::format("{}: a second tool named '{}'", param, name->dump()),
-                       param + ".name");
-  Json function{{"name", *name}};
-  if (const Json* d = field(tool, "description")) {
-    if (!d->is_string()) return wrong_type(param + ".description", "a string", *d);
-    function["description"] = *d;
-  }
+  std::variant<Json, ApiError> started = read_tool_name_and_description(tool, param, names);
+  if (auto* e = std::get_if<ApiError>(&started)) return *e;
+  Json function = std::move(std::get<Json>(started));
   const Json* schema = field(tool, "input_schema");
   if (!schema || !schema->is_object())
     return bad_request(fmt::format("{}.input_schema must be a JSON schema object", param),

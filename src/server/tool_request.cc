@@ -141,6 +141,25 @@ bool valid_function_name(std::string_view name) {
   return true;
 }
 
+std::variant<Json, ApiError> read_tool_name_and_description(const Json& tool,
+                                                            const std::string& param,
+                                                            std::set<std::string>& names) {
+  const Json* name = field(tool, "name");
+  if (!name || !name->is_string() || !valid_function_name(name->get<std::string>()))
+    return bad_request(fmt::format("{}.name must be 1 to {} letters, digits, '_' or '-'", param,
+                                   kMaxToolNameBytes),
+                       param + ".name");
+  if (!names.insert(name->get<std::string>()).second)
+    return bad_request(fmt::format("{}: a second tool named {}", param, name->dump()),
+                       param + ".name");
+  Json function{{"name", *name}};
+  if (const Json* d = field(tool, "description")) {
+    if (!d->is_string()) return wrong_type(param + ".description", "a string", *d);
+    function["description"] = *d;
+  }
+  return function;
+}
+
 std::optional<ApiError> check_demanded_call_has_tools(const ToolRequest& request) {
   if (!request.tools &&
       (request.choice == ToolChoice::kRequired || request.choice == ToolChoice::kNamed))

@@ -64,6 +64,14 @@ std::optional<ApiError> read_tools_array(const jinja::Json& body, ReadTool read_
   return std::nullopt;
 }
 
+// The start of a tool in the OpenAI function shape templates print, for the APIs whose tools are
+// shaped otherwise: {"name", "description"?} from the tool's fields of those names, the name
+// checked (valid_function_name) and unique among `names`, where it is recorded. `param` names
+// the tool in a 400 ("tools[2]").
+std::variant<jinja::Json, ApiError> read_tool_name_and_description(const jinja::Json& tool,
+                                                                   const std::string& param,
+                                                                   std::set<std::string>& names);
+
 // A tool_choice that demands a call (required, or a named function) needs tools to call.
 std::optional<ApiError> check_demanded_call_has_tools(const ToolRequest& request);
 

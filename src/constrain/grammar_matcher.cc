@@ -118,11 +118,4 @@ int32_t GrammarMatcher::forced_tokens(std::span<int32_t> out) {
   return std::clamp<int32_t>(n, 0, int32_t(out.size()));
 }
 
-Status GrammarMatcher::rollback(int32_t num_tokens) {
-  if (num_tokens < 0 || llg_matcher_rollback(matcher_, size_t(num_tokens)) != 0)
-    return make_error("grammar: cannot take back {} tokens: {}", num_tokens,
-                      llg_matcher_is_error(matcher_) ? llg_matcher_get_error(matcher_) : "");
-  return Status::Ok();
-}
-
 }  // namespace drift

@@ -34,7 +34,6 @@ class GrammarMatcher final : public TokenConstraint {
   bool complete() const override;
   std::unique_ptr<TokenConstraint> clone() const override;
   int32_t forced_tokens(std::span<int32_t> out) override;
-  Status rollback(int32_t num_tokens) override;
 
  private:
   LlgMatcher* matcher_;

@@ -222,10 +222,13 @@ void CpuExecutor::sample_item(const StepPlan& plan, int64_t index, int thread,
     }
   };
   std::span<const int32_t> history = item.history;
-  // Under a grammar the matcher advances over each accepted draft, so that the next position's
-  // mask is the one a decode after it would see, and is restored after: the scheduler advances
-  // it with the tokens it commits.
-  int32_t advanced = 0;
+  // Under a grammar, position j > 0 is masked by a copy of the sequence's matcher advanced over
+  // drafts [0, j): the mask a decode after them would compute. The sequence's own matcher stays
+  // where it was, and the scheduler advances it with the tokens it commits. A copy, not advancing
+  // and taking back: llguidance's rollback over a special token (harmony's <|channel|>) does not
+  // restore what consuming it changed.
+  TokenConstraint* constraint = item.constraint;
+  std::unique_ptr<TokenConstraint> verifier;
   for (int32_t j = 0;; ++j) {
     if (j > 0) {  // the history of position j: the item's tokens, then drafts [0, j)
       std::vector<int32_t>& buffer = draft_histories_[size_t(thread)];
@@ -234,21 +237,24 @@ void CpuExecutor::sample_item(const StepPlan& plan, int64_t index, int thread,
       history = std::span<const int32_t>(buffer.data(), item.history.size() + size_t(j));
     }
     std::optional<TokenLogprobs> logprobs;
-    const int32_t token =
-        sample_position(item, logit_first_row_[index] + j, history, thread, out, logprobs);
+    const int32_t token = sample_position(item, logit_first_row_[index] + j, history, constraint,
+                                          thread, out, logprobs);
     if (token < 0) {
-      if (advanced > 0) end_at_draft(j - 1);
+      if (verifier) end_at_draft(j - 1);
       break;
     }
     if (j < item.num_drafts && token == drafts[size_t(j)]) {
       if (logprobs) draft_logprobs[j] = *logprobs;
-      if (item.constraint) {
-        if (!item.constraint->accept(token).ok()) {
+      if (constraint) {
+        if (!verifier) {
+          verifier = item.constraint->clone();
+          constraint = verifier.get();
+        }
+        if (!constraint->accept(token).ok()) {
           end_at_draft(j);  // the scheduler's accept reports it
           break;
         }
-        ++advanced;
-        if (item.constraint->complete()) {
+        if (constraint->complete()) {
           end_at_draft(j);
           break;
         }
@@ -261,13 +267,12 @@ void CpuExecutor::sample_item(const StepPlan& plan, int64_t index, int thread,
     if (logprobs) out.draft_logprobs = {draft_logprobs, size_t(j)};
     break;
   }
-  if (advanced > 0)
-    if (Status s = item.constraint->rollback(advanced); !s.ok()) out.error = s.error();
 }
 
 int32_t CpuExecutor::sample_position(const StepItem& item, int64_t row,
-                                     std::span<const int32_t> history, int thread,
-                                     ItemResult& result, std::optional<TokenLogprobs>& logprobs) {
+                                     std::span<const int32_t> history, TokenConstraint* constraint,
+                                     int thread, ItemResult& result,
+                                     std::optional<TokenLogprobs>& logprobs) {
   const int64_t n_vocab = model_.config().n_vocab;
   std::span<float> logits(logits_.data() + row * n_vocab, n_vocab);
   const SamplingParams& params = *item.sampling;
@@ -278,9 +283,9 @@ int32_t CpuExecutor::sample_position(const StepItem& item, int64_t row,
   // The mask depends only on the tokens before the position: it is the same whatever the batch
   // (a draft's position sees the matcher advanced over the drafts before it: sample_item).
   std::span<const uint32_t> allowed;
-  if (item.constraint) {
+  if (constraint) {
     std::span<uint32_t> mask(mask_rows_[thread]);
-    if (Status s = item.constraint->fill_mask(mask); !s.ok()) {
+    if (Status s = constraint->fill_mask(mask); !s.ok()) {
       result.error = s.error();
       return -1;
     }

@@ -64,10 +64,11 @@ class CpuExecutor final : public Executor, private KVPageMemory {
   // verdict and the token after the accepted ones.
   void sample_item(const StepPlan& plan, int64_t index, int thread, ExecutionResult& result);
   // One position's token from logits row `row`, sampled as a decode after `history` would be,
-  // with its logprobs into `logprobs` when the item asks for them. -1 after recording an error
-  // in `result`.
+  // masked by `constraint` (null: none) at that position, with its logprobs into `logprobs` when
+  // the item asks for them. -1 after recording an error in `result`.
   int32_t sample_position(const StepItem& item, int64_t row, std::span<const int32_t> history,
-                          int thread, ItemResult& result, std::optional<TokenLogprobs>& logprobs);
+                          TokenConstraint* constraint, int thread, ItemResult& result,
+                          std::optional<TokenLogprobs>& logprobs);
   Status validate_drafts(const StepPlan& plan) const;
   // Folds the hidden-state rows of embedding items into their vectors (executor/pooling.h).
   void pool_embeddings(const StepPlan& plan, ExecutionResult& result);

@@ -103,9 +103,9 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.pooling = request.pooling;
   seq.embedding = std::move(request.embedding);
   seq.kv_keep = kv_keep;
-  // Not in a compressed sequence: a rollback would not restore its slots (design notes).
-  seq.speculates = config_.spec.enabled() && !embeds && !seq.kv_compressed() &&
-                   (!seq.constraint || config_.spec.grammar_drafts);
+  // Not in a compressed sequence: a rollback would not restore its slots (design notes). A
+  // sequence with a grammar speculates too: its drafts are first the tokens the grammar forces.
+  seq.speculates = config_.spec.enabled() && !embeds && !seq.kv_compressed();
   seq.draft_length = AdaptiveDraftLength(config_.spec.max_draft_tokens);
   seq.arrival_step = step_;
   seq.arrival_order = next_arrival_order_++;

@@ -61,11 +61,6 @@ struct SpecConfig {
   // has no match of at least pool_context tokens.
   int64_t pool_entries = 0;
   int32_t pool_context = 4;
-  // Sequences with a grammar speculate too (drafts: the tokens it forces, then as any sequence's),
-  // verified under each position's mask. Off by default: the executor rolls the matcher back
-  // after verifying, and llguidance's rollback over a special token (harmony's <|channel|>)
-  // leaves the matcher refusing the next token (docs/design-notes.md, part 2).
-  bool grammar_drafts = false;
 
   bool enabled() const { return mode != SpecMode::kNone && max_draft_tokens > 0; }
   // Most draft tokens one plan can carry (0 when off): what the executor sizes its logits for.

@@ -74,11 +74,6 @@ class TokenConstraint {
     (void)out;
     return 0;
   }
-  // Takes back the last `num_tokens` accepted tokens (the executor advances a matcher over the
-  // drafts it verifies and restores it after). An error when the constraint cannot.
-  virtual Status rollback(int32_t num_tokens) {
-    return make_error("this grammar cannot take back {} tokens", num_tokens);
-  }
 };
 
 }  // namespace drift

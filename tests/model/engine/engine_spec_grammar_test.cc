@@ -69,7 +69,6 @@ GrammarRun run(SpecMode mode, bool sampled) {
   c.scheduler.max_num_batched_tokens = 256;
   c.scheduler.max_num_seqs = 4;
   c.scheduler.spec.mode = mode;
-  c.scheduler.spec.grammar_drafts = true;
   auto engine = load_engine(path.string(), c);
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   if (!engine.ok()) return result;

@@ -122,7 +122,6 @@ TEST(ConstrainedSequence, ForcedTokensRideAsDraftsAndAreAccepted) {
   const FakeModel model{.vocab = 50, .eos = 0};
   SchedulerConfig c = config();
   c.spec.mode = SpecMode::kNgram;
-  c.spec.grammar_drafts = true;
   Driver d(c, 16, 4, model, {});
   SequenceRequest request = make_request(1, 5, 12);
   const std::vector<TokenId> expected = model.reference(1, request.prompt, 12);
@@ -144,25 +143,6 @@ TEST(ConstrainedSequence, ForcedTokensRideAsDraftsAndAreAccepted) {
   EXPECT_LT(s.spec_forced_accepted_tokens, s.spec_forced_draft_tokens) << "position 6 rejected";
   EXPECT_GT(grammar->forced_asked, 0);
   d.expect_all_released();
-}
-
-// By default a constrained sequence does not speculate (SpecConfig::grammar_drafts): one token a
-// step, its grammar never asked for forced tokens.
-TEST(ConstrainedSequence, WithoutGrammarDraftsItDecodesOneTokenAStep) {
-  const FakeModel model{.vocab = 50, .eos = 0};
-  SchedulerConfig c = config();
-  c.spec.mode = SpecMode::kNgram;
-  Driver d(c, 16, 4, model, {});
-  SequenceRequest request = make_request(1, 5, 12);
-  const std::vector<TokenId> expected = model.reference(1, request.prompt, 12);
-  auto grammar = std::make_shared<FakeConstraint>(100);
-  grammar->forced.assign(expected.begin(), expected.end());
-  request.constraint = grammar;
-  ASSERT_TRUE(d.submit(std::move(request)));
-  ASSERT_TRUE(d.run_to_completion());
-  EXPECT_EQ(d.records()[1].generated, expected);
-  EXPECT_EQ(d.scheduler().stats().spec_draft_tokens, 0u);
-  EXPECT_EQ(grammar->forced_asked, 0);
 }
 
 }  // namespace

@@ -41,12 +41,15 @@ struct BatchedBenchOptions {
 struct LevelResult {
   int32_t n = 0;
   double t_pp = 0, s_pp = 0, t_tg = 0, s_tg = 0, t = 0, s = 0;
+  // Speculative decoding (--spec): draft tokens verified in the level and accepted.
+  uint64_t draft_tokens = 0, accepted_tokens = 0;
 };
 
 // Runs N requests at once; the times of every generated token, per request.
 Expected<LevelResult> run_level(Engine& engine, int32_t n, const BatchedBenchOptions& o,
                                 int32_t vocab, uint64_t round) {
   std::vector<std::vector<Clock::time_point>> times(n);
+  const EngineMetrics before = engine.metrics();
   std::mutex mutex;
   std::condition_variable done;
   int32_t finished = 0;
@@ -94,6 +97,9 @@ Expected<LevelResult> run_level(Engine& engine, int32_t n, const BatchedBenchOpt
   r.s_tg = r.t_tg > 0 ? decoded_after / r.t_tg : 0;
   r.t = seconds(end - start);
   r.s = double(n) * (o.prompt_tokens + o.gen_tokens) / r.t;
+  const EngineMetrics after = engine.metrics();
+  r.draft_tokens = after.spec_draft_tokens - before.spec_draft_tokens;
+  r.accepted_tokens = after.spec_accepted_tokens - before.spec_accepted_tokens;
   return r;
 }
 
@@ -118,14 +124,17 @@ int run_batched_bench(const BatchedBenchOptions& o) {
   // Warm-up (first touch of the weights and KV pages, thread start-up), not measured.
   if (auto warm = run_level(**engine, 1, o, n_vocab, 0); !warm.ok()) return fail(warm.error());
 
-  fmt::print("| PP | TG | B | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |\n");
-  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  fmt::print(
+      "| PP | TG | B | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s | drafted | "
+      "accepted |\n");
+  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<LevelResult> results;
   for (size_t k = 0; k < o.parallel_levels.size(); ++k) {
     auto r = run_level(**engine, o.parallel_levels[k], o, n_vocab, k + 1);
     if (!r.ok()) return fail(r.error());
-    fmt::print("| {} | {} | {} | {:.3f} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:.2f} |\n",
-               o.prompt_tokens, o.gen_tokens, r->n, r->t_pp, r->s_pp, r->t_tg, r->s_tg, r->t, r->s);
+    fmt::print("| {} | {} | {} | {:.3f} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:.2f} | {} | {} |\n",
+               o.prompt_tokens, o.gen_tokens, r->n, r->t_pp, r->s_pp, r->t_tg, r->s_tg, r->t, r->s,
+               r->draft_tokens, r->accepted_tokens);
     std::fflush(stdout);
     results.push_back(*r);
   }
@@ -139,7 +148,9 @@ int run_batched_bench(const BatchedBenchOptions& o) {
                         {"t_tg", r.t_tg},
                         {"speed_tg", r.s_tg},
                         {"t", r.t},
-                        {"speed", r.s}};
+                        {"speed", r.s},
+                        {"draft_tokens", r.draft_tokens},
+                        {"accepted_draft_tokens", r.accepted_tokens}};
     fmt::print("{}\n", j.dump());
   }
   (*engine)->shutdown(ShutdownMode::kDrain);

@@ -270,3 +270,21 @@ def test_bench_runs_the_kv_groups_the_server_runs_unless_told_not_to():
         record = json.loads(out.stdout.strip().splitlines()[-1])
         assert record["kv_groups"] == groups, flags
         assert [t["test"] for t in record["tests"]] == ["pp40", "tg8"]
+
+
+def test_batched_bench_reports_each_level_with_its_drafts():
+    common = ["batched-bench", "-m", SMOLLM2, "--npp", 16, "--ntg", 48, "--npl", "1,2"]
+    levels = {}
+    for spec in ("ngram", "none"):
+        out = drift(*common, "--spec", spec).stdout
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        assert [r["pl"] for r in rows] == [1, 2], out
+        assert "| drafted | accepted |" in out
+        for r in rows:
+            assert r["speed_tg"] > 0 and r["speed_pp"] > 0
+            assert 0 <= r["accepted_draft_tokens"] <= r["draft_tokens"]
+        levels[spec] = rows
+    # Greedy continuations of random prompts soon repeat themselves: n-gram drafts are proposed
+    # (the same prompts and output every run, so this is no matter of luck); none without --spec.
+    assert sum(r["draft_tokens"] for r in levels["ngram"]) > 0
+    assert sum(r["draft_tokens"] for r in levels["none"]) == 0

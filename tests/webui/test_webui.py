@@ -133,6 +133,9 @@ def test_engine_view_shows_eight_running_requests(server, page):
             document.getElementById('count-running').textContent === '8' &&
             document.querySelectorAll('#requests tbody tr.decode').length === 8 &&
             Number(document.getElementById('page-map').dataset.used) > 0""")
+        # The drafts card is drawn from the view (their acceptance, or none yet).
+        acceptance = page.locator("#spec-acceptance").inner_text()
+        assert acceptance == "none yet" or acceptance.endswith("%"), acceptance
         used = int(page.locator("#page-map").get_attribute("data-used"))
         # Each sequence holds pages for its prompt and the tokens it has generated so far.
         assert 8 <= used <= int(page.locator("#page-map").get_attribute("data-total"))

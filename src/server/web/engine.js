@@ -182,6 +182,13 @@ function render(view) {
   $("prefix-hit-rate").title = p.enabled ? `${p.hit_tokens} of ${p.queried_tokens} prompt tokens found cached; ${p.evictions} pages evicted` : "";
   $("sessions").textContent = `${view.sessions.open}`;
   $("sessions").title = `${view.sessions.tokens} tokens held`;
+  const spec = view.spec;
+  $("spec-acceptance").textContent = spec.draft_tokens > 0 ? percent(spec.accepted_tokens, spec.draft_tokens) : "none yet";
+  $("spec-acceptance").title =
+    `${spec.accepted_tokens} of ${spec.draft_tokens} draft tokens accepted in ${spec.drafts} drafts ` +
+    `(shared pool ${spec.pool_accepted_tokens} of ${spec.pool_draft_tokens}, ` +
+    `grammar-forced ${spec.forced_accepted_tokens} of ${spec.forced_draft_tokens}); ` +
+    `--spec auto: ${spec.auto_steps_with_drafts} decode steps with drafts, ${spec.auto_steps_without_drafts} without`;
   renderRequests(view.sequences);
   drawSteps(view.recent_steps);
   drawPageMap(view.kv);

@@ -45,6 +45,13 @@ TEST(EngineViewJson, CountsPagesStepsAndHistograms) {
   m.time_to_first_token.observe(0.03);
   m.inter_token_latency.observe(0.002);
   m.inter_token_latency.observe(0.002);
+  m.spec_drafts = 4;
+  m.spec_draft_tokens = 20;
+  m.spec_accepted_tokens = 11;
+  m.spec_forced_draft_tokens = 6;
+  m.spec_forced_accepted_tokens = 6;
+  m.spec_auto_steps_with_drafts = 8;
+  m.spec_auto_steps_without_drafts = 16;
 
   const json j = json::parse(engine_view_json(s, m, /*page_size=*/16));
   EXPECT_EQ(j["version"], 4);
@@ -69,6 +76,13 @@ TEST(EngineViewJson, CountsPagesStepsAndHistograms) {
   EXPECT_EQ(j["ttft"]["count"], 1);
   EXPECT_EQ(j["itl"]["count"], 2);
   EXPECT_EQ(j["itl"]["counts"].size(), j["itl"]["bounds"].size() + 1);
+  EXPECT_EQ(j["spec"]["drafts"], 4);
+  EXPECT_EQ(j["spec"]["draft_tokens"], 20);
+  EXPECT_EQ(j["spec"]["accepted_tokens"], 11);
+  EXPECT_EQ(j["spec"]["forced_accepted_tokens"], 6);
+  EXPECT_EQ(j["spec"]["pool_draft_tokens"], 0);
+  EXPECT_EQ(j["spec"]["auto_steps_with_drafts"], 8);
+  EXPECT_EQ(j["spec"]["auto_steps_without_drafts"], 16);
 }
 
 }  // namespace

@@ -117,11 +117,12 @@ TEST(EngineSpecDistribution, SampledOutputKeepsTheModelsDistributionWithDrafts) 
   EXPECT_LT(spec.metrics.spec_accepted_tokens, spec.metrics.spec_draft_tokens);
   EXPECT_EQ(plain.metrics.spec_draft_tokens, 0u);
   const ChiSquare same = two_sample(spec, plain);
-  std::printf("with drafts vs without: chi-square %.1f over %d bins (99.9%%: %.1f); drafts %llu, "
-              "accepted %llu\n",
-              same.statistic, same.bins, same.critical(),
-              (unsigned long long)spec.metrics.spec_draft_tokens,
-              (unsigned long long)spec.metrics.spec_accepted_tokens);
+  std::printf(
+      "with drafts vs without: chi-square %.1f over %d bins (99.9%%: %.1f); drafts %llu, "
+      "accepted %llu\n",
+      same.statistic, same.bins, same.critical(),
+      (unsigned long long)spec.metrics.spec_draft_tokens,
+      (unsigned long long)spec.metrics.spec_accepted_tokens);
   ASSERT_GE(same.bins, 4) << "too few distinct outcomes to compare";
   EXPECT_LT(same.statistic, same.critical());
 

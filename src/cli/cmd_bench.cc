@@ -18,6 +18,7 @@
 #include "kv/kv_layout.h"
 #include "model/forward_pass.h"
 #include "model_locator.h"
+#include "runtime/engine_options.h"
 #include "runtime/load_engine.h"
 #include "sampling/random_stream.h"
 #include "util/memory_bandwidth.h"
@@ -30,9 +31,9 @@ struct BenchOptions {
   int64_t prompt_tokens = 512;
   int64_t gen_tokens = 128;
   int repetitions = 3;
-  int threads = 2;
+  int threads = program_engine_defaults().threads;
   int64_t depth = 0;  // decode (tg) starts after this many cached positions, as llama-bench's -d
-  std::string kv_cache_dtype = "bf16";
+  std::string kv_cache_dtype{kv_dtype_name(program_engine_defaults().kv.dtype)};
   bool no_hybrid_kv = false;  // one KV group of every layer, as `drift serve --no-hybrid-kv`
 };
 
@@ -105,10 +106,10 @@ int run_bench(const BenchOptions& o) {
   auto grouping = group_kv_layers(windows, !o.no_hybrid_kv);
   if (!grouping.ok()) return fail(grouping.error());
   const int64_t groups = grouping->num_groups();
-  constexpr int64_t kPageSize = 16;
-  const int64_t n_pages = (context + kPageSize - 1) / kPageSize;  // per group
+  const int64_t page_size = program_engine_defaults().kv.page_size;
+  const int64_t n_pages = (context + page_size - 1) / page_size;  // per group
   auto kv =
-      KvPages::create(c, groups * n_pages, kPageSize, kv_format_of(*dtype),
+      KvPages::create(c, groups * n_pages, page_size, kv_format_of(*dtype),
                       groups > 1 ? KvLayerPlacement{grouping->layers_per_group,
                                                     grouping->layer_group, grouping->layer_slot}
                                  : KvLayerPlacement{});

@@ -22,6 +22,7 @@
 #include "kv/kv_layout.h"
 #include "model/forward_pass.h"
 #include "model_locator.h"
+#include "runtime/engine_options.h"
 #include "runtime/load_engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,11 +33,11 @@ struct PerplexityOptions {
   std::optional<std::string> model;
   std::string file;
   int64_t context = 512;
-  int threads = 2;
+  int threads = program_engine_defaults().threads;
   std::optional<int64_t> max_chunks;
-  std::string kv_cache_dtype = "bf16";
+  std::string kv_cache_dtype{kv_dtype_name(program_engine_defaults().kv.dtype)};
   std::optional<double> kv_keep;  // set: compress as it goes
-  std::string kv_evict = "attention";
+  std::string kv_evict{kv_evict_policy_name(KvCompressConfig{}.policy)};
   int64_t kv_compress_min_tokens = KvCompressConfig{}.min_tokens;
   int64_t kv_compress_every = 64;
   KvCompressConfig kv;  // sinks, recent window, metric window and intervals
@@ -88,11 +89,11 @@ int run_perplexity(const PerplexityOptions& o) {
   fmt::print(stderr, "{} tokens, {} chunks of {}, {} threads, {} kernels, {} KV cache\n",
              tokens.size(), n_chunks, ctx, o.threads, isa_name(*isa), o.kv_cache_dtype);
 
-  constexpr int64_t kPageSize = 16;
-  const int64_t n_pages = (ctx + kPageSize - 1) / kPageSize;
+  const int64_t page_size = program_engine_defaults().kv.page_size;
+  const int64_t n_pages = (ctx + page_size - 1) / page_size;
   const std::optional<KVDtype> dtype = parse_kv_dtype(o.kv_cache_dtype);
   if (!dtype) return fail(make_error("--kv-cache-dtype: expected f16, bf16, f32, int8 or int4"));
-  auto kv = KvPages::create(config, n_pages, kPageSize, kv_format_of(*dtype));
+  auto kv = KvPages::create(config, n_pages, page_size, kv_format_of(*dtype));
   if (!kv.ok()) return fail(kv.error());
   ForwardLimits limits{ctx, 1, ctx, o.threads};
   auto forward = ForwardPass::create(**model, limits);

@@ -38,7 +38,6 @@ std::string ToolCallReply::finish() {
     content = std::move(parsed.content);
   }
   calls_ = std::move(parsed.tool_calls);
-  if (!parallel_ && calls_.size() > 1) calls_.resize(1);
   sent_ = reply_.size();
   return content;
 }

@@ -24,8 +24,7 @@ namespace drift {
 
 class ToolCallReply {
  public:
-  // `parallel` false: only the reply's first call is kept (OpenAI's parallel_tool_calls).
-  ToolCallReply(ToolCallSyntax syntax, bool parallel) : syntax_(syntax), parallel_(parallel) {}
+  explicit ToolCallReply(ToolCallSyntax syntax) : syntax_(syntax) {}
 
   // The reply's next text (content that became final upstream); returns what of it, and of the
   // text held before it, is content whatever comes next.
@@ -42,7 +41,6 @@ class ToolCallReply {
   size_t streamable() const;
 
   ToolCallSyntax syntax_;
-  bool parallel_;
   std::string reply_;  // the reply's text so far
   size_t sent_ = 0;    // bytes of reply_ already given out as content
   std::vector<ParsedToolCall> calls_;

@@ -26,7 +26,7 @@ OutputProcessor::OutputProcessor(std::unique_ptr<TokenTextStream> text,
     harmony_.emplace(*reading.harmony);
     harmony_calls_ = reading.tool_call_syntax.has_value();
   } else if (reading.tool_call_syntax && *reading.tool_call_syntax != ToolCallSyntax::kHarmony) {
-    tool_calls_.emplace(*reading.tool_call_syntax, reading.parallel_tool_calls);
+    tool_calls_.emplace(*reading.tool_call_syntax);
   }
 }
 
@@ -129,15 +129,16 @@ void OutputProcessor::emit(TokenEvent event, std::vector<TokenEvent>& ready) {
 }
 
 void OutputProcessor::finish_tool_calls(std::vector<TokenEvent>& ready) {
-  // Rule: the calls go on the last event, after any content the reader held back.
+  // Rule: the calls go on the last event, after any content the reader held back; without
+  // parallel tool calls, only the first (for every reply format, here only).
   TokenEvent& last = ready.back();
   if (tool_calls_) {
     last.text += tool_calls_->finish();
     last.tool_calls = tool_calls_->tool_calls();
   } else if (harmony_calls_) {
     last.tool_calls = harmony_->tool_calls();
-    if (!parallel_tool_calls_ && last.tool_calls.size() > 1) last.tool_calls.resize(1);
   }
+  if (!parallel_tool_calls_ && last.tool_calls.size() > 1) last.tool_calls.resize(1);
 }
 
 }  // namespace drift

@@ -13,7 +13,8 @@ from .sampling_params import SamplingParams
 
 def load_engine(model, chat_template, engine_options: dict) -> "_drift.Engine":
     """The engine for `model` (a path, a registry name, None for the default) with the CLI's
-    engine options as keywords (threads=2, parallel=16, kv_mib=..., no_prefix_cache=True, ...)
+    engine options as keywords (threads=..., parallel=..., kv_mib=..., no_prefix_cache=True, ...;
+    _drift.engine_option_defaults() gives what each left out gets)
     and `chat_template` a Jinja template file replacing the model's."""
     template = Path(chat_template).read_text() if chat_template is not None else None
     return _drift.Engine(resolve_model(model), engine_options, template)

@@ -28,6 +28,7 @@ from ray import serve
 from ray.serve.config import RequestRouterConfig
 from ray.serve.request_router import FIFOMixin, PendingRequest, RequestRouter, RunningReplica
 
+from . import _drift
 from .async_llm import AsyncLLM
 from .models import resolve_model
 from .openai_api import OpenAIRoutes, ParsedRequest, RequestError, parse_request
@@ -260,7 +261,8 @@ def build_app(args: dict):
         num_replicas=num_replicas,
         ray_actor_options={"num_cpus": options["threads"]},
         # Room for the engine's own batching: Ray queues the rest at the router.
-        max_ongoing_requests=int(options.get("parallel", 16)),
+        max_ongoing_requests=int(options.get("parallel",
+                                             _drift.engine_option_defaults()["parallel"])),
         request_router_config=RequestRouterConfig(request_router_class=PrefixAffinityRouter)
         if routing == "prefix_affinity" else RequestRouterConfig(),
     ).bind(model, model_name, options, stats)

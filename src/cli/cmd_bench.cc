@@ -18,6 +18,7 @@
 #include "kv/kv_layout.h"
 #include "model/forward_pass.h"
 #include "model_locator.h"
+#include "runtime/engine_options.h"
 #include "runtime/load_engine.h"
 #include "sampling/random_stream.h"
 #include "util/memory_bandwidth.h"
@@ -30,9 +31,9 @@ struct BenchOptions {
   int64_t prompt_tokens = 512;
   int64_t gen_tokens = 128;
   int repetitions = 3;
-  int threads = 2;
+  int threads = program_engine_defaults().threads;
   int64_t depth = 0;  // decode (tg) starts after this many cached positions, as llama-bench's -d
-  std::string kv_cache_dtype = "bf16";
+  std::string kv_cache_dtype{kv_dtype_name(program_engine_defaults().kv.dtype)};
   bool no_hybrid_kv = false;  // one KV group of every layer, as `drift serve --no-hybrid-kv`
 };
 
@@ -78,6 +79,46 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The KV pages of one sequence of `context` tokens, in the KV groups the serving engine would
+// use (one group with `one_group`): sets `groups` and the pages per group, `n_pages`.
+Expected<KvPages> bench_kv_pages(const ModelConfig& c, int64_t context, KVDtype dtype,
+                                 bool one_group, int64_t& groups, int64_t& n_pages) {
+  std::vector<int32_t> windows;  // [n_layers]: each layer's sliding window, 0 for full attention
+  for (const LayerConfig& layer : c.layers)
+    windows.push_back(layer.sliding_window ? int32_t(c.sliding_window) : 0);
+  auto grouping = group_kv_layers(windows, !one_group);
+  if (!grouping.ok()) return grouping.error();
+  groups = grouping->num_groups();
+  const int64_t page_size = program_engine_defaults().kv.page_size;
+  n_pages = (context + page_size - 1) / page_size;
+  return KvPages::create(c, groups * n_pages, page_size, kv_format_of(dtype),
+                         groups > 1 ? KvLayerPlacement{grouping->layers_per_group,
+                                                       grouping->layer_group, grouping->layer_slot}
+                                    : KvLayerPlacement{});
+}
+
+// o.repetitions rounds of the prompt's prefill (pp) and o.gen_tokens decode steps after o.depth
+// cached positions (tg), each round's rate in tokens per second appended.
+Status measure(Runner& runner, const std::vector<int32_t>& prompt, const BenchOptions& o,
+               std::vector<double>& pp_rates, std::vector<double>& tg_rates) {
+  for (int r = 0; r < o.repetitions; ++r) {
+    if (o.prompt_tokens > 0) {
+      auto start = std::chrono::steady_clock::now();
+      DRIFT_RETURN_IF_ERROR(runner.step(prompt, 0));
+      pp_rates.push_back(o.prompt_tokens / seconds_since(start));
+    }
+    if (o.gen_tokens > 0) {
+      auto start = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < o.gen_tokens; ++i) {
+        int32_t token = prompt.empty() ? 0 : prompt[i % prompt.size()];
+        DRIFT_RETURN_IF_ERROR(runner.step(std::span<const int32_t>(&token, 1), o.depth + i));
+      }
+      tg_rates.push_back(o.gen_tokens / seconds_since(start));
+    }
+  }
+  return Status::Ok();
+}
+
 int run_bench(const BenchOptions& o) {
   auto fail = [](const Error& e) {
     fmt::print(stderr, "error: {}\n", e.message);
@@ -99,19 +140,8 @@ int run_bench(const BenchOptions& o) {
   const std::optional<KVDtype> dtype = parse_kv_dtype(o.kv_cache_dtype);
   if (!dtype) return fail(make_error("--kv-cache-dtype: expected f16, bf16, f32, int8 or int4"));
 
-  std::vector<int32_t> windows;  // [n_layers]: each layer's sliding window, 0 for full attention
-  for (const LayerConfig& layer : c.layers)
-    windows.push_back(layer.sliding_window ? int32_t(c.sliding_window) : 0);
-  auto grouping = group_kv_layers(windows, !o.no_hybrid_kv);
-  if (!grouping.ok()) return fail(grouping.error());
-  const int64_t groups = grouping->num_groups();
-  constexpr int64_t kPageSize = 16;
-  const int64_t n_pages = (context + kPageSize - 1) / kPageSize;  // per group
-  auto kv =
-      KvPages::create(c, groups * n_pages, kPageSize, kv_format_of(*dtype),
-                      groups > 1 ? KvLayerPlacement{grouping->layers_per_group,
-                                                    grouping->layer_group, grouping->layer_slot}
-                                 : KvLayerPlacement{});
+  int64_t groups = 0, n_pages = 0;  // KV groups, pages per group
+  auto kv = bench_kv_pages(c, context, *dtype, o.no_hybrid_kv, groups, n_pages);
   if (!kv.ok()) return fail(kv.error());
   constexpr int64_t kDepthChunk = 512;  // the cached positions are prefilled in chunks of this
   const int64_t max_tokens =
@@ -145,23 +175,7 @@ int run_bench(const BenchOptions& o) {
   const double load_seconds = seconds_since(load_start);
 
   std::vector<double> pp_rates, tg_rates;
-  for (int r = 0; r < o.repetitions; ++r) {
-    if (o.prompt_tokens > 0) {
-      auto start = std::chrono::steady_clock::now();
-      Status s = runner.step(prompt, 0);
-      if (!s.ok()) return fail(s.error());
-      pp_rates.push_back(o.prompt_tokens / seconds_since(start));
-    }
-    if (o.gen_tokens > 0) {
-      auto start = std::chrono::steady_clock::now();
-      for (int64_t i = 0; i < o.gen_tokens; ++i) {
-        int32_t token = prompt.empty() ? 0 : prompt[i % prompt.size()];
-        Status s = runner.step(std::span<const int32_t>(&token, 1), o.depth + i);
-        if (!s.ok()) return fail(s.error());
-      }
-      tg_rates.push_back(o.gen_tokens / seconds_since(start));
-    }
-  }
+  if (Status s = measure(runner, prompt, o, pp_rates, tg_rates); !s.ok()) return fail(s.error());
 
   const double bandwidth = measure_read_bandwidth(pool);
   const double bytes_per_token = static_cast<double>((*model)->weights().matrix_bytes);

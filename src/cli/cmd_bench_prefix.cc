@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "engine/engine.h"
 #include "model_locator.h"
+#include "runtime/engine_options.h"
 #include "runtime/load_engine.h"
 
 namespace drift::cli {
@@ -27,7 +28,7 @@ namespace {
 
 struct PrefixBenchOptions {
   std::optional<std::string> model;
-  int threads = 2;
+  int threads = program_engine_defaults().threads;
   int64_t kv_mib = 1024;
   std::string workload = "both";
   int requests = 32;

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "engine/sampling_defaults.h"
 #include "gguf/gguf_file.h"
+#include "model/recommended_sampling.h"
 #include "model_locator.h"
 
 namespace drift::cli {

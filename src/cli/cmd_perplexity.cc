@@ -22,6 +22,7 @@
 #include "kv/kv_layout.h"
 #include "model/forward_pass.h"
 #include "model_locator.h"
+#include "runtime/engine_options.h"
 #include "runtime/load_engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,11 +33,11 @@ struct PerplexityOptions {
   std::optional<std::string> model;
   std::string file;
   int64_t context = 512;
-  int threads = 2;
+  int threads = program_engine_defaults().threads;
   std::optional<int64_t> max_chunks;
-  std::string kv_cache_dtype = "bf16";
+  std::string kv_cache_dtype{kv_dtype_name(program_engine_defaults().kv.dtype)};
   std::optional<double> kv_keep;  // set: compress as it goes
-  std::string kv_evict = "attention";
+  std::string kv_evict{kv_evict_policy_name(KvCompressConfig{}.policy)};
   int64_t kv_compress_min_tokens = KvCompressConfig{}.min_tokens;
   int64_t kv_compress_every = 64;
   KvCompressConfig kv;  // sinks, recent window, metric window and intervals
@@ -55,6 +56,46 @@ double negative_log_likelihood(const float* logits, int64_t n_vocab, int32_t tar
   double sum = 0.0;
   for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
   return -(static_cast<double>(logits[target] - max_logit) - std::log(sum));
+}
+
+// The summed negative log-likelihood of a window's second half: each token from position
+// ctx / 2 + 1 on, predicted by the logits of the position before it ([ctx, n_vocab]).
+double second_half_nll(const std::vector<float>& logits, const std::vector<int32_t>& window,
+                       int64_t n_vocab) {
+  const int64_t ctx = int64_t(window.size());
+  double nll = 0.0;
+  for (int64_t j = ctx / 2; j < ctx - 1; ++j)
+    nll += negative_log_likelihood(&logits[j * n_vocab], n_vocab, window[j + 1]);
+  return nll;
+}
+
+void print_result(double mean_nll, std::optional<KeptShare> kept) {
+  fmt::print("perplexity: {:.4f}\n", std::exp(mean_nll));
+  if (kept)
+    fmt::print("kv kept: {:.4f} of the positions (longest head, scored steps)\n",
+               kept->entries / kept->positions);
+}
+
+// KV-Compress's settings for the run (off unless --kv-keep), checked; prints them when on.
+Expected<KvCompressConfig> compress_config(const PerplexityOptions& o, int64_t ctx) {
+  KvCompressConfig compress;
+  if (!o.kv_keep) return compress;
+  std::optional<KvEvictPolicy> policy = parse_kv_evict_policy(o.kv_evict);
+  if (!policy) return make_error("--kv-evict: expected attention or window");
+  compress.keep = *o.kv_keep;
+  compress.policy = *policy;
+  compress.min_tokens = o.kv_compress_min_tokens;
+  compress.sink_tokens = o.kv.sink_tokens;
+  compress.recent_tokens = o.kv.recent_tokens;
+  compress.metric_window = o.kv.metric_window;
+  compress.metric_intervals = o.kv.metric_intervals;
+  if (Status valid = compress.validate(); !valid.ok()) return valid.error();
+  if (o.kv_compress_every < compress.metric_window || o.kv_compress_every > ctx)
+    return make_error("--kv-compress-every must be {} to -c {}, got {}", compress.metric_window,
+                      ctx, o.kv_compress_every);
+  fmt::print(stderr, "KV-Compress: keep {}, policy {}, every {} tokens after {}\n", compress.keep,
+             o.kv_evict, o.kv_compress_every, compress.min_tokens);
+  return compress;
 }
 
 int run_perplexity(const PerplexityOptions& o) {
@@ -88,11 +129,11 @@ int run_perplexity(const PerplexityOptions& o) {
   fmt::print(stderr, "{} tokens, {} chunks of {}, {} threads, {} kernels, {} KV cache\n",
              tokens.size(), n_chunks, ctx, o.threads, isa_name(*isa), o.kv_cache_dtype);
 
-  constexpr int64_t kPageSize = 16;
-  const int64_t n_pages = (ctx + kPageSize - 1) / kPageSize;
+  const int64_t page_size = program_engine_defaults().kv.page_size;
+  const int64_t n_pages = (ctx + page_size - 1) / page_size;
   const std::optional<KVDtype> dtype = parse_kv_dtype(o.kv_cache_dtype);
   if (!dtype) return fail(make_error("--kv-cache-dtype: expected f16, bf16, f32, int8 or int4"));
-  auto kv = KvPages::create(config, n_pages, kPageSize, kv_format_of(*dtype));
+  auto kv = KvPages::create(config, n_pages, page_size, kv_format_of(*dtype));
   if (!kv.ok()) return fail(kv.error());
   ForwardLimits limits{ctx, 1, ctx, o.threads};
   auto forward = ForwardPass::create(**model, limits);
@@ -103,26 +144,10 @@ int run_perplexity(const PerplexityOptions& o) {
   std::vector<float> logits(static_cast<size_t>(ctx) * config.n_vocab);
   const bool add_bos = tokenizer->add_bos() && tokenizer->bos().has_value();
 
-  KvCompressConfig compress;
-  if (o.kv_keep) {
-    std::optional<KvEvictPolicy> policy = parse_kv_evict_policy(o.kv_evict);
-    if (!policy) return fail(make_error("--kv-evict: expected attention or window"));
-    compress.keep = *o.kv_keep;
-    compress.policy = *policy;
-    compress.min_tokens = o.kv_compress_min_tokens;
-    compress.sink_tokens = o.kv.sink_tokens;
-    compress.recent_tokens = o.kv.recent_tokens;
-    compress.metric_window = o.kv.metric_window;
-    compress.metric_intervals = o.kv.metric_intervals;
-    if (Status valid = compress.validate(); !valid.ok()) return fail(valid.error());
-    if (o.kv_compress_every < compress.metric_window || o.kv_compress_every > ctx)
-      return fail(make_error("--kv-compress-every must be {} to -c {}, got {}",
-                             compress.metric_window, ctx, o.kv_compress_every));
-    fmt::print(stderr, "KV-Compress: keep {}, policy {}, every {} tokens after {}\n", compress.keep,
-               o.kv_evict, o.kv_compress_every, compress.min_tokens);
-  }
-  KvCompressor compressor(compress);
-  KvHeadTable heads(config.n_layers, config.n_kv_heads, ctx, compress.metric_intervals);
+  Expected<KvCompressConfig> compress = compress_config(o, ctx);
+  if (!compress.ok()) return fail(compress.error());
+  KvCompressor compressor(*compress);
+  KvHeadTable heads(config.n_layers, config.n_kv_heads, ctx, compress->metric_intervals);
   KeptShare kept;
 
   double nll = 0.0;
@@ -132,17 +157,14 @@ int run_perplexity(const PerplexityOptions& o) {
     std::vector<int32_t> window(tokens.begin() + chunk * ctx, tokens.begin() + (chunk + 1) * ctx);
     if (add_bos) window[0] = *tokenizer->bos();
     if (!o.kv_keep) {
-      ForwardSequence sequence;
-      sequence.n_tokens = ctx;
-      sequence.page_table = pages;
-      sequence.all_logits = true;
+      // The whole window in one pass, every position's logits.
+      ForwardSequence sequence{.n_tokens = ctx, .page_table = pages, .all_logits = true};
       ForwardBatch batch{window, std::span<const ForwardSequence>(&sequence, 1)};
-      Status status = (*forward)->run(batch, *kv, pool, logits);
-      if (!status.ok()) return fail(status.error());
+      if (Status s = (*forward)->run(batch, *kv, pool, logits); !s.ok()) return fail(s.error());
     } else {
       // Steps of kv_compress_every tokens, the last metric_window of each adding to the metric,
       // the cache compressed after each.
-      heads = KvHeadTable(config.n_layers, config.n_kv_heads, ctx, compress.metric_intervals);
+      heads = KvHeadTable(config.n_layers, config.n_kv_heads, ctx, compress->metric_intervals);
       for (int64_t begin = 0; begin < ctx; begin += o.kv_compress_every) {
         ForwardSequence sequence;
         sequence.start_pos = begin;
@@ -150,7 +172,7 @@ int run_perplexity(const PerplexityOptions& o) {
         sequence.page_table = pages;
         sequence.all_logits = true;
         sequence.heads = &heads;
-        sequence.metric_tokens = std::min(compress.metric_window, sequence.n_tokens);
+        sequence.metric_tokens = std::min(compress->metric_window, sequence.n_tokens);
         ForwardBatch batch{std::span<const int32_t>(window).subspan(begin, sequence.n_tokens),
                            std::span<const ForwardSequence>(&sequence, 1)};
         Status status = (*forward)->run(batch, *kv, pool,
@@ -165,20 +187,15 @@ int run_perplexity(const PerplexityOptions& o) {
         compressor.compress(begin + sequence.n_tokens, heads, *kv, pages);
       }
     }
-    for (int64_t j = ctx / 2; j < ctx - 1; ++j) {
-      nll += negative_log_likelihood(&logits[j * config.n_vocab], config.n_vocab, window[j + 1]);
-      ++scored;
-    }
+    nll += second_half_nll(logits, window, config.n_vocab);
+    scored += ctx - 1 - ctx / 2;  // the positions second_half_nll scores
     fmt::print("[{}]{:.4f},", chunk + 1, std::exp(nll / scored));
     std::fflush(stdout);
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("\n");
   fmt::print(stderr, "{:.1f} s, {:.1f} tokens/s\n", seconds, n_chunks * ctx / seconds);
-  fmt::print("perplexity: {:.4f}\n", std::exp(nll / scored));
-  if (o.kv_keep)
-    fmt::print("kv kept: {:.4f} of the positions (longest head, scored steps)\n",
-               kept.entries / kept.positions);
+  print_result(nll / double(scored), o.kv_keep ? std::optional<KeptShare>(kept) : std::nullopt);
   return 0;
 }
 

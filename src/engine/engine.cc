@@ -275,9 +275,12 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
     seq.pooling = request.pooling;
     seq.embedding.resize(size_t(setup_.embedding_size));  // here, so that no step allocates it
   }
-  accepted.output = std::make_unique<OutputProcessor>(
-      codec_->start_stream(), std::move(request.stop),
-      request.reply_format == ReplyFormat::kHarmony ? codec_->harmony_tokens() : std::nullopt);
+  OutputProcessor::ReplyReading reading;
+  if (request.reply_format == ReplyFormat::kHarmony) reading.harmony = codec_->harmony_tokens();
+  reading.tool_call_syntax = request.tool_call_syntax;
+  reading.parallel_tool_calls = request.parallel_tool_calls;
+  accepted.output = std::make_unique<OutputProcessor>(codec_->start_stream(),
+                                                      std::move(request.stop), std::move(reading));
   return std::nullopt;
 }
 

@@ -19,11 +19,15 @@ Status validate_stop_strings(const std::vector<std::string>& stop) {
 }
 
 OutputProcessor::OutputProcessor(std::unique_ptr<TokenTextStream> text,
-                                 std::vector<std::string> stop,
-                                 std::optional<HarmonyTokens> harmony)
-    : text_(std::move(text)) {
+                                 std::vector<std::string> stop, ReplyReading reading)
+    : text_(std::move(text)), parallel_tool_calls_(reading.parallel_tool_calls) {
   if (!stop.empty()) stop_.emplace(std::move(stop));
-  if (harmony) harmony_.emplace(*harmony);
+  if (reading.harmony) {
+    harmony_.emplace(*reading.harmony);
+    harmony_calls_ = reading.tool_call_syntax.has_value();
+  } else if (reading.tool_call_syntax && *reading.tool_call_syntax != ToolCallSyntax::kHarmony) {
+    tool_calls_.emplace(*reading.tool_call_syntax);
+  }
 }
 
 Expected<bool> OutputProcessor::push(TokenId token, const std::optional<TokenLogprobs>& logprobs,
@@ -72,7 +76,7 @@ void OutputProcessor::release(std::optional<size_t> released, std::vector<TokenE
   while (!pending_.empty()) {
     Pending& p = pending_.front();
     if (released && p.start + p.event.text.size() > *released) return;
-    ready.push_back(std::move(p.event));
+    emit(std::move(p.event), ready);
     pending_.pop_front();
   }
 }
@@ -91,7 +95,7 @@ void OutputProcessor::cut_at(size_t at, std::vector<TokenEvent>& ready) {
       p.event.logprobs.reset();
       if (p.event.token) ++dropped;
     }
-    ready.push_back(std::move(p.event));
+    emit(std::move(p.event), ready);
   }
   pending_.clear();
   kept_tokens_ = pushed_tokens_ - dropped;
@@ -116,7 +120,25 @@ void OutputProcessor::finish(std::vector<TokenEvent>& ready) {
     release(std::nullopt, ready);  // what a stop string could still have started
   }
   if (ready.empty()) ready.emplace_back();
-  if (harmony_) ready.back().tool_calls = harmony_->tool_calls();
+  finish_tool_calls(ready);
+}
+
+void OutputProcessor::emit(TokenEvent event, std::vector<TokenEvent>& ready) {
+  if (tool_calls_ && !event.text.empty()) event.text = tool_calls_->push(event.text);
+  ready.push_back(std::move(event));
+}
+
+void OutputProcessor::finish_tool_calls(std::vector<TokenEvent>& ready) {
+  // Rule: the calls go on the last event, after any content the reader held back; without
+  // parallel tool calls, only the first (for every reply format, here only).
+  TokenEvent& last = ready.back();
+  if (tool_calls_) {
+    last.text += tool_calls_->finish();
+    last.tool_calls = tool_calls_->tool_calls();
+  } else if (harmony_calls_) {
+    last.tool_calls = harmony_->tool_calls();
+  }
+  if (!parallel_tool_calls_ && last.tool_calls.size() > 1) last.tool_calls.resize(1);
 }
 
 }  // namespace drift

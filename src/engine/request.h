@@ -150,6 +150,15 @@ struct Request {
   // carry the stop string, nor the logprobs of tokens that wrote only it (output_processor.h).
   std::vector<std::string> stop;
   ReplyFormat reply_format = ReplyFormat::kText;
+  // Set (a chat with tools): the reply is read for tool calls, which go on its finish event
+  // (TokenEvent::tool_calls) and never into its text. A kText reply is read in this syntax
+  // (chat/tool_call_reply.h: content streams while text that may be a call waits for the end); a
+  // kHarmony reply's calls are its messages to functions.NAME, whatever the syntax says (and the
+  // syntax kHarmony on a kText reply reads none: a model without harmony's marker tokens is read
+  // as text, as parse_tool_calls reads it). Stop strings apply first: a call is read from the
+  // text they left. Absent: no calls are reported.
+  std::optional<ToolCallSyntax> tool_call_syntax;
+  bool parallel_tool_calls = true;  // false: only a reply's first call is kept
 };
 
 // Most choices (OpenAI's and vLLM's n) one request may ask for, in every front end.
@@ -229,8 +238,9 @@ struct TokenEvent {
   // Text that became final with this event: always valid UTF-8, never half a character (bytes
   // of an incomplete character are held back; at the end, ones that never completed become
   // U+FFFD). The deltas of a request concatenate to the decode of its generated tokens, up to
-  // its first stop string. A token's text goes out with its own event, once no stop string can
-  // take it back; the finish event may carry text of no token (bytes completed at the end).
+  // its first stop string (less its tool calls' text, when it is read for them). A token's text
+  // goes out with its own event, once no stop string can take it back; the finish event may carry
+  // text of no token (bytes completed at the end).
   std::string text;
   // A kHarmony reply's reasoning (its analysis channel) that became final; `text` is its content.
   std::string reasoning;
@@ -240,7 +250,7 @@ struct TokenEvent {
   // An embedding request's vector (one float per hidden unit of the model, unit L2 norm), on its
   // finish event.
   std::vector<float> embedding;
-  // A kHarmony reply's complete tool calls, on its finish event.
+  // The reply's complete tool calls (Request::tool_call_syntax), on its finish event.
   std::vector<ParsedToolCall> tool_calls;
   // Set on the request's last event, exactly once.
   std::optional<Finish> finish;

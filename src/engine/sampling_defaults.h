@@ -2,7 +2,8 @@
 // up, so the CLI, the server and the Python package share one answer (the server keeps no copy):
 //
 //   1. the operator's settings (flags such as `drift serve --temp 0.7`), then
-//   2. the model's recommendation, its general.sampling.* metadata (as llama.cpp reads it), then
+//   2. the model's recommendation, its general.sampling.* metadata (as llama.cpp reads it; read by
+//      model/recommended_sampling.h into ModelFacts::recommended_sampling), then
 //   3. llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05 — which small
 //      models need to answer coherently; sampling from the full distribution turns them to word
 //      salad.
@@ -22,8 +23,6 @@
 
 namespace drift {
 
-class GgufFile;
-
 // What the defaults fall back to (--sampling-defaults).
 enum class SamplingDefaultsBase {
   kModel,     // the model's recommendation, else llama.cpp's defaults
@@ -38,14 +37,6 @@ Expected<SamplingDefaultsBase> parse_sampling_defaults_base(std::string_view nam
 enum class SamplingSource { kOperator, kModel, kLlamaCpp, kOpenAI };
 // configured|model|llama.cpp|openai
 std::string_view sampling_source_name(SamplingSource source);
-
-// A model's sampling recommendation (general.sampling.* keys), and the keys drift could not use,
-// each with the reason (an unknown sampler in the sequence, an out-of-range value, ...).
-struct RecommendedSampling {
-  SamplingSettings settings;
-  std::vector<std::string> ignored;
-};
-RecommendedSampling read_recommended_sampling(const GgufFile& file);
 
 // The defaults in force: a value for every field that has one, and where each came from.
 struct SamplingDefaults {

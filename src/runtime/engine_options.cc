@@ -9,6 +9,8 @@ namespace drift {
 
 namespace {
 
+constexpr double kBytesPerMib = 1024.0 * 1024.0;
+
 // The numbers the conversion itself must trust (a size cast to bytes, milliseconds to seconds);
 // the engine checks the rest of the configuration when it is set up.
 Status check_numbers(const EngineOptions& o) {
@@ -33,9 +35,27 @@ Status check_numbers(const EngineOptions& o) {
 
 }  // namespace
 
+const EngineConfig& program_engine_defaults() {
+  // The programs' three decisions (engine_options.h says why); everything else is EngineConfig's.
+  static const EngineConfig defaults = [] {
+    EngineConfig c;
+    c.threads = 2;
+    c.scheduler.max_num_seqs = 16;
+    c.scheduler.spec.mode = SpecMode::kAuto;
+    c.scheduler.spec.pool_entries = int64_t(8 * kBytesPerMib) / int64_t(NgramPool::kEntryBytes);
+    return c;
+  }();
+  return defaults;
+}
+
+double spec_pool_mib_of(int64_t pool_entries) {
+  return double(pool_entries) * double(NgramPool::kEntryBytes) / kBytesPerMib;
+}
+
 Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
   if (Status s = check_numbers(o); !s.ok()) return s.error();
-  EngineConfig config;
+  // What no option sets stays the programs' default.
+  EngineConfig config = program_engine_defaults();
   config.threads = o.threads;
   config.scheduler.max_num_seqs = o.parallel;
   config.scheduler.max_num_batched_tokens = std::max(o.batch_tokens, o.parallel);
@@ -83,13 +103,15 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
     config.scheduler.spec.mode = SpecMode::kAuto;
   } else if (o.spec == "ngram") {
     config.scheduler.spec.mode = SpecMode::kNgram;
-  } else if (o.spec != "none") {
+  } else if (o.spec == "none") {
+    config.scheduler.spec.mode = SpecMode::kNone;
+  } else {
     return make_error("spec: expected auto, ngram or none, got '{}'", o.spec);
   }
   if (!(o.spec_pool_mib >= 0 && o.spec_pool_mib <= 16384))
     return make_error("spec_pool_mib must be in [0, 16384], got {}", o.spec_pool_mib);
   config.scheduler.spec.pool_entries =
-      int64_t(o.spec_pool_mib * 1024 * 1024) / int64_t(NgramPool::kEntryBytes);
+      int64_t(o.spec_pool_mib * kBytesPerMib) / int64_t(NgramPool::kEntryBytes);
   return config;
 }
 

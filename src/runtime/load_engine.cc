@@ -9,6 +9,7 @@
 #include "executor/cpu_executor.h"
 #include "kv_events/zmq_kv_event_publisher.h"
 #include "model/model.h"
+#include "model/recommended_sampling.h"
 #include "runtime/failing_executor.h"
 #include "runtime/model_identity.h"
 #include "tokenizer/chat_prompt.h"

@@ -102,7 +102,7 @@ void Generation::on_event(size_t index, TokenEvent event) {
   if (!event.finish) return;
   const Finish& f = *event.finish;
   if (f.stop_string) ++outcome_.stop_string_matches;
-  c.harmony_calls = std::move(event.tool_calls);
+  take_tool_calls(c, std::move(event.tool_calls));
   finish_choice(index, {f.reason == FinishReason::kLength ? "length" : "stop", f.stop_string,
                         f.usage.completion_tokens, f.usage.cached_prompt_tokens});
 }
@@ -132,16 +132,6 @@ void Generation::emit_text(size_t index, std::string text) {
     c.text += text;
     return;
   }
-  if (spec_.tool_call_syntax) {
-    // Text that may be (the start of) a call waits for the reply's end (finish_choice).
-    c.reply += text;
-    const size_t streamable = streamable_content_length(*spec_.tool_call_syntax, c.reply);
-    if (streamable <= c.reply_sent) return;
-    const std::string_view fresh =
-        std::string_view(c.reply).substr(c.reply_sent, streamable - c.reply_sent);
-    c.reply_sent = streamable;
-    return send_content(index, fresh);
-  }
   send_content(index, text);
 }
 
@@ -153,38 +143,19 @@ void Generation::send_content(size_t index, std::string_view text) {
   send(spec_.codec->content_delta(int32_t(index), text, std::move(logprobs)));
 }
 
-std::string Generation::take_tool_calls(ChoiceState& c, std::string_view reply) {
-  ParsedReply parsed = parse_tool_calls(*spec_.tool_call_syntax, reply);
-  if (!spec_.parallel_tool_calls && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
-  for (ParsedToolCall& call : parsed.tool_calls)
+void Generation::take_tool_calls(ChoiceState& c, std::vector<ParsedToolCall> calls) {
+  for (ParsedToolCall& call : calls)
     c.tool_calls.push_back({new_tool_call_id(spec_.codec->tool_call_id_prefix()),
                             std::move(call.name), std::move(call.arguments)});
-  return std::move(parsed.content);
 }
 
 void Generation::finish_choice(size_t index, ChoiceEnd end) {
   ChoiceState& c = choices_[index];
   std::string& reason = end.reason;
-  if (spec_.harmony && spec_.tool_call_syntax) {
-    // The engine read the calls from the tokens; the content was sent (or kept) as it came.
-    std::vector<ParsedToolCall> calls = std::move(c.harmony_calls);
-    if (!spec_.parallel_tool_calls && calls.size() > 1) calls.resize(1);
-    for (ParsedToolCall& call : calls)
-      c.tool_calls.push_back({new_tool_call_id(spec_.codec->tool_call_id_prefix()),
-                              std::move(call.name), std::move(call.arguments)});
-    if (spec_.stream && !c.tool_calls.empty())
-      send(spec_.codec->tool_calls(int32_t(index), c.tool_calls));
-    if (!c.tool_calls.empty() && reason == "stop") reason = "tool_calls";
-  } else if (spec_.tool_call_syntax) {
-    if (spec_.stream) {
-      // What was held back: content (or, for a generic reply, the "response" inside its JSON),
-      // then the calls.
-      send_content(index, take_tool_calls(c, std::string_view(c.reply).substr(c.reply_sent)));
-      if (!c.tool_calls.empty()) send(spec_.codec->tool_calls(int32_t(index), c.tool_calls));
-    } else {
-      c.text = take_tool_calls(c, c.text);
-    }
-    if (!c.tool_calls.empty() && reason == "stop") reason = "tool_calls";
+  // The engine's finish event carried the reply's calls, after the content it held back.
+  if (!c.tool_calls.empty()) {
+    if (spec_.stream) send(spec_.codec->tool_calls(int32_t(index), c.tool_calls));
+    if (reason == "stop") reason = "tool_calls";
   }
   c.finish_reason = reason;
   c.stop_string = end.stop_string;

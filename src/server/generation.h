@@ -1,6 +1,7 @@
 // One completion or chat request in flight: its n engine requests (choices), the text each has
 // produced, and the response — whole JSON, or an SSE stream. The engine's output processor has
-// cut the text at stop strings and read a harmony reply's channels; this only serializes. It lives
+// cut the text at stop strings, read a harmony reply's channels and read the reply's tool calls
+// (Request::tool_call_syntax); this only serializes (and gives each call its id). It lives
 // on the I/O thread: engine events arrive on the engine's worker thread and are posted here, so no
 // socket is ever touched by the engine.
 //
@@ -20,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "chat/tool_call_syntax.h"
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/http_server.h"
@@ -61,10 +61,6 @@ struct GenerationSpec {
   std::string grammar_param = "response_format";
   // Set when the request asked for logprobs: the text of a token id, for the response.
   TokenTextFn token_text;
-  // Chat with tools (tool_choice other than "none"): each reply is read for tool calls in the
-  // model's syntax; a stream holds back text that may start a call and sends each call whole.
-  std::optional<ToolCallSyntax> tool_call_syntax;
-  bool parallel_tool_calls = true;  // false: only a reply's first call is kept
   // Chat with a harmony model: the engine reads each reply (Request::reply_format kHarmony) into
   // reasoning_content, content and tool calls; stop strings apply to the content.
   bool harmony = false;
@@ -91,16 +87,13 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::vector<TokenLogprobEntry> logprobs;  // every token's, in order
     size_t logprobs_sent = 0;                 // streaming: entries already in a chunk
     int64_t text_sent = 0;                    // streaming: bytes of text already sent
-    std::string reply;                        // with tools, streaming: the reply's text so far
-    size_t reply_sent = 0;  // with tools, streaming: bytes of `reply` sent as content
-    std::vector<ToolCall> tool_calls;
-    std::vector<ParsedToolCall> harmony_calls;  // a harmony reply's, from its finish event
-    std::string reasoning;                      // non-streaming, harmony: the reasoning_content
-    std::optional<std::string> stop_string;     // the stop string that ended the choice
-    int64_t cached_prompt_tokens = 0;           // the engine's count, from the finish event
+    std::vector<ToolCall> tool_calls;         // the engine's, from the finish event, with ids
+    std::string reasoning;                    // non-streaming, harmony: the reasoning_content
+    std::optional<std::string> stop_string;   // the stop string that ended the choice
+    int64_t cached_prompt_tokens = 0;         // the engine's count, from the finish event
   };
-  // With tools: the reply's calls (ids given here), and its content around them.
-  std::string take_tool_calls(ChoiceState& c, std::string_view reply);
+  // The calls the engine read from the reply, each given an id in the codec's shape.
+  void take_tool_calls(ChoiceState& c, std::vector<ParsedToolCall> calls);
   // Streaming: the logprobs not yet sent, as JSON (null when none are pending or wanted).
   nlohmann::json take_pending_logprobs(ChoiceState& c);
 

@@ -215,9 +215,7 @@ std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(Generation
   if (parsed.codec) spec.codec = parsed.codec(spec.meta);
   spec.stream = options.stream;
   spec.include_usage = options.include_usage;
-  spec.tool_call_syntax = parsed.tool_call_syntax;
   spec.harmony = parsed.harmony;
-  spec.parallel_tool_calls = parsed.parallel_tool_calls;
   if (options.constraint) spec.grammar_param = options.constraint->param;
   if (options.logprobs) {
     options.sampling.logprobs = *options.logprobs;
@@ -242,6 +240,8 @@ std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(Generation
     request.kv_keep = options.kv_keep;
     request.stop = options.stop;
     if (parsed.harmony) request.reply_format = ReplyFormat::kHarmony;
+    request.tool_call_syntax = parsed.tool_call_syntax;
+    request.parallel_tool_calls = parsed.parallel_tool_calls;
     Expected<std::vector<Request>> choices = fan_out_choices(request, options.n);
     if (!choices.ok()) return bad_request(choices.error().message, "n");
     for (size_t i = 0; i < choices->size(); ++i) {

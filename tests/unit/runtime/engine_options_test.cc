@@ -1,5 +1,6 @@
 // The engine options' conversion to an EngineConfig, for the options a command's flags and the
-// Python keyword arguments share: speculative decoding's modes.
+// Python keyword arguments share: their defaults (EngineConfig's, but for the programs' three
+// named decisions) and speculative decoding's modes.
 #include "runtime/engine_options.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,68 @@
 
 namespace drift {
 namespace {
+
+// Every option left unset gives what EngineConfig says: a literal written into EngineOptions (or a
+// flag's default) that disagrees with the engine fails here.
+TEST(EngineOptions, NoOptionsGiveTheProgramsEngineConfig) {
+  Expected<EngineConfig> got = to_engine_config(EngineOptions{});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  const EngineConfig& want = program_engine_defaults();
+  EXPECT_EQ(got->threads, want.threads);
+  EXPECT_EQ(got->scheduler.max_num_seqs, want.scheduler.max_num_seqs);
+  EXPECT_EQ(got->scheduler.max_num_batched_tokens, want.scheduler.max_num_batched_tokens);
+  EXPECT_EQ(got->scheduler.enable_chunked_prefill, want.scheduler.enable_chunked_prefill);
+  EXPECT_EQ(got->scheduler.admission, want.scheduler.admission);
+  EXPECT_EQ(got->scheduler.policy, want.scheduler.policy);
+  EXPECT_EQ(got->scheduler.kv_compress.keep, want.scheduler.kv_compress.keep);
+  EXPECT_EQ(got->scheduler.kv_compress.policy, want.scheduler.kv_compress.policy);
+  EXPECT_EQ(got->scheduler.spec.mode, want.scheduler.spec.mode);
+  EXPECT_EQ(got->scheduler.spec.pool_entries, want.scheduler.spec.pool_entries);
+  EXPECT_EQ(got->kv.page_size, want.kv.page_size);
+  EXPECT_EQ(got->kv.dtype, want.kv.dtype);
+  EXPECT_EQ(got->kv.budget.bytes, want.kv.budget.bytes);
+  EXPECT_EQ(got->kv.budget.ram_fraction, want.kv.budget.ram_fraction);
+  EXPECT_EQ(got->kv.enable_prefix_caching, want.kv.enable_prefix_caching);
+  EXPECT_EQ(got->kv.hybrid, want.kv.hybrid);
+  EXPECT_EQ(got->kv.disk_dir, want.kv.disk_dir);
+  EXPECT_EQ(got->kv.disk_gib, want.kv.disk_gib);
+  EXPECT_EQ(got->max_model_len, want.max_model_len);
+  EXPECT_EQ(got->max_model_len_limit, want.max_model_len_limit);
+  EXPECT_EQ(got->default_max_tokens, want.default_max_tokens);
+  EXPECT_EQ(got->max_queued_requests, want.max_queued_requests);
+  EXPECT_EQ(got->latency.target_itl_seconds, want.latency.target_itl_seconds);
+  EXPECT_EQ(got->latency.idle_step_seconds, want.latency.idle_step_seconds);
+  EXPECT_EQ(got->latency.target_ttft_seconds, want.latency.target_ttft_seconds);
+  EXPECT_EQ(got->latency.max_ttft_seconds, want.latency.max_ttft_seconds);
+  EXPECT_EQ(got->sessions.max_sessions, want.sessions.max_sessions);
+  EXPECT_EQ(got->sessions.max_total_tokens, want.sessions.max_total_tokens);
+  EXPECT_EQ(got->sessions.idle_ttl_seconds, want.sessions.idle_ttl_seconds);
+}
+
+// The programs' defaults are EngineConfig's but for the decisions engine_options.h names: threads,
+// sequences at once and speculative decoding. A new difference must be added there, and here.
+TEST(EngineOptions, TheProgramsDifferFromTheLibraryOnlyInTheirNamedDecisions) {
+  const EngineConfig& programs = program_engine_defaults();
+  const EngineConfig library;
+  EXPECT_EQ(programs.threads, 2);
+  EXPECT_EQ(library.threads, 1);
+  EXPECT_EQ(programs.scheduler.max_num_seqs, 16);
+  EXPECT_EQ(library.scheduler.max_num_seqs, 64);
+  EXPECT_EQ(programs.scheduler.spec.mode, SpecMode::kAuto);
+  EXPECT_EQ(library.scheduler.spec.mode, SpecMode::kNone);
+  EXPECT_EQ(EngineOptions{}.spec_pool_mib, 8.0);
+  EXPECT_EQ(library.scheduler.spec.pool_entries, 0);
+  // Everything else is the library's.
+  EXPECT_EQ(programs.scheduler.max_num_batched_tokens, library.scheduler.max_num_batched_tokens);
+  EXPECT_EQ(programs.scheduler.spec.max_draft_tokens, library.scheduler.spec.max_draft_tokens);
+  EXPECT_EQ(programs.kv.page_size, library.kv.page_size);
+  EXPECT_EQ(programs.kv.dtype, library.kv.dtype);
+  EXPECT_EQ(programs.kv.budget.ram_fraction, library.kv.budget.ram_fraction);
+  EXPECT_EQ(programs.kv.disk_gib, library.kv.disk_gib);
+  EXPECT_EQ(programs.max_queued_requests, library.max_queued_requests);
+  EXPECT_EQ(programs.latency.target_itl_seconds, library.latency.target_itl_seconds);
+  EXPECT_EQ(programs.sampling_defaults, library.sampling_defaults);
+}
 
 TEST(EngineOptions, SpecAutoAndNgramDraftFromTheRequestNoneTurnsItOff) {
   EngineOptions o;

@@ -430,13 +430,14 @@ class Driver {
  public:
   // `prefix_cache`: the hash of a prefix cache over the KV pages, or none for no prefix caching.
   // `kv_groups`: the KV groups' windows (kv_layout.h), group 0 first; empty: one group.
+  // `draft_model`: the scheduler's draft proposer (none: no draft model); outlives the driver.
   Driver(const SchedulerConfig& config, int32_t num_pages, int32_t page_size, FakeModel model = {},
          std::vector<TokenId> eos = {0}, std::optional<PrefixHashFn> prefix_cache = std::nullopt,
-         std::vector<KVGroup> kv_groups = {})
+         std::vector<KVGroup> kv_groups = {}, DraftProposer* draft_model = nullptr)
       : kv_(make_kv(num_pages, page_size, std::move(kv_groups))),
         model_(model),
         prefix_(prefix_cache ? std::make_unique<PrefixCache>(kv_, *prefix_cache) : nullptr),
-        scheduler_(make_scheduler(config, std::move(eos))),
+        scheduler_(make_scheduler(config, std::move(eos), draft_model)),
         executor_(kv_, model, config.kv_compress) {}
 
   // Submits; records a rejection with its reason.
@@ -543,8 +544,10 @@ class Driver {
     return std::move(kv).value();
   }
   std::unique_ptr<EngineScheduler> make_scheduler(const SchedulerConfig& config,
-                                                  std::vector<TokenId> eos) {
-    auto s = EngineScheduler::create(config, std::move(eos), kv_, log_, prefix_.get());
+                                                  std::vector<TokenId> eos,
+                                                  DraftProposer* draft_model) {
+    auto s = EngineScheduler::create(config, std::move(eos), kv_, log_, prefix_.get(), nullptr,
+                                     draft_model);
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
     return std::move(s).value();
   }

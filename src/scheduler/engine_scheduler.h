@@ -324,11 +324,11 @@ class EngineScheduler {
   // Compressed sequences ended since the last plan: the next plan tells the executor.
   std::vector<SeqId> kv_tables_to_release_;
   NgramDraftConfig ngram_;
-  NgramPool pool_;                      // drafts shared across requests (empty: none)
-  std::vector<TokenId> draft_scratch_;  // [spec.max_draft_tokens] one sequence's draft
-  SpecAutoGate spec_gate_;              // --spec auto's judge of drafts
-  DraftProposer* draft_model_;          // nullptr: no draft model
-  std::vector<DraftAsk> draft_asks_;    // [max_num_seqs] scratch of ask_draft_model
+  NgramPool pool_;                           // drafts shared across requests (empty: none)
+  std::vector<TokenId> draft_scratch_;       // [spec.max_draft_tokens] one sequence's draft
+  SpecAutoGate spec_gate_;                   // --spec auto's judge of drafts
+  DraftProposer* draft_model_;               // nullptr: no draft model
+  std::vector<DraftAsk> draft_asks_;         // [max_num_seqs] scratch of ask_draft_model
   std::vector<SequenceState*> draft_asked_;  // [max_num_seqs] the sequence of each ask
   // The step last executed, for observe_step_seconds: its decoding sequences as the draft budget
   // counted them (0: no decode, or prefill in it: not measured) and the tokens it committed.

@@ -64,8 +64,9 @@ void EngineScheduler::ask_draft_model() {
   // Rule: the draft model drafts for every decoding sequence that may carry a draft this step,
   // except where its own history has a long n-gram match (spec.ngram_over_model_match tokens: a
   // verbatim repeat predicts better than a small model and costs nothing) or it has a grammar
-  // (grammar_drafts: its forced tokens, then n-grams). One batch, so k draft tokens cost k passes of the draft model whatever the batch.
-  // A draft the step then has no room for is cut or unused (the draft model rolls it back).
+  // (grammar_drafts: its forced tokens, then n-grams). One batch, so k draft tokens cost k passes
+  // of the draft model whatever the batch. A draft the step then has no room for is cut or unused
+  // (the draft model rolls it back).
   draft_asks_.clear();
   draft_asked_.clear();
   for (SequenceState* s : running_) {
@@ -80,8 +81,8 @@ void EngineScheduler::ask_draft_model() {
     int32_t matched = 0;
     propose_ngram_draft(seq.tokens, ngram_, std::span<TokenId>(draft_scratch_.data(), 1), &matched);
     if (matched >= config_.spec.ngram_over_model_match) continue;
-    draft_asks_.push_back(DraftAsk{seq.id, seq.tokens,
-                                   std::span<TokenId>(seq.model_draft.data(), size_t(limit))});
+    draft_asks_.push_back(
+        DraftAsk{seq.id, seq.tokens, std::span<TokenId>(seq.model_draft.data(), size_t(limit))});
     draft_asked_.push_back(&seq);
   }
   if (draft_asks_.empty()) return;

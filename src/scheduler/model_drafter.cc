@@ -4,8 +4,7 @@
 
 namespace drift {
 
-ModelDrafter::ModelDrafter(Executor& executor, KVCacheManager& kv,
-                           const ModelDrafterConfig& config)
+ModelDrafter::ModelDrafter(Executor& executor, KVCacheManager& kv, const ModelDrafterConfig& config)
     : executor_(executor), kv_(kv), config_(config), slots_(size_t(config.max_sequences)) {
   // Size everything a pass touches once, so that drafting allocates nothing after warm-up.
   const size_t seqs = size_t(config.max_sequences);
@@ -105,8 +104,7 @@ bool ModelDrafter::add_item(Slot& slot, int32_t num_tokens, std::span<const Toke
   item.prompt_len = int32_t(history.size());
   item.kv_slots = item.start_position;
   plan_.block_table.insert(plan_.block_table.end(), pages.begin(), pages.end());
-  plan_.token_ids.insert(plan_.token_ids.end(), slot.tokens.end() - num_tokens,
-                         slot.tokens.end());
+  plan_.token_ids.insert(plan_.token_ids.end(), slot.tokens.end() - num_tokens, slot.tokens.end());
   plan_.items.push_back(item);
   (num_tokens == 1 ? plan_.num_decode_tokens : plan_.num_prefill_tokens) += num_tokens;
   item_slots_.push_back(&slot);

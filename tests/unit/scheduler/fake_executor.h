@@ -57,6 +57,9 @@ struct FakeModel {
   // The next token does not depend on the sequence either, as a real model's does not: equal
   // histories continue alike in every sequence (what drafts shared across requests predict).
   bool same_for_every_sequence = false;
+  // A draft model that is sometimes wrong: about one token in differ_one_in is the next token
+  // id instead of the one a model without it gives (nullopt: never).
+  std::optional<uint32_t> differ_one_in;
 
   TokenId next_token(SeqId seq, std::span<const TokenId> history) const {
     uint64_t h = 1469598103934665603ull;
@@ -65,7 +68,9 @@ struct FakeModel {
     for (TokenId t : history) h = (h ^ uint64_t(uint32_t(t))) * 1099511628211ull;
     h ^= h >> 29;
     if (eos_one_in && h % *eos_one_in == 0) return eos;
-    return 1 + TokenId(h % uint64_t(vocab - 1));
+    const TokenId t = 1 + TokenId(h % uint64_t(vocab - 1));
+    if (differ_one_in && (h >> 17) % *differ_one_in == 0) return t == vocab - 1 ? 1 : t + 1;
+    return t;
   }
 
   // What FakeExecutor pools for a prompt into `dim` floats.

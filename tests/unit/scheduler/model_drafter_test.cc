@@ -4,6 +4,8 @@
 // or a catch-up that skips a token, fails the test). A draft model equal to the target is always
 // right, one with another vocabulary always wrong; either way the output is exactly that of one
 // token a step, and every page of both caches comes back.
+#include "scheduler/model_drafter.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -11,7 +13,6 @@
 
 #include "fake_executor.h"
 #include "scheduler/engine_scheduler.h"
-#include "scheduler/model_drafter.h"
 
 namespace drift {
 namespace {
@@ -25,6 +26,8 @@ using testing::make_request;
 FakeModel target_model() { return FakeModel{.vocab = 1000, .eos = 0}; }
 // Another model: its tokens almost never equal the target's.
 FakeModel wrong_model() { return FakeModel{.vocab = 997, .eos = 0}; }
+// The target's tokens but about one in four: drafts partly accepted, the rest rolled back.
+FakeModel partly_right_model() { return FakeModel{.vocab = 1000, .eos = 0, .differ_one_in = 4}; }
 
 SchedulerConfig draft_config(int32_t max_num_seqs = 8) {
   SchedulerConfig c;
@@ -73,6 +76,46 @@ void expect_outputs_match_reference(Driver& d, SeqId first, SeqId last) {
   d.expect_all_released();
 }
 
+// The draft model's greedy continuation of `tokens`, `k` tokens.
+std::vector<TokenId> continuation(const FakeModel& model, SeqId id, std::vector<TokenId> tokens,
+                                  int32_t k) {
+  return model.reference(id, std::move(tokens), k, SamplingParams{.ignore_eos = true});
+}
+
+TEST(ModelDrafter, KeepsWhatItsCacheSharesWithTheTokensAndFeedsTheRest) {
+  const SchedulerConfig c = draft_config();
+  DraftSide draft(target_model(), 64, 4, c);
+  std::vector<TokenId> tokens = make_request(7, 10, 1).prompt;
+  std::vector<TokenId> out(4);
+  DraftAsk ask{7, tokens, out};
+  draft.drafter.propose({&ask, 1});
+  ASSERT_EQ(ask.proposed, 4);
+  EXPECT_EQ(out, continuation(target_model(), 7, tokens, 4));
+  EXPECT_EQ(draft.drafter.stats().catch_up_tokens, 10u);
+  EXPECT_EQ(draft.drafter.stats().passes, 4u);  // one per draft token
+  // The target accepted the first draft token and sampled another than the second: the cache
+  // keeps the accepted one (fed as a draft) and the third's slot is rolled back.
+  const std::vector<TokenId> first = out;
+  tokens.push_back(first[0]);
+  tokens.push_back(first[1] == 1 ? 2 : 1);
+  ask = DraftAsk{7, tokens, out};
+  draft.drafter.propose({&ask, 1});
+  ASSERT_EQ(ask.proposed, 4);
+  EXPECT_EQ(out, continuation(target_model(), 7, tokens, 4));
+  EXPECT_EQ(draft.drafter.stats().catch_up_tokens, 11u);  // only the sampled token
+  EXPECT_EQ(draft.drafter.cached_tokens(7), 12);
+  // Tokens it never proposed (an n-gram draft's): all of them are fed.
+  tokens.push_back(out[0] == 1 ? 2 : 1);
+  tokens.push_back(3);
+  tokens.push_back(4);
+  ask = DraftAsk{7, tokens, out};
+  draft.drafter.propose({&ask, 1});
+  EXPECT_EQ(out, continuation(target_model(), 7, tokens, 4));
+  EXPECT_EQ(draft.drafter.stats().catch_up_tokens, 14u);
+  draft.drafter.release(7);
+  draft.expect_all_released();
+}
+
 TEST(ModelDrafter, DraftModelDrafterNeedsADraftModel) {
   KVCacheManager kv = DraftSide::make_kv(16, 4);
   ProgressLog log;
@@ -109,6 +152,21 @@ TEST(ModelDrafter, AnAlwaysWrongDraftModelChangesNothingButTheSteps) {
   // The rejected drafts were rolled back in the draft KV too (a stale slot fails a read), and
   // the adaptive length cooled drafting down.
   EXPECT_LT(s.spec_draft_model_draft_tokens, 100u);
+  draft.expect_all_released();
+}
+
+TEST(ModelDrafter, APartlyRightDraftModelKeepsTheAcceptedDraftsInItsCache) {
+  const SchedulerConfig c = draft_config();
+  DraftSide draft(partly_right_model(), 64, 4, c);
+  Driver d(c, 64, 4, target_model(), {0}, std::nullopt, {}, &draft.drafter);
+  for (SeqId id = 1; id <= 2; ++id) ASSERT_TRUE(d.submit(make_request(id, 10, 120)));
+  expect_outputs_match_reference(d, 1, 2);
+  const SchedulerStats& s = d.scheduler().stats();
+  // Accepted and rejected drafts both: the draft KV keeps the accepted ones (a rejected one left
+  // in it fails the fake's read of that position) and feeds only what it lacks.
+  EXPECT_GT(s.spec_draft_model_accepted_tokens, 60u);
+  EXPECT_LT(s.spec_draft_model_accepted_tokens, s.spec_draft_model_draft_tokens);
+  EXPECT_LT(draft.drafter.stats().catch_up_tokens, 2u * (10 + 120));
   draft.expect_all_released();
 }
 
@@ -156,6 +214,23 @@ TEST(ModelDrafter, ALongPromptIsCaughtUpInChunksBeforeItsFirstDraft) {
   EXPECT_EQ(cached[3], 24);
   expect_outputs_match_reference(d, 1, 1);
   EXPECT_GT(d.scheduler().stats().spec_draft_model_accepted_tokens, 0u);
+  draft.expect_all_released();
+}
+
+TEST(ModelDrafter, NgramAndModelDraftsInTurnKeepTheDraftCacheTrue) {
+  // Steps drafted by n-grams commit tokens the draft model did not propose: its cache must keep
+  // only what equals the sequence's tokens (a stale slot fails the fake's read).
+  const FakeModel repetitive{.vocab = 12, .eos = 0, .order = 3};
+  FakeModel partly = repetitive;
+  partly.differ_one_in = 3;
+  SchedulerConfig c = draft_config();
+  DraftSide draft(partly, 64, 4, c);
+  Driver d(c, 64, 4, repetitive, {0}, std::nullopt, {}, &draft.drafter);
+  for (SeqId id = 1; id <= 3; ++id) ASSERT_TRUE(d.submit(make_request(id, 6, 150)));
+  expect_outputs_match_reference(d, 1, 3);
+  const SchedulerStats& s = d.scheduler().stats();
+  EXPECT_GT(s.spec_draft_model_accepted_tokens, 0u);
+  EXPECT_GT(s.spec_accepted_tokens - s.spec_draft_model_accepted_tokens, 0u);
   draft.expect_all_released();
 }
 

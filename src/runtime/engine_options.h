@@ -50,8 +50,13 @@ struct EngineOptions {
   std::string kv_evict = "attention";
   // Speculative decoding: auto (n-gram drafts in the steps where they are measured to pay:
   // scheduler/spec_auto_gate.h), ngram (drafts from each request's own prompt and output, and
-  // the pool, always) or none.
+  // the pool, always), draft (the draft model's drafts, or n-grams where they match long) or
+  // none. auto uses the draft model too when one is given.
   std::string spec = "auto";
+  // The draft model (a GGUF with the model's vocabulary) and its KV memory in MiB (absent: the
+  // pages of the context length, engine/draft_model.h).
+  std::optional<std::string> spec_draft_model;
+  std::optional<double> spec_draft_kv_mib;
   // The n-gram pool shared across requests, in MiB (0: none): drafts from other requests'
   // prompts and outputs where a request's own history has none.
   double spec_pool_mib = 8;

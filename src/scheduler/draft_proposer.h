@@ -29,6 +29,9 @@ class DraftProposer {
   // Fills each ask's draft, all asks in one batch. A sequence it cannot draft for this step
   // (memory full, its tokens still being caught up) gets 0 tokens, never an error.
   virtual void propose(std::span<DraftAsk> asks) = 0;
+  // The sequence was admitted (again, after a preemption): what drafting for it needs is set up
+  // now, with the sequence's own admission, so that drafting allocates nothing.
+  virtual void start(SeqId seq) = 0;
   // The sequence ended or was preempted: whatever was kept for it is freed.
   virtual void release(SeqId seq) = 0;
 };

@@ -402,6 +402,7 @@ void EngineScheduler::admit(SequenceState& seq, const CachedPrefix& prefix) {
   seq.prefix = prefix.cursor;
   if (prefix_) prefix_->record_query(seq.total_len(), hit_tokens);
   seq.phase = SequencePhase::kPrefill;
+  if (draft_model_ && !seq.model_draft.empty()) draft_model_->start(seq.id);
   if (!seq.first_admitted_step) {
     seq.first_admitted_step = step_;
     seq.first_prefix_hit_tokens = hit_tokens;

@@ -9,7 +9,8 @@
 // tokens it lacks are fed first (a catch-up prefill, chunked: at most catch_up_tokens a step over
 // all sequences; a sequence still catching up gets no draft that step). A sequence whose pages
 // the pool cannot give gets no draft (the scheduler falls back to n-grams). Nothing is allocated
-// after construction but the KV manager's per-sequence entry at a sequence's first ask.
+// after construction but the KV manager's per-sequence entry, when the sequence is admitted
+// (start).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,7 @@ class ModelDrafter final : public DraftProposer {
   ModelDrafter(Executor& executor, KVCacheManager& kv, const ModelDrafterConfig& config);
 
   void propose(std::span<DraftAsk> asks) override;
+  void start(SeqId seq) override { slot_for(seq, /*open=*/true); }
   void release(SeqId seq) override;
 
   const ModelDrafterStats& stats() const { return stats_; }

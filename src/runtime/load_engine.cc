@@ -105,7 +105,7 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
   std::optional<LoadedModel> draft;
   if (config.spec_draft.model_path && config.scheduler.spec.enabled()) {
     DRIFT_ASSIGN_OR_RETURN(draft, load_draft_model(*config.spec_draft.model_path, model));
-  } else if (config.scheduler.spec.mode == SpecMode::kDraft) {
+  } else if (config.scheduler.spec.enabled() && config.scheduler.spec.mode == SpecMode::kDraft) {
     return make_error("--spec draft needs a draft model: give it with --spec-draft-model PATH");
   }
   auto make_draft = [&](const DraftExecutorSetup& setup) {

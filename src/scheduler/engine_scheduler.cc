@@ -9,7 +9,7 @@ Expected<std::unique_ptr<EngineScheduler>> EngineScheduler::create(
     const SchedulerConfig& config, std::vector<TokenId> eos_token_ids, KVCacheManager& kv,
     ProgressLog& log, PrefixCache* prefix_cache, PrefixDiskTier* tier, DraftProposer* draft_model) {
   DRIFT_RETURN_IF_ERROR(config.validate());
-  if (config.spec.mode == SpecMode::kDraft && !draft_model)
+  if (config.spec.enabled() && config.spec.mode == SpecMode::kDraft && !draft_model)
     return make_error("spec.mode draft needs a draft model (--spec-draft-model), got none");
   for (TokenId id : eos_token_ids)
     if (id < 0) return make_error("eos_token_ids must be >= 0, got {}", id);

@@ -4,7 +4,10 @@
 a summary that quotes its text, a JSON rewrite, the same rewrite of other records, an agent's next
 turn over a tool's output) and on one where it should not (free chat), greedy, one request at a
 time. Modes: none, ngram (own history, then the pool shared across requests), ngram-own (own
-history only), auto (ngram's drafts where drift measures that they pay), and with --llama-bin the
+history only), auto (ngram's drafts where drift measures that they pay), draft (a draft model's
+drafts: --draft-model, default the model itself, which only shows the mechanism: a real pair is a
+smaller model with the same vocabulary), auto-draft (auto with that draft model), and with
+--llama-bin the
 references: llama-server (no drafts) and llama-server-spec (its `--spec-default`, ngram-mod).
 llama-server's texts are compared with llama-server's own (its numerics are not drift's).
 
@@ -18,6 +21,7 @@ changes greedy output). A model without a chat template (a base model) gets each
 a plain "Role: text" transcript through /v1/completions.
 
   bench/spec_decode.py [-m MODEL ...] [--modes none,ngram-own,ngram] [--rounds 3] [-n 192]
+                       [--modes none,draft --draft-model GGUF]
                        [-t 2] [--workloads code_edit,chat]
                        [--llama-bin DIR --modes none,auto,llama-server,llama-server-spec]
 """
@@ -139,6 +143,11 @@ MODES = {
     "ngram": ["--spec", "ngram"],  # own history, then the shared pool
     "ngram-own": ["--spec", "ngram", "--spec-pool-mib", "0"],  # own history only
 }
+# Modes with a draft model (--draft-model, default the benchmarked model itself).
+DRAFT_MODES = {
+    "draft": ["--spec", "draft"],
+    "auto-draft": ["--spec", "auto"],
+}
 # llama-server's modes: its options for each, beside the model, port, threads and one slot.
 LLAMA_MODES = {
     "llama-server": [],
@@ -160,7 +169,11 @@ def server_for(mode, model, args):
             raise SystemExit(f"mode {mode} needs --llama-bin")
         return ServerProcess.llama(args.llama_bin, model, [*LLAMA_MODES[mode], "-np", "1", "-t",
                                                            str(args.threads)])
-    extra = [*MODES.get(mode, ["--spec", mode]), "--parallel", "1", "-t", str(args.threads),
+    if mode in DRAFT_MODES:
+        spec = [*DRAFT_MODES[mode], "--spec-draft-model", args.draft_model or model]
+    else:
+        spec = MODES.get(mode, ["--spec", mode])
+    extra = [*spec, "--parallel", "1", "-t", str(args.threads),
              *args.serve_args]
     return ServerProcess.drift(model, extra, drift=args.drift)
 
@@ -175,6 +188,10 @@ COUNTERS = {  # name in the result: /metrics counter
     "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
     "pool_draft_tokens": "drift:spec_decode_pool_draft_tokens_total",
     "pool_accepted_tokens": "drift:spec_decode_pool_accepted_tokens_total",
+    "model_draft_tokens": "drift:spec_decode_draft_model_draft_tokens_total",
+    "model_accepted_tokens": "drift:spec_decode_draft_model_accepted_tokens_total",
+    "model_seconds": "drift:spec_decode_draft_model_seconds_total",
+    "model_steps": "drift:spec_decode_draft_model_steps_total",
 }
 
 
@@ -243,7 +260,11 @@ def bench_model(model, args):
                     results[w][mode].append(res)
                     print(f"{os.path.basename(model)} round {rnd + 1} {mode:>6} {w:<12} "
                           f"{res['tokens']:4d} tokens {res['decode_tps']:7.1f} t/s, "
-                          f"{res['accepted_tokens']:.0f}/{res['draft_tokens']:.0f} drafts accepted",
+                          f"{res['accepted_tokens']:.0f}/{res['draft_tokens']:.0f} drafts accepted"
+                          + (f", draft model {res['model_accepted_tokens']:.0f}/"
+                             f"{res['model_draft_tokens']:.0f}, "
+                             f"{1e3 * res['model_seconds'] / res['model_steps']:.2f} ms a step"
+                             if res["model_steps"] else ""),
                           file=sys.stderr)
     return results
 
@@ -277,6 +298,15 @@ def report(model, results, args):
                          "same_text": same})
             acc = f"{100 * acceptance:.0f}% of {drafted:.0f}" if acceptance is not None else "-"
             pool = f"{pool_accepted:.0f}/{pool_drafted:.0f}" if pool_drafted else "-"
+            model_drafted = sum(r["model_draft_tokens"] for r in runs)
+            model_accepted = sum(r["model_accepted_tokens"] for r in runs)
+            model_steps = sum(r["model_steps"] for r in runs)
+            model_ms = 1e3 * sum(r["model_seconds"] for r in runs) / model_steps if model_steps else 0
+            rows[-1].update({"model_draft_tokens": model_drafted,
+                             "model_accepted_tokens": model_accepted,
+                             "model_ms_per_step": model_ms})
+            if model_drafted:
+                pool += f"; draft model {model_accepted:.0f}/{model_drafted:.0f}, {model_ms:.1f} ms/step"
             print(f"| {w} | {mode} | {runs[-1]['tokens']} | {fmt_summary(tps)} | {ratio:.2f} | "
                   f"{acc} | {pool} | {'yes' if same else 'NO'} |")
     return rows
@@ -293,12 +323,15 @@ def main():
     parser.add_argument("-n", type=int, default=192, help="max_tokens of each request")
     parser.add_argument("--modes", default="none,ngram",
                         help="drafting modes, the first the baseline: " + ", ".join(MODES) +
+                             ", " + ", ".join(DRAFT_MODES) +
                              ", " + ", ".join(LLAMA_MODES) + " or another --spec value "
                              "(default: %(default)s)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help="comma-separated subset of: " + ", ".join(WORKLOADS))
     parser.add_argument("--llama-bin", help="llama.cpp's bin directory (llama-server), for the "
                                             "llama-server modes")
+    parser.add_argument("--draft-model", help="the draft model of the draft and auto-draft modes "
+                                              "(default: each benchmarked model drafts for itself)")
     parser.add_argument("--serve-args", default="",
                         help="extra options of drift serve, e.g. '--kv-mib 256'")
     args = parser.parse_args()

@@ -195,6 +195,8 @@ nb::dict PyEngine::stats() const {
   d["spec_draft_tokens"] = m.spec_draft_tokens;
   d["spec_accepted_tokens"] = m.spec_accepted_tokens;
   d["spec_pool_draft_tokens"] = m.spec_pool_draft_tokens;
+  d["spec_draft_model_draft_tokens"] = m.spec_draft_model_draft_tokens;
+  d["spec_draft_model_accepted_tokens"] = m.spec_draft_model_accepted_tokens;
   d["spec_pool_accepted_tokens"] = m.spec_pool_accepted_tokens;
   d["spec_pool_bytes"] = m.spec_pool_bytes;
   d["spec_forced_draft_tokens"] = m.spec_forced_draft_tokens;

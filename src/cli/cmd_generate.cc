@@ -107,6 +107,9 @@ void report(const std::vector<RequestRecord>& records, Clock::time_point start,
       {"itl_p99_ms", 1e3 * percentile(itl, 99)},
       {"spec_draft_tokens", metrics.spec_draft_tokens},
       {"spec_accepted_tokens", metrics.spec_accepted_tokens},
+      {"spec_draft_model_draft_tokens", metrics.spec_draft_model_draft_tokens},
+      {"spec_draft_model_accepted_tokens", metrics.spec_draft_model_accepted_tokens},
+      {"spec_draft_model_seconds", metrics.spec_draft_model_seconds},
   };
   fmt::print(stderr,
              "{} requests ({} failed), parallel {}: {} prompt + {} generated tokens in {:.3f} s "
@@ -121,6 +124,12 @@ void report(const std::vector<RequestRecord>& records, Clock::time_point start,
     fmt::print(stderr, "speculative decoding: {} of {} draft tokens accepted ({:.0f}%)\n",
                metrics.spec_accepted_tokens, metrics.spec_draft_tokens,
                100.0 * double(metrics.spec_accepted_tokens) / double(metrics.spec_draft_tokens));
+  if (metrics.spec_draft_model_steps > 0)
+    fmt::print(stderr,
+               "draft model: {} of {} draft tokens accepted, {:.2f} ms a step over {} steps\n",
+               metrics.spec_draft_model_accepted_tokens, metrics.spec_draft_model_draft_tokens,
+               1e3 * metrics.spec_draft_model_seconds / double(metrics.spec_draft_model_steps),
+               metrics.spec_draft_model_steps);
   if (o.stats_json) {
     std::ofstream out(*o.stats_json);
     out << j.dump(2) << "\n";

@@ -37,9 +37,17 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
       ->capture_default_str();
   cmd.add_option("--spec", o.spec,
                  "speculative decoding: auto (ngram's drafts in the steps where they are "
-                 "measured to pay), ngram (drafts from the request's own prompt and output and "
-                 "the shared pool, verified in the same step: greedy output unchanged) or none")
+                 "measured to pay; the draft model's too when one is given), ngram (drafts from "
+                 "the request's own prompt and output and the shared pool, verified in the same "
+                 "step: greedy output unchanged), draft (a draft model's, --spec-draft-model) or "
+                 "none")
       ->capture_default_str();
+  cmd.add_option("--spec-draft-model", o.spec_draft_model,
+                 "draft model of speculative decoding: a smaller GGUF with the model's vocabulary "
+                 "(for --spec draft or auto)");
+  cmd.add_option("--spec-draft-kv-mib", o.spec_draft_kv_mib,
+                 "KV memory of the draft model (default: its pages for the context length)")
+      ->check(CLI::Range(1.0, 1048576.0));
   cmd.add_option("--spec-pool-mib", o.spec_pool_mib,
                  "memory of the n-gram pool shared across requests, whose prompts and outputs "
                  "draft for later ones (0: drafts from each request's own text only)")

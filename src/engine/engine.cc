@@ -9,12 +9,10 @@
 
 namespace drift {
 
-Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
-                                                 const ModelFacts& model,
-                                                 std::shared_ptr<const TextCodec> codec,
-                                                 ExecutorFactory make_executor,
-                                                 std::shared_ptr<const void> executor_resources,
-                                                 std::shared_ptr<KVEventSink> kv_events) {
+Expected<std::unique_ptr<Engine>> Engine::create(
+    const EngineConfig& config, const ModelFacts& model, std::shared_ptr<const TextCodec> codec,
+    ExecutorFactory make_executor, std::shared_ptr<const void> executor_resources,
+    std::shared_ptr<KVEventSink> kv_events, const DraftModelSource* draft) {
   if (!codec) return make_error("codec: the engine needs a tokenizer (text codec), got none");
   std::optional<uint64_t> ram = physical_ram_bytes();
   if (!ram && config.kv.budget.ram_fraction)
@@ -33,13 +31,19 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
     engine->prefix_cache_ =
         std::make_unique<PrefixCache>(engine->kv_, default_prefix_hash, engine->kv_events_.get());
   if (setup.kv_disk_dir) DRIFT_RETURN_IF_ERROR(engine->open_disk_tier(model));
+  if (draft && setup.scheduler.spec.enabled()) {
+    DRIFT_ASSIGN_OR_RETURN(engine->draft_model_,
+                           DraftModel::create(*draft, config, setup, model.vocab_size));
+  }
   DRIFT_ASSIGN_OR_RETURN(
       engine->scheduler_,
       EngineScheduler::create(setup.scheduler, model.eog_token_ids, engine->kv_, engine->log_,
-                              engine->prefix_cache_.get(), engine->disk_tier_.get()));
+                              engine->prefix_cache_.get(), engine->disk_tier_.get(),
+                              engine->draft_model_.get()));
   engine->worker_ = std::make_unique<EngineWorker>(
       *engine->scheduler_, engine->kv_, *engine->executor_, *engine->gateway_, engine->log_,
-      engine->board_, engine->snapshots_, engine->sessions_, setup.latency);
+      engine->board_, engine->snapshots_, engine->sessions_, setup.latency,
+      engine->draft_model_.get());
   // The last engine created in a process is the one whose events a crash prints.
   install_progress_crash_handler(engine->log_);
   engine->crash_handler_installed_ = true;

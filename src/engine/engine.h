@@ -32,6 +32,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/draft_model.h"
 #include "engine/engine_config.h"
 #include "engine/engine_metrics.h"
 #include "engine/gateway.h"
@@ -67,11 +68,12 @@ class Engine {
   // destroyed; the engine never looks inside it. `kv_events`, when given, hears every change to
   // the prefix cache's set of page hashes (kv/kv_event_sink.h; with prefix caching off it hears
   // nothing) and its counts go into metrics(). Programs get an engine for a GGUF file from the
-  // composition root (runtime/load_engine.h); tests pass fakes.
+  // composition root (runtime/load_engine.h); tests pass fakes. `draft`, when given, is the
+  // draft model of speculative decoding (engine/draft_model.h; SpecMode::kDraft needs one).
   static Expected<std::unique_ptr<Engine>> create(
       const EngineConfig& config, const ModelFacts& model, std::shared_ptr<const TextCodec> codec,
       ExecutorFactory make_executor, std::shared_ptr<const void> executor_resources = {},
-      std::shared_ptr<KVEventSink> kv_events = {});
+      std::shared_ptr<KVEventSink> kv_events = {}, const DraftModelSource* draft = nullptr);
 
   // shutdown(kAbort), then removes the crash handler.
   ~Engine();
@@ -187,6 +189,7 @@ class Engine {
   std::unique_ptr<KVDiskStore> disk_store_;
   std::unique_ptr<PrefixDiskTier> disk_tier_;
   std::once_flag disk_written_back_;
+  std::unique_ptr<DraftModel> draft_model_;  // null: none; outlives the scheduler that asks it
   std::unique_ptr<EngineScheduler> scheduler_;
   const std::shared_ptr<Gateway> gateway_;  // shared with handles, which may outlive the engine
   mutable SessionStore sessions_;

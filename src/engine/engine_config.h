@@ -47,6 +47,16 @@ struct KVConfig {
   double disk_gib = 16;  // the most the tier's pages of this model take in disk_dir
 };
 
+// Speculative decoding's draft model (SpecMode::kDraft, and kAuto when there is one): a second
+// GGUF with the target's vocabulary, read by the composition root (runtime/), whose KV cache is
+// its own (engine/draft_model.h).
+struct SpecDraftConfig {
+  std::optional<std::string> model_path;  // none: no draft model
+  // The draft model's KV memory in MiB; 0: the pages of max_model_len tokens plus one per
+  // sequence (its own geometry, dtype as kv.dtype).
+  int64_t kv_mib = 0;
+};
+
 struct EngineConfig {
   // Step budgets, chunked prefill, waiting-queue policy and admission mode. Its max_model_len is
   // not read: the engine sets it to the resolved max_model_len below.
@@ -76,6 +86,7 @@ struct EngineConfig {
   // llama.cpp's defaults, or OpenAI's with sampling_defaults = kOpenAI.
   SamplingSettings sampling;
   SamplingDefaultsBase sampling_defaults = SamplingDefaultsBase::kModel;
+  SpecDraftConfig spec_draft;
 };
 
 // What the engine must know about the model, whichever executor runs it.

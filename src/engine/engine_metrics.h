@@ -92,6 +92,14 @@ struct EngineMetrics {
   // --spec auto: decode steps measured with drafts allowed, and without.
   uint64_t spec_auto_steps_with_drafts = 0;
   uint64_t spec_auto_steps_without_drafts = 0;
+  // The draft model (engine/draft_model.h): its draft tokens verified and accepted; the steps
+  // that asked it, the seconds it spent in them and its forward passes; its KV memory (0: none).
+  uint64_t spec_draft_model_draft_tokens = 0;
+  uint64_t spec_draft_model_accepted_tokens = 0;
+  uint64_t spec_draft_model_steps = 0;
+  double spec_draft_model_seconds = 0;
+  uint64_t spec_draft_model_passes = 0;
+  uint64_t spec_draft_model_kv_bytes = 0;
   // The step cost model (step_cost_model.h), learned from the steps run so far, and what the
   // latency targets made of it: the prefill token budget of the last step, and that step's
   // predicted and measured executor time.

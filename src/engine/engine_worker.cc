@@ -18,7 +18,7 @@ double seconds_between(EngineClock::time_point from, EngineClock::time_point to)
 EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor,
                            Gateway& gateway, ProgressLog& log, MetricsBoard& board,
                            SnapshotBoard& snapshots, SessionStore& sessions,
-                           const LatencyConfig& latency)
+                           const LatencyConfig& latency, const DraftModel* draft_model)
     : scheduler_(scheduler),
       kv_(kv),
       executor_(executor),
@@ -27,7 +27,8 @@ EngineWorker::EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Execu
       board_(board),
       snapshots_(snapshots),
       sessions_(sessions),
-      latency_(latency) {
+      latency_(latency),
+      draft_model_(draft_model) {
   const size_t seqs = size_t(scheduler.config().max_num_seqs);
   live_.reserve(seqs);
   deliveries_.reserve(seqs);
@@ -415,6 +416,14 @@ void EngineWorker::publish(const StepReport& report) {
   metrics_.spec_forced_accepted_tokens = stats.spec_forced_accepted_tokens;
   metrics_.spec_auto_steps_with_drafts = stats.spec_auto_steps_with_drafts;
   metrics_.spec_auto_steps_without_drafts = stats.spec_auto_steps_without_drafts;
+  metrics_.spec_draft_model_draft_tokens = stats.spec_draft_model_draft_tokens;
+  metrics_.spec_draft_model_accepted_tokens = stats.spec_draft_model_accepted_tokens;
+  if (draft_model_) {
+    metrics_.spec_draft_model_steps = draft_model_->steps();
+    metrics_.spec_draft_model_seconds = draft_model_->seconds();
+    metrics_.spec_draft_model_passes = draft_model_->stats().passes;
+    metrics_.spec_draft_model_kv_bytes = draft_model_->kv_bytes();
+  }
   if (const PrefixCache* cache = scheduler_.prefix_cache()) {
     metrics_.prefix_cache_enabled = true;
     metrics_.prefix_cache = cache->stats();

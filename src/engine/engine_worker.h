@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/draft_model.h"
 #include "engine/engine_metrics.h"
 #include "engine/engine_snapshot.h"
 #include "engine/engine_step.h"
@@ -45,7 +46,8 @@ class EngineWorker {
   // Everything must outlive the worker.
   EngineWorker(EngineScheduler& scheduler, KVCacheManager& kv, Executor& executor, Gateway& gateway,
                ProgressLog& log, MetricsBoard& board, SnapshotBoard& snapshots,
-               SessionStore& sessions, const LatencyConfig& latency);
+               SessionStore& sessions, const LatencyConfig& latency,
+               const DraftModel* draft_model = nullptr);
 
   // The loop; returns once a shutdown has been requested and no request is left. An unexpected
   // exception in the loop ends every request with an error and leaves the engine unhealthy (it
@@ -112,7 +114,8 @@ class EngineWorker {
   SnapshotBoard& snapshots_;
   SessionStore& sessions_;
   const LatencyConfig latency_;
-  StepCostModel cost_model_;  // one per engine: one model, one thread count
+  const DraftModel* draft_model_;  // null: none (its counts for /metrics)
+  StepCostModel cost_model_;       // one per engine: one model, one thread count
   std::atomic<bool> healthy_{true};
   std::string unhealthy_reason_;  // set before healthy_ turns false
 

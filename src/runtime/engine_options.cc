@@ -103,10 +103,22 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
     config.scheduler.spec.mode = SpecMode::kAuto;
   } else if (o.spec == "ngram") {
     config.scheduler.spec.mode = SpecMode::kNgram;
+  } else if (o.spec == "draft") {
+    config.scheduler.spec.mode = SpecMode::kDraft;
+    if (!o.spec_draft_model)
+      return make_error(
+          "spec: draft needs a draft model: give it with spec_draft_model "
+          "(--spec-draft-model PATH)");
   } else if (o.spec == "none") {
     config.scheduler.spec.mode = SpecMode::kNone;
   } else {
-    return make_error("spec: expected auto, ngram or none, got '{}'", o.spec);
+    return make_error("spec: expected auto, ngram, draft or none, got '{}'", o.spec);
+  }
+  config.spec_draft.model_path = o.spec_draft_model;
+  if (o.spec_draft_kv_mib) {
+    if (!(*o.spec_draft_kv_mib >= 1 && *o.spec_draft_kv_mib <= 1 << 20))
+      return make_error("spec_draft_kv_mib must be in [1, 1048576], got {}", *o.spec_draft_kv_mib);
+    config.spec_draft.kv_mib = int64_t(*o.spec_draft_kv_mib);
   }
   if (!(o.spec_pool_mib >= 0 && o.spec_pool_mib <= 16384))
     return make_error("spec_pool_mib must be in [0, 16384], got {}", o.spec_pool_mib);

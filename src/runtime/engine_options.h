@@ -77,8 +77,13 @@ struct EngineOptions {
       kv_evict_policy_name(program_engine_defaults().scheduler.kv_compress.policy)};
   // Speculative decoding: auto (n-gram drafts in the steps where they are measured to pay:
   // scheduler/spec_auto_gate.h), ngram (drafts from each request's own prompt and output, and
-  // the pool, always) or none.
+  // the pool, always), draft (the draft model's drafts, or n-grams where they match long) or
+  // none. auto uses the draft model too when one is given.
   std::string spec{spec_mode_name(program_engine_defaults().scheduler.spec.mode)};
+  // The draft model (a GGUF with the model's vocabulary) and its KV memory in MiB (absent: the
+  // pages of the context length, engine/draft_model.h).
+  std::optional<std::string> spec_draft_model;
+  std::optional<double> spec_draft_kv_mib;
   // The n-gram pool shared across requests, in MiB (0: none): drafts from other requests'
   // prompts and outputs where a request's own history has none.
   double spec_pool_mib = spec_pool_mib_of(program_engine_defaults().scheduler.spec.pool_entries);

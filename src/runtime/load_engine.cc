@@ -10,6 +10,7 @@
 #include "kv_events/zmq_kv_event_publisher.h"
 #include "model/model.h"
 #include "model/recommended_sampling.h"
+#include "runtime/draft_model_loader.h"
 #include "runtime/failing_executor.h"
 #include "runtime/model_identity.h"
 #include "tokenizer/chat_prompt.h"
@@ -101,9 +102,22 @@ Expected<std::unique_ptr<Engine>> start_engine(const LoadedModel& model, const E
   };
   ModelFacts facts = model.facts;
   if (config.kv.disk_dir) facts.kv_identity = model_kv_identity(loaded);
+  // The draft model of speculative decoding, when one is named and speculation is on.
+  std::optional<LoadedModel> draft;
+  if (config.spec_draft.model_path && config.scheduler.spec.enabled()) {
+    DRIFT_ASSIGN_OR_RETURN(draft, load_draft_model(*config.spec_draft.model_path, model));
+  } else if (config.scheduler.spec.enabled() && config.scheduler.spec.mode == SpecMode::kDraft) {
+    return make_error("--spec draft needs a draft model: give it with --spec-draft-model PATH");
+  }
+  auto make_draft = [&](const DraftExecutorSetup& setup) {
+    return make_draft_executor(*draft, setup);
+  };
+  std::optional<DraftModelSource> draft_source;
+  if (draft) draft_source.emplace(DraftModelSource{draft->facts, make_draft, draft->model});
   DRIFT_ASSIGN_OR_RETURN(
       std::unique_ptr<Engine> engine,
-      Engine::create(config, facts, model.codec, make_executor, model.model, std::move(publisher)));
+      Engine::create(config, facts, model.codec, make_executor, model.model, std::move(publisher),
+                     draft_source ? &*draft_source : nullptr));
   if (const std::optional<KVDiskMetrics> disk = engine->metrics().kv_disk) {
     spdlog::info(
         "kv cache dir {}: {} pages of this model found ({:.1f} MiB of {:.1f} GiB), {} files "

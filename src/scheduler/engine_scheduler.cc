@@ -7,17 +7,20 @@ namespace drift {
 
 Expected<std::unique_ptr<EngineScheduler>> EngineScheduler::create(
     const SchedulerConfig& config, std::vector<TokenId> eos_token_ids, KVCacheManager& kv,
-    ProgressLog& log, PrefixCache* prefix_cache, PrefixDiskTier* tier) {
+    ProgressLog& log, PrefixCache* prefix_cache, PrefixDiskTier* tier, DraftProposer* draft_model) {
   DRIFT_RETURN_IF_ERROR(config.validate());
+  if (config.spec.enabled() && config.spec.mode == SpecMode::kDraft && !draft_model)
+    return make_error("spec.mode draft needs a draft model (--spec-draft-model), got none");
   for (TokenId id : eos_token_ids)
     if (id < 0) return make_error("eos_token_ids must be >= 0, got {}", id);
   return std::unique_ptr<EngineScheduler>(
-      new EngineScheduler(config, std::move(eos_token_ids), kv, log, prefix_cache, tier));
+      new EngineScheduler(config, std::move(eos_token_ids), kv, log, prefix_cache, tier,
+                          config.spec.enabled() ? draft_model : nullptr));
 }
 
 EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
                                  KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache,
-                                 PrefixDiskTier* tier)
+                                 PrefixDiskTier* tier, DraftProposer* draft_model)
     : config_(config),
       eos_token_ids_(std::move(eos_token_ids)),
       kv_(kv),
@@ -26,6 +29,7 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
       tier_(prefix_cache ? tier : nullptr),
       capacity_(config.admission, kv, config.kv_compress, config.max_step_tokens()),
       waiting_order_(make_waiting_order(config)),
+      draft_model_(draft_model),
       prefill_token_budget_(config.max_num_batched_tokens) {
   // Size everything a step touches once, so that steps do not allocate.
   size_t seqs = size_t(config.max_num_seqs);
@@ -48,6 +52,10 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
   prefix_pages_.reserve(size_t(groups * kv.layout().pages_for_tokens(config.max_model_len)));
   page_row_.resize(size_t(groups));
   draft_scratch_.resize(size_t(config.spec.max_draft_tokens));
+  if (draft_model_) {
+    draft_asks_.reserve(seqs);
+    draft_asked_.reserve(seqs);
+  }
   if (config.spec.enabled()) pool_ = NgramPool(config.spec.pool_entries, config.spec.pool_context);
 }
 
@@ -107,6 +115,7 @@ Status EngineScheduler::add(SequenceRequest request) {
   // sequence with a grammar speculates too: its drafts are first the tokens the grammar forces.
   seq.speculates = config_.spec.enabled() && !embeds && !seq.kv_compressed();
   seq.draft_length = AdaptiveDraftLength(config_.spec.max_draft_tokens);
+  if (seq.speculates && draft_model_) seq.model_draft.resize(size_t(config_.spec.max_draft_tokens));
   seq.arrival_step = step_;
   seq.arrival_order = next_arrival_order_++;
   seq.waiting_rank = waiting_order_->rank(seq);
@@ -199,6 +208,7 @@ void EngineScheduler::begin_step() {
   token_budget_ = config_.max_num_batched_tokens;
   prefill_budget_ = prefill_token_budget_;
   draft_budget_ = plan_draft_budget();
+  if (draft_budget_ > 0 && draft_model_) ask_draft_model();
   held_for_waiting_head_ = 0;
   if (config_.enable_chunked_prefill && !waiting_.empty() &&
       waiting_.front()->num_pending_tokens() <= prefill_budget_ / 2)
@@ -373,6 +383,7 @@ void EngineScheduler::preempt(size_t running_index) {
               released->reservation_returned);
   if (seq.phase == SequencePhase::kPrefill) --partial_prefills_;
   if (seq.kv_compressed()) plan_.kv_tables_released.push_back(seq.id);
+  if (draft_model_) draft_model_->release(seq.id);
   seq.num_computed_tokens = 0;
   seq.kv_evicted = 0;
   seq.prefix = PrefixCursor{};
@@ -391,6 +402,7 @@ void EngineScheduler::admit(SequenceState& seq, const CachedPrefix& prefix) {
   seq.prefix = prefix.cursor;
   if (prefix_) prefix_->record_query(seq.total_len(), hit_tokens);
   seq.phase = SequencePhase::kPrefill;
+  if (draft_model_ && !seq.model_draft.empty()) draft_model_->start(seq.id);
   if (!seq.first_admitted_step) {
     seq.first_admitted_step = step_;
     seq.first_prefix_hit_tokens = hit_tokens;
@@ -614,6 +626,7 @@ void EngineScheduler::retire(SequenceState& seq, FinishReason reason) {
   // Rule: a finished sequence releases its pages exactly once, leaves every queue and is
   // forgotten.
   release_kv_table(seq);
+  if (draft_model_) draft_model_->release(seq.id);
   if (std::optional<KVRelease> released = capacity_.release(seq.id)) {
     log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped,
                 released->reservation_returned);

@@ -59,6 +59,7 @@
 #include "kv/prefix_cache.h"
 #include "kv/prefix_disk_tier.h"
 #include "scheduler/capacity_scheduler.h"
+#include "scheduler/draft_proposer.h"
 #include "scheduler/ngram_drafter.h"
 #include "scheduler/ngram_pool.h"
 #include "scheduler/scheduler_config.h"
@@ -119,6 +120,9 @@ struct SchedulerStats {
   // Draft tokens a grammar forced, and of those the accepted.
   uint64_t spec_forced_draft_tokens = 0;
   uint64_t spec_forced_accepted_tokens = 0;
+  // Draft tokens the draft model proposed (and were verified), and of those the accepted.
+  uint64_t spec_draft_model_draft_tokens = 0;
+  uint64_t spec_draft_model_accepted_tokens = 0;
 };
 
 class EngineScheduler {
@@ -126,11 +130,14 @@ class EngineScheduler {
   // `kv`, `log`, `prefix_cache` (over `kv`; nullptr: no prefix caching) and `tier` (under the
   // prefix cache; nullptr: none) must outlive the scheduler. `eos_token_ids` are the model's
   // end-of-sequence tokens (a request may ignore them, see SamplingParams::ignore_eos).
+  // `draft_model` (nullptr: none; must outlive the scheduler) proposes drafts under
+  // SpecMode::kDraft, which needs one, and kAuto.
   static Expected<std::unique_ptr<EngineScheduler>> create(const SchedulerConfig& config,
                                                            std::vector<TokenId> eos_token_ids,
                                                            KVCacheManager& kv, ProgressLog& log,
                                                            PrefixCache* prefix_cache = nullptr,
-                                                           PrefixDiskTier* tier = nullptr);
+                                                           PrefixDiskTier* tier = nullptr,
+                                                           DraftProposer* draft_model = nullptr);
 
   // Queues a request. An error rejects it at once, with a reason: a duplicate id, an empty
   // prompt, max_new_tokens < 1, prompt + max_new_tokens beyond max_model_len, invalid sampling
@@ -214,7 +221,7 @@ class EngineScheduler {
  private:
   EngineScheduler(const SchedulerConfig& config, std::vector<TokenId> eos_token_ids,
                   KVCacheManager& kv, ProgressLog& log, PrefixCache* prefix_cache,
-                  PrefixDiskTier* tier);
+                  PrefixDiskTier* tier, DraftProposer* draft_model);
 
   std::optional<SequenceOutcome> end_early(SeqId id, FinishReason reason);
 
@@ -271,6 +278,9 @@ class EngineScheduler {
   // each; after the step, the rejected drafts' slots returned and the accepted tokens committed.
   int32_t plan_draft_budget();
   int32_t draft_for(SequenceState& seq, int32_t room, int32_t later_decodes);
+  // Before the decodes are placed: the draft model's drafts of every decoding sequence that may
+  // carry one and has no long n-gram match, in one batch (into SequenceState::model_draft).
+  void ask_draft_model();
   // Writes the sequence's draft (at most out.size() tokens) from the best source it has.
   int32_t propose_draft(SequenceState& seq, std::span<TokenId> out);
   Status roll_back_drafts(SequenceState& seq);
@@ -314,9 +324,12 @@ class EngineScheduler {
   // Compressed sequences ended since the last plan: the next plan tells the executor.
   std::vector<SeqId> kv_tables_to_release_;
   NgramDraftConfig ngram_;
-  NgramPool pool_;                      // drafts shared across requests (empty: none)
-  std::vector<TokenId> draft_scratch_;  // [spec.max_draft_tokens] one sequence's draft
-  SpecAutoGate spec_gate_;              // --spec auto's judge of drafts
+  NgramPool pool_;                           // drafts shared across requests (empty: none)
+  std::vector<TokenId> draft_scratch_;       // [spec.max_draft_tokens] one sequence's draft
+  SpecAutoGate spec_gate_;                   // --spec auto's judge of drafts
+  DraftProposer* draft_model_;               // nullptr: no draft model
+  std::vector<DraftAsk> draft_asks_;         // [max_num_seqs] scratch of ask_draft_model
+  std::vector<SequenceState*> draft_asked_;  // [max_num_seqs] the sequence of each ask
   // The step last executed, for observe_step_seconds: its decoding sequences as the draft budget
   // counted them (0: no decode, or prefill in it: not measured) and the tokens it committed.
   int32_t step_decoding_ = 0;

@@ -60,14 +60,53 @@ int32_t EngineScheduler::draft_for(SequenceState& seq, int32_t room, int32_t lat
   return n;
 }
 
+void EngineScheduler::ask_draft_model() {
+  // Rule: the draft model drafts for every decoding sequence that may carry a draft this step,
+  // except where its own history has a long n-gram match (spec.ngram_over_model_match tokens: a
+  // verbatim repeat predicts better than a small model and costs nothing) or it has a grammar
+  // (its forced tokens, then n-grams). One batch, so k draft tokens cost k passes
+  // of the draft model whatever the batch. A draft the step then has no room for is cut or unused
+  // (the draft model rolls it back).
+  draft_asks_.clear();
+  draft_asked_.clear();
+  for (SequenceState* s : running_) {
+    SequenceState& seq = *s;
+    seq.model_draft_len = 0;
+    if (seq.phase != SequencePhase::kDecode || !seq.speculates || seq.model_draft.empty()) continue;
+    const int64_t limit = std::min<int64_t>({seq.draft_length.limit(), draft_budget_,
+                                             seq.max_new_tokens - seq.generated_len() - 1,
+                                             int64_t(seq.model_draft.size())});
+    if (limit <= 0) continue;
+    if (seq.constraint) continue;  // its grammar's forced tokens, then n-grams
+    int32_t matched = 0;
+    propose_ngram_draft(seq.tokens, ngram_, std::span<TokenId>(draft_scratch_.data(), 1), &matched);
+    if (matched >= config_.spec.ngram_over_model_match) continue;
+    draft_asks_.push_back(
+        DraftAsk{seq.id, seq.tokens, std::span<TokenId>(seq.model_draft.data(), size_t(limit))});
+    draft_asked_.push_back(&seq);
+  }
+  if (draft_asks_.empty()) return;
+  draft_model_->propose(draft_asks_);
+  for (size_t i = 0; i < draft_asks_.size(); ++i)
+    draft_asked_[i]->model_draft_len = draft_asks_[i].proposed;
+}
+
 int32_t EngineScheduler::propose_draft(SequenceState& seq, std::span<TokenId> out) {
   // Rule: the tokens the sequence's grammar forces, which its output must contain (unless the
-  // model spells the same text in other tokens); else its own history; else the shared pool, when
-  // the own history matched fewer tokens than a pool key holds (a longer match is the better
-  // predictor) or nothing.
+  // model spells the same text in other tokens); else the draft model's, when it drafted for the
+  // sequence this step (ask_draft_model: no long n-gram match); else its own history; else the
+  // shared pool, when the own history matched fewer tokens than a pool key holds (a longer match
+  // is the better predictor) or nothing.
   if (seq.constraint) {
     seq.draft_source = DraftSource::kGrammar;
     if (const int32_t forced = seq.constraint->forced_tokens(out); forced > 0) return forced;
+  }
+  if (seq.model_draft_len > 0) {
+    seq.draft_source = DraftSource::kDraftModel;
+    const auto n = std::min<int32_t>(seq.model_draft_len, int32_t(out.size()));
+    std::copy_n(seq.model_draft.begin(), n, out.begin());
+    seq.model_draft_len = 0;
+    return n;
   }
   seq.draft_source = DraftSource::kOwnHistory;
   int32_t matched = 0;
@@ -116,6 +155,9 @@ void EngineScheduler::count_verified(SequenceState& seq, const StepItem& item, i
   } else if (seq.draft_source == DraftSource::kGrammar) {
     stats_.spec_forced_draft_tokens += uint64_t(item.num_drafts);
     stats_.spec_forced_accepted_tokens += uint64_t(accepted);
+  } else if (seq.draft_source == DraftSource::kDraftModel) {
+    stats_.spec_draft_model_draft_tokens += uint64_t(item.num_drafts);
+    stats_.spec_draft_model_accepted_tokens += uint64_t(accepted);
   }
 }
 

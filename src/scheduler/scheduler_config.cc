@@ -46,6 +46,8 @@ std::string_view spec_mode_name(SpecMode mode) {
       return "ngram";
     case SpecMode::kAuto:
       return "auto";
+    case SpecMode::kDraft:
+      return "draft";
   }
   return "unknown";
 }
@@ -58,6 +60,8 @@ Status SpecConfig::validate() const {
                       max_draft_tokens);
   if (pool_entries < 0 || pool_entries > (int64_t{1} << 32))
     return make_error("spec.pool_entries must be in [0, 2^32], got {}", pool_entries);
+  if (ngram_over_model_match < 2)
+    return make_error("spec.ngram_over_model_match must be >= 2, got {}", ngram_over_model_match);
   if (pool_context < 1 || pool_context > 8)
     return make_error("spec.pool_context must be in [1, 8], got {}", pool_context);
   if (max_step_draft_tokens < 0 || max_step_draft_tokens > 1024)

@@ -41,9 +41,11 @@ inline constexpr int32_t kMaxSpecDraftTokens = 64;
 enum class SpecMode : uint8_t {
   kNone,   // one token per decode step
   kNgram,  // drafts from the sequence's own prompt and output (scheduler/ngram_drafter.h)
-  kAuto,   // kNgram's drafts, in the steps where they are measured to pay (spec_auto_gate.h)
+  kAuto,   // kNgram's drafts (and the draft model's, when there is one), in the steps where they
+           // are measured to pay (spec_auto_gate.h)
+  kDraft,  // the draft model's drafts, or n-grams where they match long (draft_proposer.h)
 };
-std::string_view spec_mode_name(SpecMode mode);  // "none", "ngram", "auto"
+std::string_view spec_mode_name(SpecMode mode);  // "none", "ngram", "auto", "draft"
 
 // Drafts ride in a decode item (1 + k tokens) and are verified by the executor in the same
 // forward pass; only the spare part of a step's token budget goes to them (docs/design-notes.md
@@ -61,6 +63,9 @@ struct SpecConfig {
   // has no match of at least pool_context tokens.
   int64_t pool_entries = 0;
   int32_t pool_context = 4;
+  // With a draft model: an own-history n-gram match of at least this many tokens drafts instead
+  // of the model (a long verbatim repeat predicts better than a small model, and costs nothing).
+  int32_t ngram_over_model_match = 4;
 
   bool enabled() const { return mode != SpecMode::kNone && max_draft_tokens > 0; }
   // Most draft tokens one plan can carry (0 when off): what the executor sizes its logits for.

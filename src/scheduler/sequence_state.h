@@ -60,8 +60,8 @@ struct SequenceRequest {
 };
 
 // Where a speculative draft came from: the sequence's own prompt and output, the n-gram pool
-// shared across requests, or the tokens its grammar forces.
-enum class DraftSource : uint8_t { kOwnHistory, kPool, kGrammar };
+// shared across requests, the tokens its grammar forces, or the draft model.
+enum class DraftSource : uint8_t { kOwnHistory, kPool, kGrammar, kDraftModel };
 
 struct SequenceState {
   SeqId id = 0;
@@ -113,6 +113,10 @@ struct SequenceState {
   AdaptiveDraftLength draft_length;
   // Where the draft of the outstanding step came from (for the counts by source).
   DraftSource draft_source = DraftSource::kOwnHistory;
+  // The draft model's proposal for this step (its first model_draft_len tokens), made before the
+  // step's decodes are placed; [max_draft_tokens], sized when the request is added.
+  std::vector<TokenId> model_draft;
+  int32_t model_draft_len = 0;
 
   int32_t total_len() const { return static_cast<int32_t>(tokens.size()); }
   bool kv_compressed() const { return kv_keep < 1.0; }

@@ -186,6 +186,21 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.counter("drift:spec_decode_forced_accepted_tokens_total",
             "Draft tokens a grammar forced that were accepted.",
             double(m.spec_forced_accepted_tokens));
+  w.counter("drift:spec_decode_draft_model_draft_tokens_total",
+            "Draft tokens the draft model proposed (--spec-draft-model).",
+            double(m.spec_draft_model_draft_tokens));
+  w.counter("drift:spec_decode_draft_model_accepted_tokens_total",
+            "Draft tokens from the draft model that were accepted.",
+            double(m.spec_draft_model_accepted_tokens));
+  w.counter("drift:spec_decode_draft_model_steps_total", "Steps that asked the draft model.",
+            double(m.spec_draft_model_steps));
+  w.counter("drift:spec_decode_draft_model_seconds_total",
+            "Time the draft model spent drafting (catch-up and draft passes).",
+            m.spec_draft_model_seconds);
+  w.counter("drift:spec_decode_draft_model_passes_total", "Forward passes of the draft model.",
+            double(m.spec_draft_model_passes));
+  w.gauge("drift:spec_decode_draft_model_kv_bytes", "KV memory of the draft model (0: none).",
+          double(m.spec_draft_model_kv_bytes));
   w.labelled_counter_header("drift:spec_decode_auto_steps_total",
                             "Decode steps --spec auto measured, by whether drafts were allowed.");
   w.sample("drift:spec_decode_auto_steps_total", ",drafts=\"allowed\"",

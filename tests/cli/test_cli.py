@@ -79,6 +79,30 @@ def test_speculative_decoding_drafts_and_leaves_greedy_text_unchanged(tmp_path):
     assert bad.returncode != 0 and "spec" in bad.stderr
 
 
+def test_a_draft_model_drafts_and_leaves_greedy_text_unchanged(tmp_path):
+    # SmolLM2 drafting for itself: its drafts are the target's own argmax, nearly all accepted.
+    common = ["generate", "-m", SMOLLM2, "-p", PROMPTS[1], "-n", 40, "--temp", 0, "--ignore-eos"]
+    none = drift(*common, "--spec", "none")
+    stats = tmp_path / "draft.json"
+    draft = drift(*common, "--spec", "draft", "--spec-draft-model", SMOLLM2,
+                  "--stats-json", stats)
+    assert draft.stdout == none.stdout
+    summary = json.loads(stats.read_text())
+    assert summary["spec_draft_model_draft_tokens"] > 10
+    assert summary["spec_draft_model_accepted_tokens"] >= 0.9 * summary["spec_draft_model_draft_tokens"]
+    assert "draft model:" in draft.stderr
+
+
+def test_spec_draft_without_a_draft_model_or_with_another_vocabulary_fails_clearly():
+    common = ["generate", "-m", SMOLLM2, "-p", "Hi", "-n", 4]
+    missing = drift(*common, "--spec", "draft", check=False)
+    assert missing.returncode != 0 and "--spec-draft-model" in missing.stderr, missing.stderr
+    other = drift(*common, "--spec", "draft", "--spec-draft-model", GEMMA3, check=False)
+    assert other.returncode != 0
+    assert "vocabulary" in other.stderr and str(GEMMA3) in other.stderr, other.stderr
+    assert str(SMOLLM2) in other.stderr, other.stderr
+
+
 def test_one_streamed_prompt_equals_its_batch_run(tmp_path):
     prompt = PROMPTS[1]
     streamed = drift("generate", "-m", SMOLLM2, "-p", prompt, "-n", 32, "--temp", 0)

@@ -49,6 +49,24 @@ def test_spec_drafts_and_leaves_greedy_text_unchanged():
     assert texts["ngram"] == texts["none"]
 
 
+def test_spec_draft_model_drafts_and_leaves_greedy_text_unchanged():
+    from conftest import ENGINE_OPTIONS
+    prompt = "Write a short poem about the sea."
+    params = drift.SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+    plain = drift.LLM(MODEL, spec="none", **ENGINE_OPTIONS)
+    expected = plain.generate(prompt, params)[0].outputs[0].text
+    plain.shutdown()
+    # SmolLM2 drafting for itself: its drafts are the target's argmax, (nearly) all accepted.
+    engine = drift.LLM(MODEL, spec="draft", spec_draft_model=str(MODEL), **ENGINE_OPTIONS)
+    assert engine.generate(prompt, params)[0].outputs[0].text == expected
+    stats = engine.stats()
+    engine.shutdown()
+    assert stats["spec_draft_model_draft_tokens"] > 10
+    assert stats["spec_draft_model_accepted_tokens"] >= 0.9 * stats["spec_draft_model_draft_tokens"]
+    with pytest.raises(Exception, match="spec-draft-model|spec_draft_model"):
+        drift.LLM(MODEL, spec="draft", **ENGINE_OPTIONS)
+
+
 def test_spec_pool_size_is_an_option_and_drafts_a_repeated_answer():
     from conftest import ENGINE_OPTIONS
     prompt = "Name the planets of the solar system in order."

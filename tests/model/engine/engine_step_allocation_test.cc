@@ -19,6 +19,7 @@
 #include "kv/prefix_cache.h"
 #include "kv_events/kv_event_queue.h"
 #include "model/model.h"
+#include "scheduler/model_drafter.h"
 #include "test_models.h"
 #include "util/cpu_features.h"
 
@@ -64,11 +65,13 @@ class QueueSink final : public KVEventSink {
 // With `hybrid`, the KV pages are split into groups by attention kind (kv/kv_groups.h) and the
 // decodes free the sliding groups' pages that leave the window. With `spec`, the decodes carry
 // n-gram drafts (the prompts repeat themselves), verified, accepted and rolled back in the
-// measured steps, with logprobs for the accepted drafts too.
+// measured steps, with logprobs for the accepted drafts too. With `draft_model` as well, the
+// drafts come from a draft model (the same GGUF, on an executor and KV cache of its own) and the
+// prompts do not repeat: its catch-up and draft passes are part of the measured steps.
 void expect_decode_steps_allocate_nothing(
     kernels::KvFormat format, bool kv_events = false,
     const std::filesystem::path& path = test::model_path(test::kSmolLm2File), bool hybrid = false,
-    bool spec = false) {
+    bool spec = false, bool draft_model = false) {
   ASSERT_TRUE(test::model_available(path));
   auto isa = select_isa(detect_cpu_features());
   ASSERT_TRUE(isa.ok());
@@ -81,7 +84,7 @@ void expect_decode_steps_allocate_nothing(
   sc.max_num_seqs = 4;
   sc.max_model_len = spec ? 1280 : 256;  // room for 60 steps of drafts, most accepted
   if (spec) {
-    sc.spec.mode = SpecMode::kNgram;
+    sc.spec.mode = draft_model ? SpecMode::kDraft : SpecMode::kNgram;
     // The shared pool records every committed token and, keyed by more tokens than the own-history
     // drafter ever matches, is asked for a draft at every decode.
     sc.spec.pool_entries = 1 << 16;
@@ -100,8 +103,33 @@ void expect_decode_steps_allocate_nothing(
   QueueSink sink(layout.page_size);
   std::unique_ptr<PrefixCache> prefix_cache;
   if (kv_events) prefix_cache = std::make_unique<PrefixCache>(*kv, default_prefix_hash, &sink);
+  // The draft model: its own KV cache (one group) and executor, and the drafter over them.
+  const KVLayout draft_layout{int32_t(mc.n_layers), int32_t(mc.n_kv_heads), int32_t(mc.head_dim),
+                              16};
+  auto draft_kv = KVCacheManager::create(draft_layout, draft_model ? 4 * 81 : 1);
+  ASSERT_TRUE(draft_kv.ok());
+  const ModelDrafterConfig drafter_config{.max_sequences = sc.max_num_seqs,
+                                          .max_context = sc.max_model_len,
+                                          .max_draft_tokens = sc.spec.max_draft_tokens};
+  std::unique_ptr<CpuExecutor> draft_executor;
+  std::unique_ptr<ModelDrafter> drafter;
+  if (draft_model) {
+    CpuExecutorConfig dc;
+    dc.threads = 2;
+    dc.num_pages = draft_kv->num_pages();
+    dc.page_size = draft_layout.page_size;
+    dc.kv_format = format;
+    dc.max_batch_tokens = drafter_config.max_pass_tokens();
+    dc.max_batch_sequences = sc.max_num_seqs;
+    dc.max_context = sc.max_model_len + sc.spec.max_draft_tokens;
+    auto created = CpuExecutor::create(**model, dc);
+    ASSERT_TRUE(created.ok()) << created.error().message;
+    draft_executor = std::move(*created);
+    drafter = std::make_unique<ModelDrafter>(*draft_executor, *draft_kv, drafter_config);
+  }
   // No EOS: fixed lengths.
-  auto scheduler = EngineScheduler::create(sc, {}, *kv, log, prefix_cache.get());
+  auto scheduler =
+      EngineScheduler::create(sc, {}, *kv, log, prefix_cache.get(), nullptr, drafter.get());
   ASSERT_TRUE(scheduler.ok());
   CpuExecutorConfig ec;
   ec.threads = 2;
@@ -128,7 +156,7 @@ void expect_decode_steps_allocate_nothing(
     SequenceRequest r;
     r.id = id;
     for (int32_t i = 0; i < 20 + 9 * int32_t(id); ++i)
-      r.prompt.push_back(100 + int32_t(id) * 50 + (spec ? i % 7 : i));
+      r.prompt.push_back(100 + int32_t(id) * 50 + (spec && !draft_model ? i % 7 : i));
     r.max_new_tokens = spec ? 1100 : 40;
     if (id <= 2) {
       r.sampling.temperature = 0;
@@ -197,6 +225,10 @@ void expect_decode_steps_allocate_nothing(
     EXPECT_GT(after.spec_draft_tokens - spec_before.spec_draft_tokens,
               after.spec_accepted_tokens - spec_before.spec_accepted_tokens)
         << "and some rejected (rolled back)";
+    if (draft_model)
+      EXPECT_GT(after.spec_draft_model_accepted_tokens,
+                spec_before.spec_draft_model_accepted_tokens)
+          << "the draft model drafted in the measured steps";
   }
   if (hybrid) {
     ASSERT_GT(layout.num_groups(), 1);
@@ -324,6 +356,12 @@ TEST(EngineStepAllocation, DecodeStepsWithSpeculationAllocateNothing) {
   expect_decode_steps_allocate_nothing(kernels::KvFormat::kF16, /*kv_events=*/true,
                                        test::model_path(test::kSmolLm2File), /*hybrid=*/false,
                                        /*spec=*/true);
+}
+
+TEST(EngineStepAllocation, DecodeStepsWithADraftModelAllocateNothing) {
+  expect_decode_steps_allocate_nothing(kernels::KvFormat::kF16, /*kv_events=*/true,
+                                       test::model_path(test::kSmolLm2File), /*hybrid=*/false,
+                                       /*spec=*/true, /*draft_model=*/true);
 }
 
 TEST(EngineStepAllocation, DecodeStepsWithAQuantizedKvCacheAllocateNothing) {

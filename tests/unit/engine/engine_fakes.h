@@ -97,9 +97,12 @@ class FakeExecutor final : public Executor, public KVPageMemory {
     result.reset(plan.items.size());
     for (size_t i = 0; i < plan.items.size(); ++i) {
       const StepItem& item = plan.items[i];
-      if (item.sample)
+      if (item.sample && item.num_drafts > 0) {
+        verify_drafts(plan, item, result.items[i]);
+      } else if (item.sample) {
         result.items[i].token =
             model_.next_token(item.seq_id, item.history.first(size_t(item.context_len())));
+      }
       if (item.pooling != PoolingMode::kNone) {
         // The fake pooling: element j sums (j + 1) * token over the prompt (fake_embedding).
         if (item.start_position == 0) std::fill(item.embedding.begin(), item.embedding.end(), 0.0f);
@@ -115,6 +118,24 @@ class FakeExecutor final : public Executor, public KVPageMemory {
   bool healthy() const override { return healthy_.load(); }
   void set_healthy(bool healthy) { healthy_.store(healthy); }
   uint64_t steps() const { return steps_.load(); }
+
+  // Speculative decoding: the drafts the fake model agrees with, one position at a time, then
+  // the token after them.
+  void verify_drafts(const StepPlan& plan, const StepItem& item, ItemResult& r) const {
+    const size_t committed = size_t(item.context_len() - item.num_drafts);
+    std::vector<TokenId> history(item.history.begin(), item.history.begin() + committed);
+    std::span<const TokenId> drafts = plan.tokens(item).last(size_t(item.num_drafts));
+    for (int32_t j = 0;; ++j) {
+      const TokenId t = model_.next_token(item.seq_id, history);
+      if (j < item.num_drafts && t == drafts[size_t(j)]) {
+        history.push_back(t);
+        continue;
+      }
+      r.token = t;
+      r.accepted_drafts = j;
+      return;
+    }
+  }
 
  private:
   EngineSetup setup_;

@@ -93,5 +93,32 @@ TEST(EngineOptions, SpecAutoAndNgramDraftFromTheRequestNoneTurnsItOff) {
   EXPECT_NE(bad.error().message.find("spec"), std::string::npos) << bad.error().message;
 }
 
+TEST(EngineOptions, SpecDraftNeedsADraftModelAndSizesItsKv) {
+  EngineOptions o;
+  o.spec = "draft";
+  Expected<EngineConfig> missing = to_engine_config(o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("spec_draft_model"), std::string::npos)
+      << missing.error().message;
+  o.spec_draft_model = "/models/small.gguf";
+  Expected<EngineConfig> c = to_engine_config(o);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->scheduler.spec.mode, SpecMode::kDraft);
+  EXPECT_EQ(c->spec_draft.model_path, "/models/small.gguf");
+  EXPECT_EQ(c->spec_draft.kv_mib, 0) << "derived from the context by default";
+  o.spec_draft_kv_mib = 64;
+  EXPECT_EQ(to_engine_config(o)->spec_draft.kv_mib, 64);
+  o.spec_draft_kv_mib = 0;
+  Expected<EngineConfig> zero = to_engine_config(o);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error().message.find("spec_draft_kv_mib"), std::string::npos);
+  // auto uses a draft model when one is given.
+  o.spec = "auto";
+  o.spec_draft_kv_mib.reset();
+  Expected<EngineConfig> automatic = to_engine_config(o);
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_EQ(automatic->spec_draft.model_path, "/models/small.gguf");
+}
+
 }  // namespace
 }  // namespace drift

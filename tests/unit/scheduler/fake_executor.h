@@ -57,6 +57,9 @@ struct FakeModel {
   // The next token does not depend on the sequence either, as a real model's does not: equal
   // histories continue alike in every sequence (what drafts shared across requests predict).
   bool same_for_every_sequence = false;
+  // A draft model that is sometimes wrong: about one token in differ_one_in is the next token
+  // id instead of the one a model without it gives (nullopt: never).
+  std::optional<uint32_t> differ_one_in;
 
   TokenId next_token(SeqId seq, std::span<const TokenId> history) const {
     uint64_t h = 1469598103934665603ull;
@@ -65,7 +68,9 @@ struct FakeModel {
     for (TokenId t : history) h = (h ^ uint64_t(uint32_t(t))) * 1099511628211ull;
     h ^= h >> 29;
     if (eos_one_in && h % *eos_one_in == 0) return eos;
-    return 1 + TokenId(h % uint64_t(vocab - 1));
+    const TokenId t = 1 + TokenId(h % uint64_t(vocab - 1));
+    if (differ_one_in && (h >> 17) % *differ_one_in == 0) return t == vocab - 1 ? 1 : t + 1;
+    return t;
   }
 
   // What FakeExecutor pools for a prompt into `dim` floats.
@@ -430,13 +435,14 @@ class Driver {
  public:
   // `prefix_cache`: the hash of a prefix cache over the KV pages, or none for no prefix caching.
   // `kv_groups`: the KV groups' windows (kv_layout.h), group 0 first; empty: one group.
+  // `draft_model`: the scheduler's draft proposer (none: no draft model); outlives the driver.
   Driver(const SchedulerConfig& config, int32_t num_pages, int32_t page_size, FakeModel model = {},
          std::vector<TokenId> eos = {0}, std::optional<PrefixHashFn> prefix_cache = std::nullopt,
-         std::vector<KVGroup> kv_groups = {})
+         std::vector<KVGroup> kv_groups = {}, DraftProposer* draft_model = nullptr)
       : kv_(make_kv(num_pages, page_size, std::move(kv_groups))),
         model_(model),
         prefix_(prefix_cache ? std::make_unique<PrefixCache>(kv_, *prefix_cache) : nullptr),
-        scheduler_(make_scheduler(config, std::move(eos))),
+        scheduler_(make_scheduler(config, std::move(eos), draft_model)),
         executor_(kv_, model, config.kv_compress) {}
 
   // Submits; records a rejection with its reason.
@@ -543,8 +549,10 @@ class Driver {
     return std::move(kv).value();
   }
   std::unique_ptr<EngineScheduler> make_scheduler(const SchedulerConfig& config,
-                                                  std::vector<TokenId> eos) {
-    auto s = EngineScheduler::create(config, std::move(eos), kv_, log_, prefix_.get());
+                                                  std::vector<TokenId> eos,
+                                                  DraftProposer* draft_model) {
+    auto s = EngineScheduler::create(config, std::move(eos), kv_, log_, prefix_.get(), nullptr,
+                                     draft_model);
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
     return std::move(s).value();
   }

@@ -85,6 +85,12 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   m.spec_forced_accepted_tokens = 10;
   m.spec_auto_steps_with_drafts = 40;
   m.spec_auto_steps_without_drafts = 320;
+  m.spec_draft_model_draft_tokens = 64;
+  m.spec_draft_model_accepted_tokens = 48;
+  m.spec_draft_model_steps = 16;
+  m.spec_draft_model_seconds = 0.5;
+  m.spec_draft_model_passes = 128;
+  m.spec_draft_model_kv_bytes = 1048576;
   m.time_to_first_token.observe(0.003);  // bucket (0.001, 0.005]
   m.time_to_first_token.observe(0.05);   // bucket (0.04, 0.06]
   m.time_to_first_token.observe(1000);   // +Inf only
@@ -112,6 +118,12 @@ TEST(Prometheus, GaugesCountersAndCumulativeHistograms) {
   EXPECT_TRUE(has("drift:spec_decode_forced_accepted_tokens_total" + l + "} 10"));
   EXPECT_TRUE(has("drift:spec_decode_auto_steps_total" + l + ",drafts=\"allowed\"} 40"));
   EXPECT_TRUE(has("drift:spec_decode_auto_steps_total" + l + ",drafts=\"withheld\"} 320"));
+  EXPECT_TRUE(has("drift:spec_decode_draft_model_draft_tokens_total" + l + "} 64"));
+  EXPECT_TRUE(has("drift:spec_decode_draft_model_accepted_tokens_total" + l + "} 48"));
+  EXPECT_TRUE(has("drift:spec_decode_draft_model_steps_total" + l + "} 16"));
+  EXPECT_TRUE(has("drift:spec_decode_draft_model_seconds_total" + l + "} 0.5"));
+  EXPECT_TRUE(has("drift:spec_decode_draft_model_passes_total" + l + "} 128"));
+  EXPECT_TRUE(has("drift:spec_decode_draft_model_kv_bytes" + l + "} 1048576"));
   EXPECT_TRUE(has("# TYPE vllm:time_to_first_token_seconds histogram"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.001\"} 0"));
   EXPECT_TRUE(has("vllm:time_to_first_token_seconds_bucket" + l + ",le=\"0.005\"} 1"));

@@ -30,6 +30,9 @@ struct EngineOptions {
   int32_t page_size = 16;
   std::string kv_cache_dtype = "bf16";
   std::string admission = "guaranteed";
+  // What an optimistic preemption does with the sequence's pages: auto (swap them to the disk
+  // tier when the cost model predicts it faster than recomputing), swap or recompute.
+  std::string preemption = "auto";
   std::string policy = "fcfs";
   int32_t max_queued = 256;
   std::optional<int32_t> default_max_tokens;  // absent: until a stop or the context is full

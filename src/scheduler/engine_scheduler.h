@@ -40,7 +40,10 @@
 // With a disk tier under the prefix cache (kv/prefix_disk_tier.h), a waiting request whose cached
 // prefix continues onto pages on disk waits while they are read back (other requests may pass
 // it, as past one blocked by KV pages), then is admitted with them as a cached hit; every step
-// boundary registers the pages whose reads finished. Steps never wait for the disk.
+// boundary registers the pages whose reads finished. Steps never wait for the disk. A sequence
+// preempted with a tier may have its pages swapped out to it instead of recomputed, by the cost
+// model (scheduler/preemption_cost.h, engine_scheduler_preempt.cc); its re-admission reads them
+// back the same way, its partial last page as a page copy in the admitting step's plan.
 //
 // After warm-up, schedule_step and on_step_executed perform no heap allocation in steady decode:
 // the plan, the outcome list and every page list reuse memory sized at construction or admission.

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """The KV disk tier (--kv-cache-dir): time to first token of long documents asked again after
-they no longer fit in the RAM pool, and after a restart, with and without the tier.
+they no longer fit in the RAM pool, and after a restart, with and without the tier; and a
+RAG-like mix's goodput (bench/kv_tiers_rag.py), also against llama-server.
 
-  bench/kv_tiers.py [--model SmolLM2-135M-Instruct.Q4_1.gguf] [--docs 6] [--doc-tokens 2000]
-      [--kv-mib 96] [--max-tokens 16] [-t 2] [--json out.json]
+  bench/kv_tiers.py [--workload reask|rag|all] [--model SmolLM2-135M-Instruct.Q4_1.gguf]
+      [--docs 6] [--doc-tokens 2000] [--kv-mib 96] [--max-tokens 16] [-t 2] [--json out.json]
+      [--rag-docs 8] [--concurrency 4] [--ttft-slo 2] [--rounds 3] [--llama-bin DIR]
+
+Re-ask workload:
 
 Each configuration starts a fresh `drift serve --kv-mib M` (prefix cache on; with the tier also
 `--kv-cache-dir` on a new temporary directory) and asks --docs documents of --doc-tokens random
@@ -29,6 +33,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import DRIFT, cpu_model, drift_commit  # noqa: E402
 from http_client import ServerProcess, stream_completion  # noqa: E402
+from kv_tiers_rag import add_rag_args, print_rag, run_rag  # noqa: E402
 
 
 def counter(text, name, labels=""):
@@ -98,7 +103,21 @@ def main():
     p.add_argument("--dir-gib", type=float, default=4)
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("--json")
+    p.add_argument("--workload", choices=["reask", "rag", "all"], default="all")
+    add_rag_args(p)
     args = p.parse_args()
+    out = {}
+    if args.workload in ("reask", "all"):
+        out["reask"] = run_reask(args)
+    if args.workload in ("rag", "all"):
+        out["rag"] = run_rag(args, disk_pages_read)
+        print_rag(args, out["rag"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+def run_reask(args):
     rng = random.Random(29)
     docs = [[rng.randrange(1000, 40000) for _ in range(args.doc_tokens)] for _ in range(args.docs)]
     rows = run(args, docs, tier=False) + run(args, docs, tier=True)
@@ -110,9 +129,7 @@ def main():
     for r in rows:
         print(f"| {'disk' if r['tier'] else 'RAM only'} | {r['pass']} | {r['ttft_median_s']:.3f} | "
               f"{r['ratio_to_cold']:.2f} | {r['disk_pages_read']:.0f} | {r['same_text']} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    return rows
 
 
 if __name__ == "__main__":

@@ -91,6 +91,8 @@ EngineOptions engine_options_from(const nb::dict& options) {
       o.kv_cache_dtype = str_of(n, value);
     else if (name == "admission")
       o.admission = str_of(n, value);
+    else if (name == "preemption")
+      o.preemption = str_of(n, value);
     else if (name == "policy")
       o.policy = str_of(n, value);
     else if (name == "spec")
@@ -139,7 +141,7 @@ EngineOptions engine_options_from(const nb::dict& options) {
            "' (the options are the CLI's flags with '_' for '-': threads, "
            "parallel, ctx_size, batch_tokens, kv_mib, kv_ram_fraction, "
            "page_size, kv_cache_dtype, spec, spec_pool_mib, spec_draft_model, "
-           "spec_draft_kv_mib, admission, policy, max_queued, "
+           "spec_draft_kv_mib, admission, preemption, policy, max_queued, "
            "default_max_tokens, no_chunked_prefill, no_prefix_cache, no_hybrid_kv, "
            "target_itl_ms, idle_step_ms, target_ttft_ms, max_ttft_s, max_sessions, "
            "session_max_tokens, session_ttl, kv_events_endpoint, "

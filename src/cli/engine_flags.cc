@@ -54,7 +54,13 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 16384.0));
   cmd.add_option("--admission", o.admission,
-                 "guaranteed (reserve prompt + max tokens) or optimistic (preempt by recompute)")
+                 "guaranteed (reserve prompt + max tokens) or optimistic (preempt a running "
+                 "request when KV runs out)")
+      ->capture_default_str();
+  cmd.add_option("--preemption", o.preemption,
+                 "what an optimistic preemption does with the request's KV pages: swap them to "
+                 "--kv-cache-dir, recompute them, or auto (swap when the step cost model and the "
+                 "disk's measured bandwidth say it is faster)")
       ->capture_default_str();
   cmd.add_option("--policy", o.policy, "waiting order: fcfs, small_first or priority")
       ->capture_default_str();

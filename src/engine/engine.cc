@@ -100,6 +100,7 @@ Status Engine::open_disk_tier(const ModelFacts& model) {
   }
   if (kv_events_)  // routers hear of pages on disk too (medium "DISK")
     disk_store_->set_on_change([sink = kv_events_.get()](const KVDiskChange& change) {
+      if (change.key.partial) return;  // a swapped sequence's last page: no prefix block
       if (change.stored) {
         sink->disk_block_stored(change.key.hash, change.key.parent_hash, change.tokens);
       } else {

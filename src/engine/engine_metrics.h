@@ -15,6 +15,7 @@
 #include "kv/kv_event_sink.h"
 #include "kv/prefix_cache.h"
 #include "kv/prefix_disk_tier.h"
+#include "scheduler/preemption_cost.h"
 #include "scheduler/scheduler_config.h"
 #include "scheduler/sequence_state.h"
 
@@ -48,11 +49,23 @@ inline constexpr double kEndToEndBuckets[] = {0.1,  0.3,  0.5,   0.8,   1.0,   1
                                               50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
 
 // The disk tier: what it read and wrote for the prefix cache, and its store's files.
+// Tiered preemption (scheduler/preemption_cost.h): preemptions by the way chosen, the seconds the
+// cost model predicted for each way summed over every choice it made, and its last choice.
+struct PreemptionMetrics {
+  uint64_t swapped = 0;
+  uint64_t recomputed = 0;
+  uint64_t tails_restored = 0;  // swapped sequences re-admitted with their partial page read back
+  double predicted_swap_seconds = 0;
+  double predicted_recompute_seconds = 0;
+  std::optional<PreemptionChoice> last;
+};
+
 struct KVDiskMetrics {
   PrefixDiskTierStats tier;
   KVDiskStats store;
   uint64_t admission_waits = 0;  // admission attempts that waited for pages being read
   int32_t loads_in_flight = 0;
+  PreemptionMetrics preemption;
 };
 
 struct EngineMetrics {

@@ -197,6 +197,10 @@ void EngineWorker::set_step_budget() {
   const int32_t budget = plan_prefill_budget(cost_model_, latency_, in);
   scheduler_.set_prefill_token_budget(budget);
   metrics_.prefill_token_budget = scheduler_.prefill_token_budget();
+  // What recomputing a preempted sequence would cost, for the swap-or-recompute choice.
+  if (cost_model_.calibrated())
+    scheduler_.set_recompute_costs(RecomputeCosts{cost_model_.costs().per_prefill_token,
+                                                  cost_model_.costs().per_attended_position});
 }
 
 void EngineWorker::learn_step_cost(const StepReport& report) {
@@ -434,9 +438,14 @@ void EngineWorker::publish(const StepReport& report) {
 }
 
 void EngineWorker::publish_disk_tier() {
-  if (const PrefixDiskTier* tier = scheduler_.disk_tier())
-    metrics_.kv_disk = KVDiskMetrics{tier->stats(), tier->store().stats(),
-                                     scheduler_.stats().tier_waits, tier->num_loads()};
+  const PrefixDiskTier* tier = scheduler_.disk_tier();
+  if (!tier) return;
+  const SchedulerStats& s = scheduler_.stats();
+  const PreemptionMetrics preemption{s.preemptions_swapped,         s.preemptions_recomputed,
+                                     s.swapped_tails_restored,      s.predicted_swap_seconds,
+                                     s.predicted_recompute_seconds, s.last_preemption};
+  metrics_.kv_disk = KVDiskMetrics{tier->stats(), tier->store().stats(), s.tier_waits,
+                                   tier->num_loads(), preemption};
 }
 
 void EngineWorker::publish_snapshot() {

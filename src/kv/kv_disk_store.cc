@@ -219,8 +219,12 @@ void KVDiskStore::index_folder() {
       ++stats_.files_dropped_at_start;
       continue;
     }
-    KVDiskPageKey key{h.digest, h.parent, h.cache_namespace, h.hash,
-                      h.has_parent_hash ? std::optional<uint64_t>(h.parent_hash) : std::nullopt};
+    KVDiskPageKey key{h.digest,
+                      h.parent,
+                      h.cache_namespace,
+                      h.hash,
+                      h.has_parent_hash ? std::optional<uint64_t>(h.parent_hash) : std::nullopt,
+                      tokens.back() == kPartialPagePadding};
     found.push_back({h.digest, key, uint64_t(st.st_size),
                      int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
   }
@@ -250,7 +254,8 @@ uint64_t KVDiskStore::file_bytes() const {
 
 bool KVDiskStore::write(const KVDiskPageKey& key, std::span<const TokenId> tokens,
                         std::span<const uint8_t> bytes, bool wait_for_slot) {
-  if (tokens.size() != size_t(config_.page_size) || bytes.size() != config_.page_bytes)
+  if (tokens.empty() || tokens.size() > size_t(config_.page_size) ||
+      bytes.size() != config_.page_bytes)
     return false;
   std::unique_lock<std::mutex> lock(mutex_);
   if (auto it = index_.find(key.digest); it != index_.end()) {
@@ -268,7 +273,9 @@ bool KVDiskStore::write(const KVDiskPageKey& key, std::span<const TokenId> token
   Staged& staged = staging_[size_t(slot)];
   staged.queued = true;
   staged.key = key;
-  std::copy(tokens.begin(), tokens.end(), staged.tokens.begin());
+  staged.key.partial = tokens.size() < staged.tokens.size();
+  std::fill(std::copy(tokens.begin(), tokens.end(), staged.tokens.begin()), staged.tokens.end(),
+            kPartialPagePadding);
   std::copy(bytes.begin(), bytes.end(), staged.bytes.begin());
   write_queue_.push_back(slot);
   lock.unlock();
@@ -308,8 +315,13 @@ uint64_t KVDiskStore::read(const KVDiskPageKey& key, std::span<const TokenId> to
                            std::span<uint8_t> dest) {
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t ticket = next_ticket_++;
-  read_queue_.push_back(
-      ReadJob{ticket, key, std::vector<TokenId>(tokens.begin(), tokens.end()), dest});
+  // A partial page's file pads its tokens; what tells it from a full page whose last token is
+  // the padding (never a real token id) is the count the reader asks for.
+  std::vector<TokenId> expected(size_t(config_.page_size), kPartialPagePadding);
+  std::copy_n(tokens.begin(), std::min(tokens.size(), expected.size()), expected.begin());
+  KVDiskPageKey expected_key = key;
+  expected_key.partial = tokens.size() < expected.size();
+  read_queue_.push_back(ReadJob{ticket, expected_key, std::move(expected), dest});
   lock.unlock();
   work_.notify_one();
   return ticket;
@@ -461,7 +473,8 @@ bool KVDiskStore::read_page(const ReadJob& job) {
        h.page_size == uint32_t(config_.page_size) && h.payload_bytes == config_.page_bytes &&
        h.fingerprint == config_.fingerprint && h.digest == job.key.digest &&
        h.parent == job.key.parent && h.cache_namespace == job.key.cache_namespace &&
-       h.header_checksum == header_checksum(h, tokens) && tokens == job.tokens;
+       h.header_checksum == header_checksum(h, tokens) && tokens == job.tokens &&
+       (tokens.back() == kPartialPagePadding) == job.key.partial;
   ok = ok && read_exact(fd, job.dest.data(), job.dest.size(),
                         off_t(sizeof(h) + tokens.size() * sizeof(TokenId)));
   ok = ok && kv_checksum(job.dest) == h.payload_checksum;
@@ -491,7 +504,7 @@ bool KVDiskStore::read_staged(const ReadJob& job, const Staged& staged) {
   // The same checks as a file's, but the bytes never left memory.
   if (staged.key.parent != job.key.parent ||
       staged.key.cache_namespace != job.key.cache_namespace || staged.tokens != job.tokens ||
-      job.dest.size() != staged.bytes.size())
+      staged.key.partial != job.key.partial || job.dest.size() != staged.bytes.size())
     return false;
   std::copy(staged.bytes.begin(), staged.bytes.end(), job.dest.begin());
   return true;

@@ -59,7 +59,15 @@ struct KVDiskPageKey {
   uint64_t cache_namespace = 0;
   uint64_t hash = 0;  // the prefix cache's chain hash (KV events)
   std::optional<uint64_t> parent_hash;
+  // Fewer tokens than a page holds: a swapped-out sequence's last page (prefix_disk_tier.h),
+  // no prefix block (KV events never announce it). Set by the store from the tokens written
+  // (or, at start, found): the file pads them with kPartialPagePadding.
+  bool partial = false;
 };
+
+// What fills the token ids of a partial page's file after its tokens: no token id is negative,
+// so a full page never ends with it.
+inline constexpr TokenId kPartialPagePadding = -1;
 
 struct KVDiskStats {
   uint64_t pages = 0;  // on disk now (this fingerprint)
@@ -103,9 +111,10 @@ class KVDiskStore {
   // Bytes of one page's file (header, tokens, K/V).
   uint64_t file_bytes() const;
 
-  // Copies a page (its page_size `tokens` and page_bytes `bytes`) to a staging slot and queues
-  // its write. False when nothing was queued: the page is on disk already (it becomes the most
-  // recent), or no slot is free (counted in writes_dropped) unless `wait_for_slot`.
+  // Copies a page (its page_size `tokens` — or fewer, a partial page — and page_bytes `bytes`)
+  // to a staging slot and queues its write. False when nothing was queued: the page is on disk
+  // already (it becomes the most recent), or no slot is free (counted in writes_dropped) unless
+  // `wait_for_slot`.
   bool write(const KVDiskPageKey& key, std::span<const TokenId> tokens,
              std::span<const uint8_t> bytes, bool wait_for_slot = false);
   // Whether a page of this digest, parent and namespace is on disk or queued to be written (a
@@ -116,7 +125,8 @@ class KVDiskStore {
   // Staging slots free now: how many writes would be queued without dropping one.
   int32_t num_free_slots() const;
   // Queues a read of the page into `dest` ([page_bytes], kept alive and untouched by others until
-  // the read completes); it succeeds only if the file holds exactly `key` and `tokens`. Returns a
+  // the read completes); it succeeds only if the file holds exactly `key` and `tokens` (fewer
+  // than page_size: a partial page). Returns a
   // ticket that take_completed reports.
   uint64_t read(const KVDiskPageKey& key, std::span<const TokenId> tokens, std::span<uint8_t> dest);
   // Appends (ticket, ok) of the reads finished since the last call.

@@ -122,6 +122,11 @@ class PrefixCache final : public KVEvictionListener {
 
   // The cursor of an empty sequence in `cache_namespace`.
   PrefixCursor root(uint64_t cache_namespace) const;
+  // The chain hash it gives a page of `tokens` after a prefix of hash `parent` (a tier names
+  // pages it writes for a sequence that never registered them).
+  uint64_t chain_hash(uint64_t parent, std::span<const TokenId> tokens) const {
+    return hash_fn_(parent, tokens);
+  }
 
   // The longest run of registered group-0 pages that hold the next full pages of `tokens` (token
   // 0 of `tokens` is the first token after `from`), at most `max_pages`; their ids are appended

@@ -64,6 +64,10 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
   if (!admission)
     return make_error("admission: expected guaranteed or optimistic, got '{}'", o.admission);
   config.scheduler.admission = *admission;
+  auto preemption = parse_preemption_policy(o.preemption);
+  if (!preemption)
+    return make_error("preemption: expected auto, swap or recompute, got '{}'", o.preemption);
+  config.scheduler.preemption = *preemption;
   auto policy = parse_scheduler_policy(o.policy);
   if (!policy)
     return make_error("policy: expected fcfs, small_first or priority, got '{}'", o.policy);

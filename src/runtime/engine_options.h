@@ -54,6 +54,9 @@ struct EngineOptions {
   int32_t page_size = program_engine_defaults().kv.page_size;
   std::string kv_cache_dtype{kv_dtype_name(program_engine_defaults().kv.dtype)};
   std::string admission{admission_mode_name(program_engine_defaults().scheduler.admission)};
+  // What an optimistic preemption does with the sequence's pages: auto (swap them to the disk
+  // tier when the cost model predicts it faster than recomputing), swap or recompute.
+  std::string preemption{preemption_policy_name(program_engine_defaults().scheduler.preemption)};
   std::string policy{scheduler_policy_name(program_engine_defaults().scheduler.policy)};
   int32_t max_queued = program_engine_defaults().max_queued_requests;
   std::optional<int32_t> default_max_tokens = program_engine_defaults().default_max_tokens;

@@ -307,7 +307,8 @@ EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
     }
     joins_writer = true;
   }
-  const int32_t pending = seq.total_len() - prefix.num_pages * kv_.page_size();
+  const int32_t restored = swapped_tail_tokens(seq, prefix);  // K/V copied, not computed
+  const int32_t pending = seq.total_len() - prefix.num_pages * kv_.page_size() - restored;
   // With nothing decoding, a joiner's suffix goes in now even past the prefill budget (a bound on
   // how long arrivals wait, not on a stream's pauses): later it would be a step of its own,
   // cut by the inter-token target once the writer decodes.
@@ -316,12 +317,13 @@ EngineScheduler::Admission EngineScheduler::try_admit(size_t waiting_index) {
   if (want == 0) return Admission::kBlocked;
   const bool whole = want == pending;
   if (!whole && partial_prefills_ >= config_.max_num_partial_prefills) return Admission::kBlocked;
-  if (capacity_.admissible_tokens(seq, prefix, decode_pages_held_back_) < want) {
+  if (capacity_.admissible_tokens(seq, prefix, decode_pages_held_back_) < restored + want) {
     capacity_.count_blocked();
     return Admission::kBlocked;
   }
   waiting_.erase(waiting_.begin() + std::ptrdiff_t(waiting_index));
   admit(seq, prefix);
+  if (restored > 0) restore_swapped_tail(seq);
   if (!whole) ++partial_prefills_;
   if (joins_writer) ++stats_.prefix_shared_in_step;
   add_item(seq, want);
@@ -361,44 +363,13 @@ int32_t EngineScheduler::prefill_chunk_limit(int32_t pending, bool past_prefill_
   return n;
 }
 
-bool EngineScheduler::make_room(SequenceState& seq, int64_t tokens) {
-  // Rule: preempt the lowest-ranked running sequence below `seq` that is not in this step, one at
-  // a time, until `tokens` fit (optimistic mode only; guaranteed sequences always fit).
-  while (kv_.appendable_tokens(seq.id) < tokens) {
-    if (capacity_.mode() != AdmissionMode::kOptimistic) return false;
-    std::optional<size_t> victim = capacity_.choose_victim(running_, seq, step_);
-    if (!victim) return false;
-    preempt(*victim);
-  }
-  return true;
-}
-
-void EngineScheduler::preempt(size_t running_index) {
-  // Rule: preemption by recompute — free the pages, keep the tokens, requeue at the old rank.
-  SequenceState& seq = *running_[running_index];
-  std::optional<KVRelease> released = capacity_.preempt(seq.id);
-  assert(released);
-  log_.record(ProgressEvent::kPreempt, seq.id, seq.total_len(), released->references_dropped);
-  log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped,
-              released->reservation_returned);
-  if (seq.phase == SequencePhase::kPrefill) --partial_prefills_;
-  if (seq.kv_compressed()) plan_.kv_tables_released.push_back(seq.id);
-  if (draft_model_) draft_model_->release(seq.id);
-  seq.num_computed_tokens = 0;
-  seq.kv_evicted = 0;
-  seq.prefix = PrefixCursor{};
-  seq.tier_fetched = false;  // its pages evicted meanwhile may be read back
-  ++seq.num_preemptions;
-  running_.erase(running_.begin() + std::ptrdiff_t(running_index));
-  enqueue_waiting(seq);
-}
-
 void EngineScheduler::admit(SequenceState& seq, const CachedPrefix& prefix) {
   const int32_t hit_tokens = prefix.num_pages * kv_.page_size();
   seq.kv_evicted = 0;
   seq.kv_keep_from = seq.kv_compressed() ? hit_tokens : 0;
   int32_t reserved = capacity_.admit(seq, prefix);
   seq.num_computed_tokens = hit_tokens;
+  seq.swapped_tokens = 0;
   seq.prefix = prefix.cursor;
   if (prefix_) prefix_->record_query(seq.total_len(), hit_tokens);
   seq.phase = SequencePhase::kPrefill;
@@ -627,6 +598,7 @@ void EngineScheduler::retire(SequenceState& seq, FinishReason reason) {
   // forgotten.
   release_kv_table(seq);
   if (draft_model_) draft_model_->release(seq.id);
+  if (tier_) tier_->drop_tail(seq.id);
   if (std::optional<KVRelease> released = capacity_.release(seq.id)) {
     log_.record(ProgressEvent::kRelease, seq.id, released->references_dropped,
                 released->reservation_returned);
@@ -670,9 +642,10 @@ Status EngineScheduler::check_invariants() const {
   if (int32_t(running_.size()) > config_.max_num_seqs)
     return make_error("scheduler: {} running > max_num_seqs {}", running_.size(),
                       config_.max_num_seqs);
-  const int32_t loads = tier_ ? tier_->num_loads() : 0;  // disk reads hold sequences of their own
+  // Disk reads and swapped pages read back hold sequences of their own.
+  const int32_t loads = tier_ ? tier_->num_sequences_held() : 0;
   if (kv_.num_sequences() != int32_t(running_.size()) + loads)
-    return make_error("scheduler: kv holds {} sequences, {} are running, {} loading from disk",
+    return make_error("scheduler: kv holds {} sequences, {} are running, {} held by the disk tier",
                       kv_.num_sequences(), running_.size(), loads);
   for (size_t i = 0; i < waiting_.size(); ++i) {
     const SequenceState& s = *waiting_[i];

@@ -40,7 +40,10 @@
 // With a disk tier under the prefix cache (kv/prefix_disk_tier.h), a waiting request whose cached
 // prefix continues onto pages on disk waits while they are read back (other requests may pass
 // it, as past one blocked by KV pages), then is admitted with them as a cached hit; every step
-// boundary registers the pages whose reads finished. Steps never wait for the disk.
+// boundary registers the pages whose reads finished. Steps never wait for the disk. A sequence
+// preempted with a tier may have its pages swapped out to it instead of recomputed, by the cost
+// model (scheduler/preemption_cost.h, engine_scheduler_preempt.cc); its re-admission reads them
+// back the same way, its partial last page as a page copy in the admitting step's plan.
 //
 // After warm-up, schedule_step and on_step_executed perform no heap allocation in steady decode:
 // the plan, the outcome list and every page list reuse memory sized at construction or admission.
@@ -104,6 +107,15 @@ struct SchedulerStats {
   uint64_t prefix_shared_in_step = 0;
   // Admission attempts in which the request waited for its prefix's pages to be read from disk.
   uint64_t tier_waits = 0;
+  // Preemptions by the way chosen (scheduler/preemption_cost.h), the seconds the cost model
+  // predicted for each way summed over every choice (both figures of each), and the last choice.
+  uint64_t preemptions_swapped = 0;
+  uint64_t preemptions_recomputed = 0;
+  double predicted_swap_seconds = 0;
+  double predicted_recompute_seconds = 0;
+  std::optional<PreemptionChoice> last_preemption;
+  // Swapped sequences re-admitted with their partial last page read back (not recomputed).
+  uint64_t swapped_tails_restored = 0;
   // --spec auto (SpecAutoGate): measured decode steps in which drafts were allowed, and in which
   // they were not.
   uint64_t spec_auto_steps_with_drafts = 0;
@@ -184,6 +196,9 @@ class EngineScheduler {
   // Prompts prefilled whole (no chunking) ignore it, or they could never start.
   void set_prefill_token_budget(int32_t tokens);
   int32_t prefill_token_budget() const { return prefill_token_budget_; }
+  // What recomputing a preempted sequence costs per token, from the engine's step cost model
+  // (unmeasured until set: the cost model then recomputes, see preemption_cost.h).
+  void set_recompute_costs(const RecomputeCosts& costs) { recompute_costs_ = costs; }
   // What the next step's cost depends on (O(sequences), no allocation).
   StepLoad load() const;
 
@@ -269,8 +284,17 @@ class EngineScheduler {
   void plan_kv_compression(const SequenceState& seq, int32_t item);
   Status apply_kv_compression(SequenceState& seq, const KvCompression& compression);
   void release_kv_table(const SequenceState& seq);
+  // Preemption (engine_scheduler_preempt.cc).
   bool make_room(SequenceState& seq, int64_t tokens);
   void preempt(size_t running_index);
+  // Swap or recompute for `seq` (running, not in this step), by the policy and the cost model;
+  // a swap writes its pages to the tier before they are released.
+  PreemptionChoice swap_out_or_recompute(const SequenceState& seq);
+  // The tokens of `seq`'s partial last page that the tier read back, if that page is the next
+  // after `prefix` (0: none; a tail that is not next is let go); restore_swapped_tail binds it to
+  // the admitted sequence as a copy of the tier's page in this step's plan.
+  int32_t swapped_tail_tokens(const SequenceState& seq, const CachedPrefix& prefix);
+  void restore_swapped_tail(SequenceState& seq);
   // `drafts`: a decode item's drafts, after its one token (speculative decoding).
   void add_item(SequenceState& seq, int32_t num_tokens, std::span<const TokenId> drafts = {});
   // Speculative decoding (engine_scheduler_spec.cc): the step's draft tokens; a decoding
@@ -337,11 +361,12 @@ class EngineScheduler {
   int64_t executed_committed_ = 0;
 
   // The step being composed.
-  int32_t token_budget_ = 0;      // tokens still free in this step
-  int32_t draft_budget_ = 0;      // draft tokens still free in this step
-  int32_t partial_prefills_ = 0;  // sequences that will end this step with an unfinished prefill
-  int32_t prefill_token_budget_;  // set_prefill_token_budget
-  int32_t prefill_budget_ = 0;    // prefill tokens still free in this step
+  int32_t token_budget_ = 0;        // tokens still free in this step
+  int32_t draft_budget_ = 0;        // draft tokens still free in this step
+  int32_t partial_prefills_ = 0;    // sequences that will end this step with an unfinished prefill
+  int32_t prefill_token_budget_;    // set_prefill_token_budget
+  RecomputeCosts recompute_costs_;  // set_recompute_costs
+  int32_t prefill_budget_ = 0;      // prefill tokens still free in this step
   // Prefill tokens running prefills leave for the short prompt at the head of the queue.
   int32_t held_for_waiting_head_ = 0;
   // Pages kept from admissions for the decodes still to be scheduled in this step (prefill-first

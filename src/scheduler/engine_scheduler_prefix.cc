@@ -32,13 +32,20 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
 }
 
 bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& prefix) {
-  // Rule: one read per admission; a request whose pages are being read waits for them.
+  // Rule: one read per admission; a request whose pages are being read waits for them; an ask
+  // that found nothing on disk is repeated only once the RAM hit has changed, one that found no
+  // page to read into at the next attempt.
   if (tier_->loading_for(seq.id)) return true;
-  if (seq.tier_fetched || !may_skip_cached_prefix(seq)) return false;
-  seq.tier_fetched = true;
+  if (seq.tier_fetched || !may_skip_cached_prefix(seq) ||
+      seq.tier_asked_at_pages == prefix.num_pages)
+    return false;
   const int32_t max_pages = (seq.total_len() - 1) / kv_.page_size();
-  return tier_->fetch(seq.id, seq.cache_namespace, seq.tokens,
-                      PrefixHit{prefix.num_pages, prefix.cursor}, prefix.pages, max_pages);
+  const PrefixDiskTier::Fetch fetched = tier_->fetch(seq.id, seq.cache_namespace, seq.tokens,
+                                                     PrefixHit{prefix.num_pages, prefix.cursor},
+                                                     prefix.pages, max_pages, seq.swapped_tokens);
+  if (fetched == PrefixDiskTier::Fetch::kNoneOnDisk) seq.tier_asked_at_pages = prefix.num_pages;
+  seq.tier_fetched = fetched == PrefixDiskTier::Fetch::kReading;
+  return seq.tier_fetched;
 }
 
 void EngineScheduler::count_prefix_pages(CachedPrefix& prefix) const {

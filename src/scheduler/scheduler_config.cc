@@ -100,6 +100,8 @@ Status SchedulerConfig::validate() const {
     return make_error("policy has invalid value {}", static_cast<int>(policy));
   if (admission_mode_name(admission) == "unknown")
     return make_error("admission has invalid value {}", static_cast<int>(admission));
+  if (!parse_preemption_policy(preemption_policy_name(preemption)))
+    return make_error("preemption has invalid value {}", static_cast<int>(preemption));
   if (!std::isfinite(small_first_tokens_per_step) || small_first_tokens_per_step <= 0)
     return make_error("small_first_tokens_per_step must be a finite number > 0, got {}",
                       small_first_tokens_per_step);

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kv/kv_eviction.h"
+#include "scheduler/preemption_cost.h"
 #include "util/error.h"
 
 namespace drift {
@@ -103,6 +104,10 @@ struct SchedulerConfig {
   bool prefer_decode_over_prefill = true;
   SchedulerPolicy policy = SchedulerPolicy::kFcfs;
   AdmissionMode admission = AdmissionMode::kGuaranteed;
+  // What a preempted sequence's pages become (optimistic admission with a disk tier): swapped
+  // out to the tier or recomputed, by the cost model (scheduler/preemption_cost.h) or always one
+  // way. Without a tier every preemption recomputes.
+  PreemptionPolicy preemption = PreemptionPolicy::kAuto;
   // Aging. A waiting request is admitted in order of a virtual arrival step:
   //   fcfs         arrival
   //   small_first  arrival + prompt_tokens / small_first_tokens_per_step

@@ -85,9 +85,16 @@ struct SequenceState {
   // The sequence's leading full pages that the prefix cache knows (hit at admission or registered
   // since); reset at each admission.
   PrefixCursor prefix;
-  // The disk tier was asked for the pages after its cached prefix since it last waited (once per
-  // admission: pages read back and evicted again before it is admitted are computed).
+  // The disk tier read pages after its cached prefix since it last waited (once per admission:
+  // pages read back and evicted again before it is admitted are computed).
   bool tier_fetched = false;
+  // The RAM hit (pages) with which the tier was last asked and had nothing to read; it is asked
+  // again only when the hit changes — a preempted sequence's pages still cached when it first
+  // asks may be evicted to disk while it waits. nullopt: not asked since it last waited.
+  std::optional<int32_t> tier_asked_at_pages;
+  // Preempted by swap with this many computed tokens (0: not swapped since its last admission):
+  // the tier holds its pages, its partial last page included, for its re-admission.
+  int32_t swapped_tokens = 0;
   uint64_t arrival_step = 0;   // the scheduler's step count when added
   uint64_t arrival_order = 0;  // unique, increasing with each add()
   double waiting_rank = 0;     // virtual arrival step (policy with aging); lower is admitted first

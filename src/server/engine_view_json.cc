@@ -114,6 +114,18 @@ std::string engine_view_json(const EngineSnapshot& snapshot, const EngineMetrics
                         {"write_bytes", d.store.bytes_written},
                         {"write_seconds", d.store.write_seconds},
                         {"read_failures", d.store.read_failures}};
+    const PreemptionMetrics& p = d.preemption;
+    json preemption{{"swapped", p.swapped},
+                    {"recomputed", p.recomputed},
+                    {"tails_restored", p.tails_restored},
+                    {"predicted_swap_seconds", p.predicted_swap_seconds},
+                    {"predicted_recompute_seconds", p.predicted_recompute_seconds},
+                    {"last", nullptr}};
+    if (p.last)
+      preemption["last"] = {{"mode", preemption_mode_name(p.last->mode)},
+                            {"swap_seconds", p.last->swap_seconds},
+                            {"recompute_seconds", p.last->recompute_seconds}};
+    out["disk_tier"]["preemption"] = std::move(preemption);
   }
   return dump_json(out);
 }

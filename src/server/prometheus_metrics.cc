@@ -114,6 +114,22 @@ void write_kv_tiers(Writer& w, const EngineMetrics& m) {
   w.counter("drift:kv_disk_admission_waits_total",
             "Admission attempts that waited for prefix pages being read from disk.",
             double(disk->admission_waits));
+  const PreemptionMetrics& p = disk->preemption;
+  w.labelled_counter_header("drift:kv_preemptions_total",
+                            "Preempted sequences by what became of their KV pages (with a disk "
+                            "tier; vllm:num_preemptions_total counts them all).");
+  w.sample("drift:kv_preemptions_total", ",mode=\"swap\"", double(p.swapped));
+  w.sample("drift:kv_preemptions_total", ",mode=\"recompute\"", double(p.recomputed));
+  w.labelled_counter_header(
+      "drift:kv_preemption_predicted_seconds_total",
+      "Seconds the cost model predicted for each way, summed over every preemption it judged.");
+  w.sample("drift:kv_preemption_predicted_seconds_total", ",mode=\"swap\"",
+           p.predicted_swap_seconds);
+  w.sample("drift:kv_preemption_predicted_seconds_total", ",mode=\"recompute\"",
+           p.predicted_recompute_seconds);
+  w.counter("drift:kv_preemption_tails_restored_total",
+            "Swapped sequences re-admitted with their partial last page read back.",
+            double(p.tails_restored));
 }
 
 }  // namespace

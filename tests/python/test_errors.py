@@ -58,6 +58,7 @@ def test_requests_the_engine_refuses_raise_value_error(llm):
     ({"threads": 0}, ValueError, "threads"),
     ({"parallel": 0}, ValueError, "max_num_seqs"),
     ({"admission": "sometimes"}, ValueError, "admission"),
+    ({"preemption": "sometimes"}, ValueError, "preemption"),
     ({"policy": "random"}, ValueError, "policy"),
     ({"kv_cache_dtype": "f8"}, ValueError, "kv_cache_dtype"),
     ({"spec": "eagle"}, ValueError, "spec"),

@@ -3,6 +3,7 @@ a restart is answered with the same greedy text after it, its prefix read from t
 DISK samples of /metrics say so); a second server on the same directory is refused with an error
 that says why, and the first keeps serving."""
 import json
+from concurrent.futures import ThreadPoolExecutor
 import tempfile
 
 import httpx
@@ -72,3 +73,33 @@ def test_a_second_server_on_the_directory_is_refused():
             assert r.model == MODEL_NAME and r.usage.completion_tokens == 4
         finally:
             stop_cleanly(first)
+
+
+def test_a_preempted_request_is_swapped_to_the_directory_and_answers_as_alone():
+    # 10 pages of 16 tokens; the two prompts and their 100 tokens take 8 each: the later request
+    # is preempted, its pages swapped to the directory (--preemption swap) and read back.
+    prompts = ["Explain to a child how rain forms, step by step, with an example from everyday "
+               "life, and say why it matters.",
+               "Write a short story about a lighthouse keeper who finds a message in a bottle."]
+    with tempfile.TemporaryDirectory(prefix="drift-kv-dir-") as directory:
+        server = Server("--kv-mib", "3.6", "--parallel", "2", "--admission", "optimistic",
+                        "--preemption", "swap", "--kv-cache-dir", directory)
+        try:
+            client = server.client()
+
+            def answer(prompt):
+                return greedy(client, prompt, max_tokens=100,
+                              extra_body={"ignore_eos": True}).choices[0].text
+
+            alone = [answer(p) for p in prompts]
+            with ThreadPoolExecutor(2) as pool:
+                together = list(pool.map(answer, prompts))
+            assert together == alone
+            m = server.metrics()
+            assert m['drift:kv_preemptions_total{mode="swap"}'] >= 1, m
+            assert m['drift:kv_preemptions_total{mode="recompute"}'] == 0
+            assert m['drift:kv_preemption_predicted_seconds_total{mode="swap"}'] > 0
+            preemption = engine_view(server)["disk_tier"]["preemption"]
+            assert preemption["swapped"] >= 1 and preemption["last"]["mode"] == "swap", preemption
+        finally:
+            stop_cleanly(server)

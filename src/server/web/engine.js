@@ -172,10 +172,22 @@ function renderRequests(sequences) {
   $("requests-empty").hidden = sequences.length > 0;
 }
 
+// With a disk tier: how preemptions went (swap or recompute) and the cost model's last choice.
+function preemptionTitle(p) {
+  if (!p) return "";
+  let text = `${p.swapped} swapped to disk, ${p.recomputed} recomputed`;
+  if (p.last) {
+    text += `; last: ${p.last.mode} (predicted swap ${p.last.swap_seconds.toFixed(3)} s, ` +
+      `recompute ${p.last.recompute_seconds.toFixed(3)} s)`;
+  }
+  return text;
+}
+
 function render(view) {
   $("count-running").textContent = String(view.counts.running);
   $("count-waiting").textContent = String(view.counts.queued);
   $("count-preempted").textContent = String(view.counts.preempted);
+  $("count-preempted").title = preemptionTitle(view.disk_tier && view.disk_tier.preemption);
   $("count-steps").textContent = String(view.steps);
   const p = view.prefix_cache;
   $("prefix-hit-rate").textContent = p.enabled ? percent(p.hit_tokens, p.queried_tokens) : "off";

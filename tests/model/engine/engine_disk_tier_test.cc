@@ -86,21 +86,25 @@ void expect_same(const Answer& got, const Answer& want, const char* what) {
         << what << ": logprobs of token " << k << " differ";
 }
 
-// A pool of 48 pages of 16 tokens: one document and its answer fit, three do not.
-EngineConfig config(const std::optional<fs::path>& dir) {
+// A pool of 48 pages of 16 tokens (`page_bytes` each: bf16's by default): one document and its
+// answer fit, three do not.
+EngineConfig config(const std::optional<fs::path>& dir, KVDtype dtype = KVDtype::kBF16,
+                    uint64_t page_bytes = 368640) {
   EngineConfig c;
   c.threads = 1;
   c.max_model_len = 768;
-  c.kv.budget = KVMemoryBudget::of_bytes(uint64_t{48} * 368640);
+  c.kv.dtype = dtype;
+  c.kv.budget = KVMemoryBudget::of_bytes(uint64_t{48} * page_bytes);
   if (dir) c.kv.disk_dir = dir->string();
   c.kv.disk_gib = 1;
   return c;
 }
 
-std::unique_ptr<Engine> start(const std::optional<fs::path>& dir) {
+std::unique_ptr<Engine> start(const std::optional<fs::path>& dir, KVDtype dtype = KVDtype::kBF16,
+                              uint64_t page_bytes = 368640) {
   const auto path = test::model_path(test::kSmolLm2File);
   EXPECT_TRUE(test::model_available(path));
-  auto engine = load_engine(path.string(), config(dir));
+  auto engine = load_engine(path.string(), config(dir, dtype, page_bytes));
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   return engine.ok() ? std::move(engine).value() : nullptr;
 }
@@ -174,6 +178,45 @@ TEST(EngineDiskTier, ALongPromptReadBackFromDiskAnswersBitForBitAsComputed) {
     EXPECT_GE(disk(engine->metrics()).store.read_failures, 1u);
   }
 }
+
+// Quantized pages (--kv-cache-dtype int8, int4) keep their scales inside the page
+// (kernels/kv_format.h), so the page's bytes are all a read back needs: the answer from disk is
+// bitwise the computed one, and the files are the quantized pages, smaller than bf16's.
+class EngineDiskTierQuantized : public ::testing::TestWithParam<KVDtype> {};
+
+TEST_P(EngineDiskTierQuantized, PagesReadBackBitForBit) {
+  const KVDtype dtype = GetParam();
+  const std::string doc = document("the harbour bridge");
+  Answer computed;
+  uint64_t page_bytes = 0;
+  {
+    auto engine = start(std::nullopt, dtype);
+    ASSERT_TRUE(engine);
+    computed = ask(*engine, doc);
+    page_bytes = engine->metrics().kv_page_bytes;
+  }
+  ASSERT_GT(page_bytes, 0u);
+  EXPECT_LT(page_bytes, 368640u) << "a quantized page is smaller than a bf16 one";
+  TempDir dir;
+  auto engine = start(dir.path, dtype, page_bytes);
+  ASSERT_TRUE(engine);
+  ASSERT_EQ(engine->setup().num_kv_pages, 48);
+  expect_same(ask(*engine, doc), computed, "with the tier, computed");
+  ask(*engine, document("a mountain railway"));  // the document's pages leave RAM for the disk
+  ask(*engine, document("the river dams"));
+  const EngineMetrics before = engine->metrics();
+  expect_same(ask(*engine, doc), computed, "read back from disk");
+  const EngineMetrics after = engine->metrics();
+  EXPECT_GE(disk(after).tier.pages_loaded - disk(before).tier.pages_loaded, 20u);
+  EXPECT_EQ(disk(after).tier.pages_load_failed, 0u);
+  EXPECT_EQ(disk(after).store.bytes_read, page_bytes * (disk(after).store.pages_read))
+      << "a read is one page's bytes";
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, EngineDiskTierQuantized,
+                         ::testing::Values(KVDtype::kInt8, KVDtype::kInt4), [](const auto& info) {
+                           return info.param == KVDtype::kInt8 ? "int8" : "int4";
+                         });
 
 TEST(EngineDiskTier, ASecondEngineOnTheDirectoryIsRefused) {
   TempDir dir;

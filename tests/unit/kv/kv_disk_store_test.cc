@@ -304,3 +304,43 @@ TEST(KVDiskStore, ChangesAreReportedForKVEvents) {
 
 }  // namespace
 }  // namespace drift
+
+namespace drift {
+namespace {
+
+// A swapped-out sequence's last page holds fewer tokens than a page: it is stored padded, named
+// by the digest of its own tokens, read back only by a reader expecting exactly those tokens,
+// and marked partial (no prefix block for KV events), also when indexed after a restart.
+TEST(KVDiskStore, APartialPageReadsBackOnlyForItsOwnTokens) {
+  TempDir dir;
+  TestPage p = page(2);
+  p.tokens.resize(3);
+  p.key.digest = kv_digest_next(p.key.parent, p.tokens);
+  {
+    auto store = open_store(config_of(dir.path));
+    ASSERT_TRUE(store);
+    std::vector<bool> partial;
+    store->set_on_change([&](const KVDiskChange& c) { partial.push_back(c.key.partial); });
+    ASSERT_TRUE(store->write(p.key, p.tokens, p.bytes));
+    store->drain();
+    EXPECT_EQ(partial, std::vector<bool>{true});
+    EXPECT_EQ(fs::file_size(file_of(*store, p)), store->file_bytes()) << "one file size for all";
+    std::vector<uint8_t> out;
+    ASSERT_TRUE(read_back(*store, p, out));
+    EXPECT_EQ(out, p.bytes);
+  }
+  auto store = open_store(config_of(dir.path));
+  ASSERT_TRUE(store);
+  std::vector<KVDiskChange> removed;
+  store->set_on_change([&](const KVDiskChange& c) { removed.push_back(c); });
+  TestPage longer = p;
+  longer.tokens.push_back(kPartialPagePadding);  // what the file holds after the three tokens
+  std::vector<uint8_t> out;
+  EXPECT_FALSE(read_back(*store, longer, out)) << "a reader of four tokens never gets it";
+  ASSERT_EQ(removed.size(), 1u) << "the failed read dropped it";
+  EXPECT_TRUE(removed[0].key.partial) << "indexed at start as partial";
+  EXPECT_FALSE(store->write(p.key, std::span<const TokenId>(), p.bytes)) << "no tokens at all";
+}
+
+}  // namespace
+}  // namespace drift

@@ -10,119 +10,15 @@
 #include <filesystem>
 #include <fstream>
 
-#include "fake_executor.h"
-#include "kv/kv_disk_store.h"
-#include "kv/prefix_disk_tier.h"
-#include "scheduler/engine_scheduler.h"
+#include "tiered_driver.h"
 
 namespace drift {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::FakeExecutor;
-using testing::FakeModel;
-using testing::RequestRecord;
-
-constexpr int32_t kPageSize = 4;
-constexpr int32_t kPages = 16;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char pattern[] = "/tmp/drift-kv-tier-XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-SchedulerConfig config() {
-  SchedulerConfig c;
-  c.max_num_batched_tokens = 16;
-  c.max_num_seqs = 2;
-  c.max_model_len = 48;
-  return c;
-}
-
-// The pieces of an engine in the order they depend on each other: KV pool, prefix cache,
-// executor (the page memory), store, tier, scheduler. One instance is one process's life.
-class TieredDriver {
- public:
-  TieredDriver(const fs::path& dir, KVDigest fingerprint = {11, 22}, uint64_t budget = 1 << 20,
-               int32_t staging_pages = 16)
-      : kv_(make_kv()), prefix_(kv_), executor_(kv_, FakeModel{}) {
-    KVDiskStoreConfig c;
-    c.dir = dir.string();
-    c.budget_bytes = budget;
-    c.fingerprint = fingerprint;
-    c.page_size = kPageSize;
-    c.page_bytes = executor_.page_bytes();
-    c.staging_pages = staging_pages;
-    auto store = KVDiskStore::open(c);
-    EXPECT_TRUE(store.ok()) << (store.ok() ? "" : store.error().message);
-    store_ = std::move(store).value();
-    auto tier = PrefixDiskTier::create(kv_, prefix_, *store_, executor_);
-    EXPECT_TRUE(tier.ok()) << (tier.ok() ? "" : tier.error().message);
-    tier_ = std::move(tier).value();
-    auto scheduler = EngineScheduler::create(config(), {0}, kv_, log_, &prefix_, tier_.get());
-    EXPECT_TRUE(scheduler.ok());
-    scheduler_ = std::move(scheduler).value();
-  }
-
-  // Runs `prompt` as request `id` to its end alone; returns its tokens.
-  std::vector<TokenId> ask(SeqId id, const std::vector<TokenId>& prompt, int32_t max_new = 3) {
-    SequenceRequest r;
-    r.id = id;
-    r.prompt = prompt;
-    r.max_new_tokens = max_new;
-    EXPECT_TRUE(scheduler_->add(std::move(r)).ok());
-    std::vector<TokenId> out;
-    for (int i = 0; i < 1000 && scheduler_->has_unfinished(); ++i) {
-      store_->drain();  // deterministic: every read has finished before the next step
-      const StepPlan& plan = scheduler_->schedule_step();
-      if (!plan.empty()) {
-        EXPECT_TRUE(executor_.run(plan, result_).ok());
-        for (const SequenceOutcome& o : scheduler_->on_step_executed(result_))
-          if (o.token) out.push_back(*o.token);
-      }
-      Status s = scheduler_->check_invariants();
-      EXPECT_TRUE(s.ok()) << s.message();
-    }
-    EXPECT_FALSE(scheduler_->has_unfinished());
-    return out;
-  }
-
-  std::vector<TokenId> reference(SeqId id, const std::vector<TokenId>& prompt,
-                                 int32_t max_new = 3) {
-    return FakeModel{}.reference(id, prompt, max_new);
-  }
-
-  KVCacheManager& kv() { return kv_; }
-  PrefixCache& prefix() { return prefix_; }
-  PrefixDiskTier& tier() { return *tier_; }
-  KVDiskStore& store() { return *store_; }
-  EngineScheduler& scheduler() { return *scheduler_; }
-
- private:
-  static KVCacheManager make_kv() {
-    KVLayout layout{.num_layers = 2, .num_kv_heads = 2, .head_dim = 8, .page_size = kPageSize};
-    return std::move(KVCacheManager::create(layout, kPages)).value();
-  }
-
-  KVCacheManager kv_;
-  ProgressLog log_;
-  PrefixCache prefix_;
-  FakeExecutor executor_;
-  std::unique_ptr<KVDiskStore> store_;
-  std::unique_ptr<PrefixDiskTier> tier_;
-  std::unique_ptr<EngineScheduler> scheduler_;
-  ExecutionResult result_;
-};
-
-std::vector<TokenId> prompt_of(int n, TokenId first) {
-  std::vector<TokenId> p;
-  for (int i = 0; i < n; ++i) p.push_back(first + i);
-  return p;
-}
+using testing::prompt_of;
+using testing::TempDir;
+using testing::TieredDriver;
 
 const std::vector<TokenId> kDocument = prompt_of(29, 100);  // 7 full pages + 1 token
 

@@ -54,6 +54,8 @@ TEST(SchedulerConfig, EveryErrorNamesItsField) {
       "long_prefill_token_threshold needs enable_chunked_prefill");
   EXPECT_ERROR_NAMES([](auto& c) { c.policy = static_cast<SchedulerPolicy>(9); }, "policy");
   EXPECT_ERROR_NAMES([](auto& c) { c.admission = static_cast<AdmissionMode>(9); }, "admission");
+  EXPECT_ERROR_NAMES([](auto& c) { c.preemption = static_cast<PreemptionPolicy>(9); },
+                     "preemption");
   EXPECT_ERROR_NAMES([](auto& c) { c.small_first_tokens_per_step = 0; },
                      "small_first_tokens_per_step");
   EXPECT_ERROR_NAMES([](auto& c) { c.priority_steps_per_level = std::nan(""); },

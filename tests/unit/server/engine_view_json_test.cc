@@ -85,5 +85,25 @@ TEST(EngineViewJson, CountsPagesStepsAndHistograms) {
   EXPECT_EQ(j["spec"]["auto_steps_without_drafts"], 16);
 }
 
+// With a disk tier, the swap-or-recompute choices of preemption and the cost model's figures.
+TEST(EngineViewJson, DiskTierShowsHowPreemptionsWent) {
+  EngineMetrics m;
+  const json none = json::parse(engine_view_json(EngineSnapshot{}, m, 16));
+  EXPECT_FALSE(none.contains("disk_tier"));
+  m.kv_disk = KVDiskMetrics{};
+  m.kv_disk->preemption.swapped = 2;
+  m.kv_disk->preemption.recomputed = 1;
+  m.kv_disk->preemption.predicted_swap_seconds = 0.5;
+  m.kv_disk->preemption.last =
+      PreemptionChoice{PreemptionMode::kSwap, /*swap_seconds=*/0.125, /*recompute_seconds=*/2.0};
+  const json j = json::parse(engine_view_json(EngineSnapshot{}, m, 16));
+  const json& p = j["disk_tier"]["preemption"];
+  EXPECT_EQ(p["swapped"], 2);
+  EXPECT_EQ(p["recomputed"], 1);
+  EXPECT_EQ(p["predicted_swap_seconds"], 0.5);
+  EXPECT_EQ(p["last"],
+            (json{{"mode", "swap"}, {"swap_seconds", 0.125}, {"recompute_seconds", 2.0}}));
+}
+
 }  // namespace
 }  // namespace drift::server

@@ -173,6 +173,10 @@ TEST(Prometheus, KvTiersPerMedium) {
   m.kv_disk->store.bytes_read = 4000;
   m.kv_disk->store.read_seconds = 0.5;
   m.kv_disk->tier.pages_written_ahead = 9;
+  m.kv_disk->preemption.swapped = 3;
+  m.kv_disk->preemption.recomputed = 2;
+  m.kv_disk->preemption.predicted_swap_seconds = 0.25;
+  m.kv_disk->preemption.predicted_recompute_seconds = 1.5;
   text = render_prometheus(m, ServerStats{}, "m");
   EXPECT_TRUE(has(text, "drift:kv_tier_pages" + l + ",medium=\"DISK\"} 7"));
   EXPECT_TRUE(has(text, "drift:kv_tier_bytes" + l + ",medium=\"DISK\"} 7200"));
@@ -181,6 +185,12 @@ TEST(Prometheus, KvTiersPerMedium) {
   EXPECT_TRUE(has(text, "drift:kv_disk_read_bytes_total" + l + "} 4000"));
   EXPECT_TRUE(has(text, "drift:kv_disk_read_seconds_total" + l + "} 0.5"));
   EXPECT_TRUE(has(text, "drift:kv_disk_writes_ahead_total" + l + "} 9"));
+  EXPECT_TRUE(has(text, "drift:kv_preemptions_total" + l + ",mode=\"swap\"} 3"));
+  EXPECT_TRUE(has(text, "drift:kv_preemptions_total" + l + ",mode=\"recompute\"} 2"));
+  EXPECT_TRUE(
+      has(text, "drift:kv_preemption_predicted_seconds_total" + l + ",mode=\"swap\"} 0.25"));
+  EXPECT_TRUE(
+      has(text, "drift:kv_preemption_predicted_seconds_total" + l + ",mode=\"recompute\"} 1.5"));
 }
 
 TEST(ApiKey, ExactMatchOnly) {

@@ -104,6 +104,7 @@ NB_MODULE(_drift, m) {
         d["max_queued"] = o.max_queued;
         d["spec"] = o.spec;
         d["spec_pool_mib"] = o.spec_pool_mib;
+        d["spec_max_draft"] = o.spec_max_draft;
         return d;
       },
       "The engine options' defaults, as a dict of the keyword arguments drift.LLM takes.");

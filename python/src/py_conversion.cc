@@ -99,6 +99,8 @@ EngineOptions engine_options_from(const nb::dict& options) {
       o.spec = str_of(n, value);
     else if (name == "spec_pool_mib")
       o.spec_pool_mib = float_of(n, value);
+    else if (name == "spec_max_draft")
+      o.spec_max_draft = int_of<int32_t>(n, value);
     else if (name == "spec_draft_model")
       o.spec_draft_model = str_of(n, value);
     else if (name == "spec_draft_kv_mib")
@@ -140,7 +142,7 @@ EngineOptions engine_options_from(const nb::dict& options) {
           ("unknown engine option '" + name +
            "' (the options are the CLI's flags with '_' for '-': threads, "
            "parallel, ctx_size, batch_tokens, kv_mib, kv_ram_fraction, "
-           "page_size, kv_cache_dtype, spec, spec_pool_mib, spec_draft_model, "
+           "page_size, kv_cache_dtype, spec, spec_pool_mib, spec_max_draft, spec_draft_model, "
            "spec_draft_kv_mib, admission, preemption, policy, max_queued, "
            "default_max_tokens, no_chunked_prefill, no_prefix_cache, no_hybrid_kv, "
            "target_itl_ms, idle_step_ms, target_ttft_ms, max_ttft_s, max_sessions, "

@@ -53,6 +53,11 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "draft for later ones (0: drafts from each request's own text only)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 16384.0));
+  cmd.add_option("--spec-max-draft", o.spec_max_draft,
+                 "the most draft tokens a request carries in one step (its adaptive draft length "
+                 "stays under it)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, int(kMaxSpecDraftTokens)));
   cmd.add_option("--admission", o.admission,
                  "guaranteed (reserve prompt + max tokens) or optimistic (preempt a running "
                  "request when KV runs out)")

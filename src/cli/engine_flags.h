@@ -10,7 +10,8 @@ namespace drift::cli {
 
 // Adds --threads, --parallel, --ctx-size, --batch-tokens, --kv-mib, --kv-ram-fraction,
 // --page-size, --kv-cache-dtype, --spec, --spec-draft-model, --spec-draft-kv-mib,
-// --spec-pool-mib, --admission, --preemption, --policy, --max-queued, --no-chunked-prefill,
+// --spec-pool-mib, --spec-max-draft, --admission, --preemption, --policy, --max-queued,
+// --no-chunked-prefill,
 // --no-prefix-cache, --no-hybrid-kv, --target-itl-ms, --idle-step-ms, --target-ttft-ms,
 // --max-ttft-s, --max-sessions, --session-max-tokens, --session-ttl; the defaults are the values
 // `options` holds when called.

@@ -128,6 +128,10 @@ Expected<EngineConfig> to_engine_config(const EngineOptions& o) {
     return make_error("spec_pool_mib must be in [0, 16384], got {}", o.spec_pool_mib);
   config.scheduler.spec.pool_entries =
       int64_t(o.spec_pool_mib * kBytesPerMib) / int64_t(NgramPool::kEntryBytes);
+  if (o.spec_max_draft < 1 || o.spec_max_draft > kMaxSpecDraftTokens)
+    return make_error("spec_max_draft must be in [1, {}], got {}", kMaxSpecDraftTokens,
+                      o.spec_max_draft);
+  config.scheduler.spec.max_draft_tokens = o.spec_max_draft;
   return config;
 }
 

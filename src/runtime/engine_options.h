@@ -90,6 +90,8 @@ struct EngineOptions {
   // The n-gram pool shared across requests, in MiB (0: none): drafts from other requests'
   // prompts and outputs where a request's own history has none.
   double spec_pool_mib = spec_pool_mib_of(program_engine_defaults().scheduler.spec.pool_entries);
+  // The longest draft a sequence carries in a step (its adaptive length stays under it).
+  int32_t spec_max_draft = program_engine_defaults().scheduler.spec.max_draft_tokens;
 };
 
 // The configuration these options describe; an error names the option whose text is not one of

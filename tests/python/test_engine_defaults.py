@@ -11,7 +11,7 @@ from conftest import DRIFT_BIN
 FLAGS = {"threads": "-t,--threads", "parallel": "--parallel", "page_size": "--page-size",
          "kv_cache_dtype": "--kv-cache-dtype", "batch_tokens": "--batch-tokens",
          "max_queued": "--max-queued", "admission": "--admission", "policy": "--policy",
-         "spec": "--spec", "spec_pool_mib": "--spec-pool-mib",
+         "spec": "--spec", "spec_pool_mib": "--spec-pool-mib", "spec_max_draft": "--spec-max-draft",
          "kv_ram_fraction": "--kv-ram-fraction"}
 COMMANDS = ["serve", "generate", "chat", "batched-bench", "bench", "perplexity", "bench-prefix"]
 

@@ -72,6 +72,21 @@ TEST(EngineOptions, TheProgramsDifferFromTheLibraryOnlyInTheirNamedDecisions) {
   EXPECT_EQ(programs.sampling_defaults, library.sampling_defaults);
 }
 
+// --spec-max-draft bounds the draft per sequence; outside [1, 64] it names itself.
+TEST(EngineOptions, SpecMaxDraftBoundsTheDraftLength) {
+  EngineOptions o;
+  o.spec_max_draft = 3;
+  auto c = to_engine_config(o);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->scheduler.spec.max_draft_tokens, 3);
+  for (int32_t bad : {0, int32_t(kMaxSpecDraftTokens) + 1}) {
+    o.spec_max_draft = bad;
+    auto refused = to_engine_config(o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("spec_max_draft"), std::string::npos);
+  }
+}
+
 TEST(EngineOptions, SpecAutoAndNgramDraftFromTheRequestNoneTurnsItOff) {
   EngineOptions o;
   EXPECT_EQ(o.spec, "auto") << "on by default";

@@ -5,14 +5,15 @@ each drafting mode against `--spec none`, greedy.
 
 Every round starts a fresh server per mode (its --parallel the largest level), warms it up, then
 runs the levels in order; the modes' order alternates between rounds. At level c, c clients each
-send c workloads of the mix one after the other (client k starts at workload k), so c requests
-run at once for most of the level; aggregate t/s = completion tokens of the level / its wall time.
+send --per-client workloads of the mix one after the other (client k starts at workload k), so c
+requests run at once for most of the level; aggregate t/s = completion tokens of the level / its
+wall time.
 Per level and mode it prints the median (min-max) aggregate t/s, the ratio to the first mode, the
 draft acceptance, and whether every reply's greedy text equalled the first mode's (it must); with
 --plot it writes an SVG of the speed-up against concurrency, one line per mode and model.
 
   bench/spec_concurrency.py [-m MODEL ...] [--modes none,auto] [--levels 1,2,4,8,16] [--rounds 3]
-                            [-n 96] [--plot docs/spec_concurrency.svg]
+                            [-n 96] [--per-client 2] [--plot docs/spec_concurrency.svg]
 """
 import argparse
 import json
@@ -39,13 +40,13 @@ def one_request(url, messages, n, chat):
     return r.text, r.usage["completion_tokens"]
 
 
-def run_level(url, level, workloads, n, chat):
-    """Aggregate t/s of `level` clients sending `level` workloads each; {(client, i): text}."""
+def run_level(url, level, per_client, workloads, n, chat):
+    """Aggregate t/s of `level` clients sending `per_client` workloads each; {(client, i): text}."""
     texts, tokens, errors = {}, [0] * level, []
 
     def client(k):
         try:
-            for i in range(level):
+            for i in range(per_client):
                 w = workloads[(k + i) % len(workloads)]
                 text, count = one_request(url, WORKLOADS[w], n, chat)
                 texts[(k, i)] = text
@@ -81,7 +82,7 @@ def bench_model(model, args):
             with ServerProcess.drift(model, extra, drift=args.drift) as server:
                 one_request(server.url, WARM_UP, 16, chat)
                 for c in args.levels:
-                    res = run_level(server.url, c, args.workloads, args.n, chat)
+                    res = run_level(server.url, c, args.per_client, args.workloads, args.n, chat)
                     results[c][mode].append(res)
                     print(f"{os.path.basename(model)} round {rnd + 1} {mode:>6} c={c:<3} "
                           f"{res['tps']:7.1f} t/s, {res['accepted_tokens']:.0f}/"
@@ -167,6 +168,8 @@ def main():
     parser.add_argument("--modes", default="none,auto",
                         help="drafting modes, the first the baseline (default: %(default)s)")
     parser.add_argument("--levels", default="1,2,4,8,16", help="concurrent requests")
+    parser.add_argument("--per-client", type=int, default=2,
+                        help="requests each client sends one after the other at every level")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help="the mix, a comma-separated subset of: " + ", ".join(WORKLOADS))
     parser.add_argument("--serve-args", default="", help="extra options of drift serve")

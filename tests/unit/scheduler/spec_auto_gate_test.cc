@@ -46,6 +46,15 @@ constexpr Arm kPlainSlow{1.0, 0.0118};
 // The other arm is measured one block in every kExploreEvery + 1.
 constexpr double kExploreShare = 1.0 / (SpecAutoGate::kExploreEvery + 1);
 
+// A batch size not measured yet runs without drafts, whatever the others learned: speculation
+// must cost nothing where the gate has no figures (steps that also prefill are never measured).
+TEST(SpecAutoGate, AnUnmeasuredBatchSizeRunsWithoutDrafts) {
+  SpecAutoGate gate;
+  for (int32_t decoding : {1, 2, 4, 16, 64}) EXPECT_FALSE(gate.drafts_allowed(decoding));
+  for (int i = 0; i < 4 * SpecAutoGate::kBlockSteps; ++i) gate.observe(1, 3, 0.01);
+  EXPECT_FALSE(gate.drafts_allowed(16)) << "batch size 16 has not been measured";
+}
+
 TEST(SpecAutoGate, DraftsStopWhereStepsWithThemCommitFewerTokensPerSecond) {
   SpecAutoGate gate;
   fraction_with_drafts(gate, 1, kCostlyDrafts, kPlain, 64);  // both arms measured

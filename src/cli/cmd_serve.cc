@@ -421,6 +421,78 @@ Expected<std::vector<OptionOrigin>> complete_options(CLI::App& cmd, ServeOptions
   return origins;
 }
 
+namespace {
+
+// The HTTP server's limits: body size, connections, timeouts, the exit delay once unhealthy.
+void add_connection_options(CLI::App& cmd, ServeOptions& o) {
+  cmd.add_option("--max-body-bytes", o.max_body_bytes, "largest request body (413 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32));
+  cmd.add_option("--max-connections", o.max_connections, "open connections at most")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd.add_option("--max-connections-per-client", o.max_connections_per_client,
+                 "open connections of one client IP address at most (429 above)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd.add_option("--header-timeout", o.header_timeout_seconds,
+                 "seconds a connection has to send a request header (a new one: from connect)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd.add_option("--idle-timeout", o.idle_timeout_seconds,
+                 "seconds a kept-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd.add_option("--body-timeout", o.body_timeout_seconds,
+                 "seconds a request body may take to arrive after its header")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd.add_option("--drain-timeout", o.drain_timeout_seconds,
+                 "seconds SIGTERM waits for requests in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd.add_option("--unhealthy-exit-delay", o.unhealthy_exit_delay_seconds,
+                 "seconds /health answers 503 after the engine failed, before the process exits "
+                 "3")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+}
+
+// Fault injection, KV events, embeddings' pooling and the stored Responses.
+void add_serving_options(CLI::App& cmd, ServeOptions& o) {
+  cmd.add_option("--debug-fail-at-step", o.debug_fail_at_step,
+                 "fault injection: the executor fails for good at this step, as a kernel fault "
+                 "would (to test clients and supervisors)")
+      ->group("Debugging")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));
+  cmd.add_option("--kv-events-endpoint", o.engine.kv_events.endpoint,
+                 "publish vLLM's KV cache events (ZeroMQ PUB, msgpack) for KV-aware routers: "
+                 "tcp://*:5557 binds, tcp://HOST:PORT connects to a router that binds")
+      ->group("Scale-out");
+  cmd.add_option("--kv-events-topic", o.engine.kv_events.topic,
+                 "topic frame of every KV event message (default: empty)")
+      ->group("Scale-out");
+  cmd.add_option("--pooling", o.pooling,
+                 "how /v1/embeddings pools the final hidden states: mean, last or cls "
+                 "(then L2-normalised)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "last", "cls"}));
+  cmd.add_option("--responses-max-count", o.responses_max_count,
+                 "responses /v1/responses keeps for previous_response_id and GET (oldest "
+                 "evicted first; 0 keeps none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd.add_option("--responses-max-mib", o.responses_max_mib,
+                 "MiB of stored responses at most (oldest evicted first)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd.add_option("--responses-ttl", o.responses_ttl_seconds, "seconds a stored response is kept")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 365.0 * 24 * 3600));
+}
+
+}  // namespace
+
 void register_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
@@ -447,66 +519,8 @@ void register_serve(CLI::App& app) {
                   "model name clients use (default: the file name without .gguf)");
   cmd->add_option("--chat-template", o->chat_template_file,
                   "Jinja chat template file, instead of the GGUF's");
-  cmd->add_option("--max-body-bytes", o->max_body_bytes, "largest request body (413 above)")
-      ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32));
-  cmd->add_option("--max-connections", o->max_connections, "open connections at most")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--max-connections-per-client", o->max_connections_per_client,
-                  "open connections of one client IP address at most (429 above)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--header-timeout", o->header_timeout_seconds,
-                  "seconds a connection has to send a request header (a new one: from connect)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.1, 3600.0));
-  cmd->add_option("--idle-timeout", o->idle_timeout_seconds,
-                  "seconds a kept-alive connection may wait for its next request")
-      ->capture_default_str()
-      ->check(CLI::Range(0.1, 3600.0));
-  cmd->add_option("--body-timeout", o->body_timeout_seconds,
-                  "seconds a request body may take to arrive after its header")
-      ->capture_default_str()
-      ->check(CLI::Range(0.1, 3600.0));
-  cmd->add_option("--drain-timeout", o->drain_timeout_seconds,
-                  "seconds SIGTERM waits for requests in flight")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
-  cmd->add_option("--unhealthy-exit-delay", o->unhealthy_exit_delay_seconds,
-                  "seconds /health answers 503 after the engine failed, before the process exits "
-                  "3")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
-  cmd->add_option("--debug-fail-at-step", o->debug_fail_at_step,
-                  "fault injection: the executor fails for good at this step, as a kernel fault "
-                  "would (to test clients and supervisors)")
-      ->group("Debugging")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));
-  cmd->add_option("--kv-events-endpoint", o->engine.kv_events.endpoint,
-                  "publish vLLM's KV cache events (ZeroMQ PUB, msgpack) for KV-aware routers: "
-                  "tcp://*:5557 binds, tcp://HOST:PORT connects to a router that binds")
-      ->group("Scale-out");
-  cmd->add_option("--kv-events-topic", o->engine.kv_events.topic,
-                  "topic frame of every KV event message (default: empty)")
-      ->group("Scale-out");
-  cmd->add_option("--pooling", o->pooling,
-                  "how /v1/embeddings pools the final hidden states: mean, last or cls "
-                  "(then L2-normalised)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"mean", "last", "cls"}));
-  cmd->add_option("--responses-max-count", o->responses_max_count,
-                  "responses /v1/responses keeps for previous_response_id and GET (oldest "
-                  "evicted first; 0 keeps none)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-  cmd->add_option("--responses-max-mib", o->responses_max_mib,
-                  "MiB of stored responses at most (oldest evicted first)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--responses-ttl", o->responses_ttl_seconds, "seconds a stored response is kept")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 365.0 * 24 * 3600));
+  add_connection_options(*cmd, *o);
+  add_serving_options(*cmd, *o);
   register_sampling_default_options(*cmd, o->sampling);
   register_engine_options(*cmd, o->engine);
   cmd->add_option("--default-max-tokens", o->engine.default_max_tokens,

@@ -185,6 +185,84 @@ Expected<GgufValue> read_value(Cursor& cur, GgufType type, std::string_view key)
   return v;
 }
 
+// The header: magic, a supported version (into `version`), and the tensor and metadata counts,
+// bounded by what the rest of the file could hold.
+struct GgufCounts {
+  uint64_t n_tensors = 0;
+  uint64_t n_kv = 0;
+};
+Expected<GgufCounts> read_header(Cursor& cur, uint32_t& version) {
+  DRIFT_ASSIGN_OR_RETURN(uint32_t magic, cur.read<uint32_t>("magic"));
+  if (magic != kGgufMagic)
+    return make_error("bad magic 0x{:08x} (expected \"GGUF\"); not a GGUF file", magic);
+  DRIFT_ASSIGN_OR_RETURN(version, cur.read<uint32_t>("version"));
+  if (version == 1)
+    return make_error(
+        "GGUF version 1 is not supported (only versions 2 and 3); re-convert the model");
+  if (version == 0x02000000u || version == 0x03000000u)
+    return make_error("big-endian GGUF files are not supported");
+  if (version != 2 && version != 3)
+    return make_error("unsupported GGUF version {} (only versions 2 and 3)", version);
+
+  GgufCounts counts;
+  DRIFT_ASSIGN_OR_RETURN(counts.n_tensors, cur.read<uint64_t>("tensor count"));
+  DRIFT_ASSIGN_OR_RETURN(counts.n_kv, cur.read<uint64_t>("metadata key-value count"));
+  const uint64_t n_tensors = counts.n_tensors, n_kv = counts.n_kv;
+  // Bound the counts by what the file could hold before reserving anything: a key-value needs at
+  // least a key length (8), a value type (4) and one value byte; a tensor info needs a name
+  // length (8), n_dims (4), one dimension (8), a type (4) and an offset (8).
+  if (n_kv > cur.remaining() / 13)
+    return make_error("metadata key-value count {} is larger than the file can hold", n_kv);
+  if (n_tensors > cur.remaining() / 32)
+    return make_error("tensor count {} is larger than the file can hold", n_tensors);
+  return counts;
+}
+
+// Tensor info `t`: its name, shape, type and offset, checked against the file's limits.
+Expected<GgufTensor> read_tensor_info(Cursor& cur, uint64_t t, uint64_t alignment) {
+  GgufTensor tensor;
+  DRIFT_ASSIGN_OR_RETURN(tensor.name, cur.read_string(fmt::format("name of tensor {}", t)));
+  if (tensor.name.empty()) return make_error("tensor {} has an empty name", t);
+  DRIFT_ASSIGN_OR_RETURN(tensor.n_dims,
+                         cur.read<uint32_t>(fmt::format("n_dims of tensor '{}'", tensor.name)));
+  if (tensor.n_dims == 0 || tensor.n_dims > kMaxDims)
+    return make_error("tensor '{}' has {} dimensions (must be 1 to {})", tensor.name, tensor.n_dims,
+                      kMaxDims);
+  uint64_t n_elements = 1;
+  for (uint32_t d = 0; d < tensor.n_dims; ++d) {
+    DRIFT_ASSIGN_OR_RETURN(tensor.ne[d], cur.read<uint64_t>(fmt::format(
+                                             "dimension {} of tensor '{}'", d, tensor.name)));
+    if (tensor.ne[d] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return make_error("tensor '{}' dimension {} is {}, beyond int64", tensor.name, d,
+                        tensor.ne[d]);
+    auto product = checked_mul(n_elements, tensor.ne[d]);
+    if (!product || *product > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return make_error("tensor '{}' element count overflows 64 bits", tensor.name);
+    n_elements = *product;
+  }
+  tensor.n_elements = n_elements;
+
+  DRIFT_ASSIGN_OR_RETURN(uint32_t raw_type,
+                         cur.read<uint32_t>(fmt::format("type of tensor '{}'", tensor.name)));
+  const GgmlTypeInfo* info = ggml_type_info(raw_type);
+  if (info == nullptr)
+    return make_error("tensor '{}' has unknown tensor type {}", tensor.name, raw_type);
+  tensor.type = info->type;
+  if (tensor.ne[0] % info->block_size != 0)
+    return make_error("tensor '{}' row length {} is not a multiple of the {} block size {}",
+                      tensor.name, tensor.ne[0], info->name, info->block_size);
+  auto n_bytes = checked_mul(n_elements / info->block_size, info->type_size);
+  if (!n_bytes) return make_error("tensor '{}' byte size overflows 64 bits", tensor.name);
+  tensor.n_bytes = *n_bytes;
+
+  DRIFT_ASSIGN_OR_RETURN(tensor.offset,
+                         cur.read<uint64_t>(fmt::format("offset of tensor '{}'", tensor.name)));
+  if (tensor.offset % alignment != 0)
+    return make_error("tensor '{}' offset {} is not a multiple of the alignment {}", tensor.name,
+                      tensor.offset, alignment);
+  return tensor;
+}
+
 }  // namespace
 
 std::string_view gguf_type_name(GgufType type) {
@@ -341,27 +419,8 @@ Expected<GgufFile> GgufFile::parse(MappedFile file) {
 Status GgufFile::parse_all() {
   Cursor cur(file_.data(), file_.size());
 
-  DRIFT_ASSIGN_OR_RETURN(uint32_t magic, cur.read<uint32_t>("magic"));
-  if (magic != kGgufMagic)
-    return make_error("bad magic 0x{:08x} (expected \"GGUF\"); not a GGUF file", magic);
-  DRIFT_ASSIGN_OR_RETURN(version_, cur.read<uint32_t>("version"));
-  if (version_ == 1)
-    return make_error(
-        "GGUF version 1 is not supported (only versions 2 and 3); re-convert the model");
-  if (version_ == 0x02000000u || version_ == 0x03000000u)
-    return make_error("big-endian GGUF files are not supported");
-  if (version_ != 2 && version_ != 3)
-    return make_error("unsupported GGUF version {} (only versions 2 and 3)", version_);
-
-  DRIFT_ASSIGN_OR_RETURN(uint64_t n_tensors, cur.read<uint64_t>("tensor count"));
-  DRIFT_ASSIGN_OR_RETURN(uint64_t n_kv, cur.read<uint64_t>("metadata key-value count"));
-  // Bound the counts by what the file could hold before reserving anything: a key-value needs at
-  // least a key length (8), a value type (4) and one value byte; a tensor info needs a name
-  // length (8), n_dims (4), one dimension (8), a type (4) and an offset (8).
-  if (n_kv > cur.remaining() / 13)
-    return make_error("metadata key-value count {} is larger than the file can hold", n_kv);
-  if (n_tensors > cur.remaining() / 32)
-    return make_error("tensor count {} is larger than the file can hold", n_tensors);
+  DRIFT_ASSIGN_OR_RETURN(const GgufCounts counts, read_header(cur, version_));
+  const uint64_t n_tensors = counts.n_tensors, n_kv = counts.n_kv;
 
   metadata_.reserve(n_kv);
   metadata_index_.reserve(n_kv);
@@ -393,46 +452,7 @@ Status GgufFile::parse_all() {
   tensors_.reserve(n_tensors);
   tensor_index_.reserve(n_tensors);
   for (uint64_t t = 0; t < n_tensors; ++t) {
-    GgufTensor tensor;
-    DRIFT_ASSIGN_OR_RETURN(tensor.name, cur.read_string(fmt::format("name of tensor {}", t)));
-    if (tensor.name.empty()) return make_error("tensor {} has an empty name", t);
-    DRIFT_ASSIGN_OR_RETURN(tensor.n_dims,
-                           cur.read<uint32_t>(fmt::format("n_dims of tensor '{}'", tensor.name)));
-    if (tensor.n_dims == 0 || tensor.n_dims > kMaxDims)
-      return make_error("tensor '{}' has {} dimensions (must be 1 to {})", tensor.name,
-                        tensor.n_dims, kMaxDims);
-    uint64_t n_elements = 1;
-    for (uint32_t d = 0; d < tensor.n_dims; ++d) {
-      DRIFT_ASSIGN_OR_RETURN(tensor.ne[d], cur.read<uint64_t>(fmt::format(
-                                               "dimension {} of tensor '{}'", d, tensor.name)));
-      if (tensor.ne[d] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return make_error("tensor '{}' dimension {} is {}, beyond int64", tensor.name, d,
-                          tensor.ne[d]);
-      auto product = checked_mul(n_elements, tensor.ne[d]);
-      if (!product || *product > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return make_error("tensor '{}' element count overflows 64 bits", tensor.name);
-      n_elements = *product;
-    }
-    tensor.n_elements = n_elements;
-
-    DRIFT_ASSIGN_OR_RETURN(uint32_t raw_type,
-                           cur.read<uint32_t>(fmt::format("type of tensor '{}'", tensor.name)));
-    const GgmlTypeInfo* info = ggml_type_info(raw_type);
-    if (info == nullptr)
-      return make_error("tensor '{}' has unknown tensor type {}", tensor.name, raw_type);
-    tensor.type = info->type;
-    if (tensor.ne[0] % info->block_size != 0)
-      return make_error("tensor '{}' row length {} is not a multiple of the {} block size {}",
-                        tensor.name, tensor.ne[0], info->name, info->block_size);
-    auto n_bytes = checked_mul(n_elements / info->block_size, info->type_size);
-    if (!n_bytes) return make_error("tensor '{}' byte size overflows 64 bits", tensor.name);
-    tensor.n_bytes = *n_bytes;
-
-    DRIFT_ASSIGN_OR_RETURN(tensor.offset,
-                           cur.read<uint64_t>(fmt::format("offset of tensor '{}'", tensor.name)));
-    if (tensor.offset % alignment_ != 0)
-      return make_error("tensor '{}' offset {} is not a multiple of the alignment {}", tensor.name,
-                        tensor.offset, alignment_);
+    DRIFT_ASSIGN_OR_RETURN(GgufTensor tensor, read_tensor_info(cur, t, alignment_));
     if (!tensor_index_.emplace(tensor.name, tensors_.size()).second)
       return make_error("duplicate tensor name '{}'", tensor.name);
     tensors_.push_back(tensor);

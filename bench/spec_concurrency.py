@@ -23,10 +23,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import DRIFT, cpu_model, default_model, drift_commit, fmt_summary, summary  # noqa: E402
+from bench_common import DRIFT, cpu_model, drift_commit, fmt_summary, summary  # noqa: E402
 from http_client import ServerProcess, stream_completion  # noqa: E402
-from spec_decode import (MODES, WARM_UP, WORKLOADS, gemma_model, has_chat_template,  # noqa: E402
-                         plain_prompt, spec_counters)
+from spec_decode import (MODES, WARM_UP, WORKLOADS, has_chat_template,  # noqa: E402
+                         parse_common_args, plain_prompt, spec_counters)
 
 
 def one_request(url, messages, n, chat):
@@ -175,16 +175,8 @@ def main():
     parser.add_argument("--serve-args", default="", help="extra options of drift serve")
     parser.add_argument("--plot", help="write the speed-up against concurrency to this SVG")
     args = parser.parse_args()
-    args.modes = args.modes.split(",")
+    models = parse_common_args(args)
     args.levels = [int(x) for x in args.levels.split(",")]
-    args.workloads = args.workloads.split(",")
-    args.serve_args = args.serve_args.split()
-    unknown = [w for w in args.workloads if w not in WORKLOADS]
-    if unknown:
-        raise SystemExit(f"unknown workload(s) {unknown}; known: {', '.join(WORKLOADS)}")
-    models = args.model or [m for m in (default_model(), gemma_model()) if os.path.exists(m)]
-    if not models:
-        raise SystemExit("no model: give -m GGUF")
 
     record = {"benchmark": "spec_concurrency", "drift_commit": drift_commit(), "cpu": cpu_model(),
               "threads": args.threads, "rounds": args.rounds, "max_tokens": args.n,

@@ -312,6 +312,21 @@ def report(model, results, args):
     return rows
 
 
+def parse_common_args(args):
+    """Splits the comma lists of the arguments both speculative benchmarks take (--modes,
+    --workloads, --serve-args), checks the workloads, and returns the models to run."""
+    args.modes = args.modes.split(",")
+    args.workloads = args.workloads.split(",")
+    args.serve_args = args.serve_args.split()
+    unknown = [w for w in args.workloads if w not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"unknown workload(s) {unknown}; known: {', '.join(WORKLOADS)}")
+    models = args.model or [m for m in (default_model(), gemma_model()) if os.path.exists(m)]
+    if not models:
+        raise SystemExit("no model: give -m GGUF")
+    return models
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--drift", default=DRIFT)
@@ -335,15 +350,7 @@ def main():
     parser.add_argument("--serve-args", default="",
                         help="extra options of drift serve, e.g. '--kv-mib 256'")
     args = parser.parse_args()
-    args.modes = args.modes.split(",")
-    args.workloads = args.workloads.split(",")
-    args.serve_args = args.serve_args.split()
-    unknown = [w for w in args.workloads if w not in WORKLOADS]
-    if unknown:
-        raise SystemExit(f"unknown workload(s) {unknown}; known: {', '.join(WORKLOADS)}")
-    models = args.model or [m for m in (default_model(), gemma_model()) if os.path.exists(m)]
-    if not models:
-        raise SystemExit("no model: give -m GGUF")
+    models = parse_common_args(args)
 
     record = {"benchmark": "spec_decode", "drift_commit": drift_commit(), "cpu": cpu_model(),
               "threads": args.threads, "rounds": args.rounds, "max_tokens": args.n,

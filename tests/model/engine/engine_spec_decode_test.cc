@@ -5,9 +5,6 @@
 // exercises speculation rather than passing with it idle).
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <cstring>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,18 +12,14 @@
 #include "engine/engine.h"
 #include "runtime/load_engine.h"
 #include "scheduler/ngram_pool.h"
+#include "spec_runs.h"
 #include "test_models.h"
 
 namespace drift {
 namespace {
 
-struct Output {
-  std::vector<TokenId> tokens;
-  std::vector<TokenLogprobs> logprobs;
-};
-
 struct SpecRun {
-  std::vector<Output> outputs;
+  std::vector<test::SpecOutput> outputs;
   EngineMetrics metrics;
 };
 
@@ -96,46 +89,16 @@ SpecRun run(SpecMode mode, Sampling sampling, bool concurrent, KVDtype dtype = K
   if (!engine.ok()) return result;
   const std::vector<std::string> texts =
       texts_given ? *texts_given : (gemma3 ? gemma3->texts : prompts());
-  result.outputs.resize(texts.size());
-  std::mutex mutex;
-  std::condition_variable done;
-  size_t finished = 0;
-  std::vector<RequestHandle> handles;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    handles.push_back(
-        (*engine)->submit(make_request(texts[i], sampling, 1000 + i), [&, i](TokenEvent e) {
-          std::lock_guard lock(mutex);
-          if (e.token) result.outputs[i].tokens.push_back(*e.token);
-          if (e.logprobs) result.outputs[i].logprobs.push_back(*e.logprobs);
-          if (e.finish) {
-            EXPECT_EQ(e.finish->reason, FinishReason::kLength) << e.finish->message;
-            ++finished;
-            done.notify_one();
-          }
-        }));
-    if (!concurrent) {
-      std::unique_lock lock(mutex);
-      done.wait(lock, [&] { return finished == i + 1; });
-    }
-  }
-  std::unique_lock lock(mutex);
-  done.wait(lock, [&] { return finished == texts.size(); });
+  std::vector<Request> requests;
+  for (size_t i = 0; i < texts.size(); ++i)
+    requests.push_back(make_request(texts[i], sampling, 1000 + i));
+  result.outputs = test::run_requests(**engine, std::move(requests), concurrent);
   result.metrics = (*engine)->metrics();
   return result;
 }
 
 void expect_same_outputs(const SpecRun& spec, const SpecRun& plain) {
-  ASSERT_EQ(spec.outputs.size(), plain.outputs.size());
-  for (size_t i = 0; i < plain.outputs.size(); ++i) {
-    SCOPED_TRACE("prompt " + std::to_string(i));
-    EXPECT_EQ(spec.outputs[i].tokens, plain.outputs[i].tokens);
-    ASSERT_EQ(spec.outputs[i].logprobs.size(), plain.outputs[i].logprobs.size());
-    for (size_t k = 0; k < plain.outputs[i].logprobs.size(); ++k)
-      EXPECT_EQ(std::memcmp(&spec.outputs[i].logprobs[k], &plain.outputs[i].logprobs[k],
-                            sizeof(TokenLogprobs)),
-                0)
-          << "token " << k;
-  }
+  test::expect_same_outputs(spec.outputs, plain.outputs);
 }
 
 // Drafts were verified and some accepted, and fewer steps ran than tokens were generated alone.

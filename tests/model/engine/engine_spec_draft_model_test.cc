@@ -5,26 +5,19 @@
 // request. A draft model with another vocabulary (Gemma 3) is refused, naming both files.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "runtime/load_engine.h"
+#include "spec_runs.h"
 #include "test_models.h"
 
 namespace drift {
 namespace {
 
-struct Output {
-  std::vector<TokenId> tokens;
-  std::vector<TokenLogprobs> logprobs;
-};
-
 struct DraftRun {
-  std::vector<Output> outputs;
+  std::vector<test::SpecOutput> outputs;
   EngineMetrics metrics;
 };
 
@@ -55,11 +48,7 @@ DraftRun run(SpecMode mode, bool with_draft, bool concurrent, bool sampled) {
   auto engine = load_engine(path.string(), config(mode, with_draft));
   EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
   if (!engine.ok()) return result;
-  result.outputs.resize(kPrompts.size());
-  std::mutex mutex;
-  std::condition_variable done;
-  size_t finished = 0;
-  std::vector<RequestHandle> handles;
+  std::vector<Request> requests;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     Request r;
     r.prompt = TextPrompt{kPrompts[i], /*add_special=*/true, /*parse_special=*/false};
@@ -73,39 +62,15 @@ DraftRun run(SpecMode mode, bool with_draft, bool concurrent, bool sampled) {
       r.sampling.top_p = 0.95f;
       r.sampling.seed = 7 + i;
     }
-    handles.push_back((*engine)->submit(std::move(r), [&, i](TokenEvent e) {
-      std::lock_guard lock(mutex);
-      if (e.token) result.outputs[i].tokens.push_back(*e.token);
-      if (e.logprobs) result.outputs[i].logprobs.push_back(*e.logprobs);
-      if (e.finish) {
-        EXPECT_EQ(e.finish->reason, FinishReason::kLength) << e.finish->message;
-        ++finished;
-        done.notify_one();
-      }
-    }));
-    if (!concurrent) {
-      std::unique_lock lock(mutex);
-      done.wait(lock, [&] { return finished == i + 1; });
-    }
+    requests.push_back(std::move(r));
   }
-  std::unique_lock lock(mutex);
-  done.wait(lock, [&] { return finished == kPrompts.size(); });
+  result.outputs = test::run_requests(**engine, std::move(requests), concurrent);
   result.metrics = (*engine)->metrics();
   return result;
 }
 
 void expect_same_outputs(const DraftRun& spec, const DraftRun& plain) {
-  ASSERT_EQ(spec.outputs.size(), plain.outputs.size());
-  for (size_t i = 0; i < plain.outputs.size(); ++i) {
-    SCOPED_TRACE("prompt " + std::to_string(i));
-    EXPECT_EQ(spec.outputs[i].tokens, plain.outputs[i].tokens);
-    ASSERT_EQ(spec.outputs[i].logprobs.size(), plain.outputs[i].logprobs.size());
-    for (size_t k = 0; k < plain.outputs[i].logprobs.size(); ++k)
-      EXPECT_EQ(std::memcmp(&spec.outputs[i].logprobs[k], &plain.outputs[i].logprobs[k],
-                            sizeof(TokenLogprobs)),
-                0)
-          << "token " << k;
-  }
+  test::expect_same_outputs(spec.outputs, plain.outputs);
 }
 
 // Its own draft: the argmax of the same logits, so (nearly) every draft token is accepted.

@@ -217,137 +217,190 @@ struct RandomCounts {
   int64_t appends = 0, freed = 0, shared_sliding = 0, moved_payments = 0;
 };
 
-void random_operations(uint32_t seed, bool only_promised, RandomCounts& counts) {
-  std::mt19937 rng(seed);
-  const int32_t page_size = 1 + int32_t(rng() % 4);
-  const int32_t window = 1 + int32_t(rng() % 12);
-  const int32_t step = 1 + int32_t(rng() % 6);
-  KVCacheManager kv = make(120, page_size, window, 1 + int32_t(seed % 2));
+class RandomOperations {
+ public:
+  RandomOperations(uint32_t seed, bool only_promised, RandomCounts& counts)
+      : seed_(seed),
+        only_promised_(only_promised),
+        counts_(counts),
+        rng_(seed),
+        page_size_(1 + int32_t(rng_() % 4)),
+        window_(1 + int32_t(rng_() % 12)),
+        step_(1 + int32_t(rng_() % 6)),
+        kv_(make(120, page_size_, window_, 1 + int32_t(seed % 2))) {}
+
+  void run() {
+    for (op_ = 0; op_ < 3000; ++op_) {
+      const int kind = int(rng_() % 14);
+      if (kind <= 1 || live_.empty()) {
+        admit();
+      } else if (kind <= 8) {
+        grow();
+      } else if (kind == 9 && !only_promised_) {
+        fork();
+      } else if (kind == 9) {
+        take_what_is_available();
+      } else if (kind == 10) {
+        mark_cacheable();
+      } else if (kind == 11) {
+        compress();
+      } else {
+        release();
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+      check();
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    for (const auto& entry : live_) ASSERT_TRUE(kv_.release(entry.first));
+    EXPECT_INVARIANTS(kv_);
+    EXPECT_EQ(kv_.num_used_pages(), 0);
+    EXPECT_EQ(kv_.num_reserved_pages(), 0);
+  }
+
+ private:
   struct Live {
     int64_t final_len = 0;  // appends within it never fail (a promise, without forks)
     bool promised = false;
     bool compressed = false;  // compressed once: never frees by window again
     bool hog = false;         // takes what is available; shares nothing with anyone
   };
-  std::map<SeqId, Live> live;
-  SeqId next = 0;
-  // A sequence without a promise takes every available page: a promise must not count on them.
-  auto take_what_is_available = [&] {
-    const SeqId id = next++;
-    ASSERT_TRUE(kv.open(id, 1 << 14).ok());
-    const auto n = int32_t(kv.appendable_tokens(id));
-    if (n == 0 || !kv.append(id, n)) {
-      ASSERT_TRUE(kv.release(id));
-    } else {
-      live[id] = Live{0, false, false, true};
-    }
-  };
-  auto pick = [&] {
-    auto it = live.begin();
-    std::advance(it, rng() % live.size());
+
+  SeqId pick() {
+    auto it = live_.begin();
+    std::advance(it, rng_() % live_.size());
     return it->first;
-  };
-  for (int op = 0; op < 3000; ++op) {
-    const int kind = int(rng() % 14);
-    if (kind <= 1 || live.empty()) {
-      // Admit: maybe share the full pages of a running sequence's prefix (as a hit would: what
-      // it holds, kNoPage where its sliding groups freed), then reserve the worst case.
-      const SeqId id = next++;
-      ASSERT_TRUE(kv.open(id, 256).ok());
-      if (!live.empty() && rng() % 2) {
-        const SeqId from = pick();
-        const int64_t full = kv.num_tokens(from) / page_size;
-        const bool donor = !live[from].compressed && !live[from].hog;
-        const int64_t n = donor ? int64_t(rng() % uint32_t(full + 1)) : 0;
-        for (int64_t i = 0; i < n; ++i) {
-          std::vector<PageId> row;
-          for (int32_t g = 0; g < kv.layout().num_groups(); ++g)
-            row.push_back(kv.pages(from, g)[size_t(i)]);
-          if (!kv.share_pages(id, row).ok()) break;
-          for (size_t g = 1; g < row.size(); ++g) counts.shared_sliding += row[g] != kNoPage;
-        }
-        (void)kv.free_outside_window(id, kv.num_tokens(id));
-      }
-      const int64_t final_len = kv.num_tokens(id) + 1 + int64_t(rng() % 80);
-      const bool promise = only_promised || rng() % 2;
-      if (promise && !kv.reserve(id, kv.estimate(final_len, 0, step)).ok()) {
-        ASSERT_TRUE(kv.release(id));
-      } else {
-        live[id] = Live{final_len, promise, false};
-      }
-    } else if (kind <= 8) {
-      if (only_promised && rng() % 2) take_what_is_available();
-      const SeqId id = pick();
-      Live& seq = live[id];
-      // Mostly whole steps: the sliding groups then reach the most the estimate allows. A
-      // sequence with a promise never grows past the length it was promised (the scheduler's
-      // never do): a holder beyond its estimate could not pay for a page it shares.
-      auto n = rng() % 4 ? step : int32_t(1 + rng() % uint32_t(step));
-      if (seq.promised) n = int32_t(std::min<int64_t>(n, seq.final_len - kv.num_tokens(id)));
-      if (n == 0) continue;
-      // (A compressed sequence frees no page by window: its promise is not this estimate.)
-      const bool within = seq.promised && !seq.compressed && kv.num_tokens(id) + n <= seq.final_len;
-      const bool fits = kv.appendable_tokens(id) >= n;
-      auto a = kv.append(id, n);
-      ASSERT_EQ(bool(a), fits) << "seed " << seed << " op " << op;
-      if (only_promised && within)
-        ASSERT_TRUE(a) << "seed " << seed << " op " << op << ": a promised append failed";
-      counts.appends += bool(a);
-      if (a && !seq.compressed) {
-        const KVRelease r = kv.free_outside_window(id, kv.num_tokens(id));
-        counts.freed += r.pages_freed + r.pages_cached;
-        counts.moved_payments += r.references_dropped - r.pages_freed - r.pages_cached;
-      }
-    } else if (kind == 9 && !only_promised) {
-      const SeqId child = next++;
-      const SeqId parent = pick();
-      ASSERT_TRUE(kv.fork(parent, child).ok());
-      live[child] = Live{0, false, live[parent].compressed, live[parent].hog};
-    } else if (kind == 9) {
-      take_what_is_available();
-    } else if (kind == 10) {
-      const SeqId id = pick();
-      const auto group = int32_t(rng() % uint32_t(kv.layout().num_groups()));
-      auto pages = kv.pages(id, group);
-      const PageId page = pages.empty() ? kNoPage : pages[rng() % pages.size()];
-      if (page != kNoPage) ASSERT_TRUE(kv.mark_cacheable(page).ok());
-    } else if (kind == 11) {
-      // Compress a sequence that holds no freed page (its slots then stop being positions).
-      const SeqId id = pick();
-      bool holes = false;
-      for (int32_t g = 0; g < kv.layout().num_groups(); ++g)
-        holes |= !kv.pages(id, g).empty() && kv.pages(id, g)[0] == kNoPage;
-      const int64_t tokens = kv.num_tokens(id);
-      if (!holes && tokens > 0) {
-        const int64_t keep = int64_t(rng() % uint32_t(tokens + 1));
-        const int64_t promised = kv.promised_pages(id);
-        const bool writes_shared = kv.writes_shared_page(id, 0);
-        auto r = kv.compress(id, 0, keep, live[id].promised);
-        ASSERT_EQ(r.ok(), !writes_shared);
-        if (r.ok()) {
-          live[id].compressed = true;
-          if (live[id].promised) ASSERT_EQ(kv.promised_pages(id), promised);
-        }
-      }
+  }
+
+  // A sequence without a promise takes every available page: a promise must not count on them.
+  void take_what_is_available() {
+    const SeqId id = next_++;
+    ASSERT_TRUE(kv_.open(id, 1 << 14).ok());
+    const auto n = int32_t(kv_.appendable_tokens(id));
+    if (n == 0 || !kv_.append(id, n)) {
+      ASSERT_TRUE(kv_.release(id));
     } else {
-      const SeqId id = pick();
-      ASSERT_TRUE(kv.release(id));
-      live.erase(id);
-      if (rng() % 8 == 0) kv.evict_all_cached();
+      live_[id] = Live{0, false, false, true};
     }
-    Status s = kv.check_invariants();
-    ASSERT_TRUE(s.ok()) << "seed " << seed << " op " << op << ": " << s.message();
+  }
+
+  // Admit: maybe share the full pages of a running sequence's prefix (as a hit would: what it
+  // holds, kNoPage where its sliding groups freed), then reserve the worst case.
+  void admit() {
+    const SeqId id = next_++;
+    ASSERT_TRUE(kv_.open(id, 256).ok());
+    if (!live_.empty() && rng_() % 2) {
+      const SeqId from = pick();
+      const int64_t full = kv_.num_tokens(from) / page_size_;
+      const bool donor = !live_[from].compressed && !live_[from].hog;
+      const int64_t n = donor ? int64_t(rng_() % uint32_t(full + 1)) : 0;
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<PageId> row;
+        for (int32_t g = 0; g < kv_.layout().num_groups(); ++g)
+          row.push_back(kv_.pages(from, g)[size_t(i)]);
+        if (!kv_.share_pages(id, row).ok()) break;
+        for (size_t g = 1; g < row.size(); ++g) counts_.shared_sliding += row[g] != kNoPage;
+      }
+      (void)kv_.free_outside_window(id, kv_.num_tokens(id));
+    }
+    const int64_t final_len = kv_.num_tokens(id) + 1 + int64_t(rng_() % 80);
+    const bool promise = only_promised_ || rng_() % 2;
+    if (promise && !kv_.reserve(id, kv_.estimate(final_len, 0, step_)).ok()) {
+      ASSERT_TRUE(kv_.release(id));
+    } else {
+      live_[id] = Live{final_len, promise, false};
+    }
+  }
+
+  void grow() {
+    if (only_promised_ && rng_() % 2) take_what_is_available();
+    const SeqId id = pick();
+    Live& seq = live_[id];
+    // Mostly whole steps: the sliding groups then reach the most the estimate allows. A sequence
+    // with a promise never grows past the length it was promised (the scheduler's never do): a
+    // holder beyond its estimate could not pay for a page it shares.
+    auto n = rng_() % 4 ? step_ : int32_t(1 + rng_() % uint32_t(step_));
+    if (seq.promised) n = int32_t(std::min<int64_t>(n, seq.final_len - kv_.num_tokens(id)));
+    if (n == 0) return;
+    // (A compressed sequence frees no page by window: its promise is not this estimate.)
+    const bool within = seq.promised && !seq.compressed && kv_.num_tokens(id) + n <= seq.final_len;
+    const bool fits = kv_.appendable_tokens(id) >= n;
+    auto a = kv_.append(id, n);
+    ASSERT_EQ(bool(a), fits) << "seed " << seed_ << " op " << op_;
+    if (only_promised_ && within)
+      ASSERT_TRUE(a) << "seed " << seed_ << " op " << op_ << ": a promised append failed";
+    counts_.appends += bool(a);
+    if (a && !seq.compressed) {
+      const KVRelease r = kv_.free_outside_window(id, kv_.num_tokens(id));
+      counts_.freed += r.pages_freed + r.pages_cached;
+      counts_.moved_payments += r.references_dropped - r.pages_freed - r.pages_cached;
+    }
+  }
+
+  void fork() {
+    const SeqId child = next_++;
+    const SeqId parent = pick();
+    ASSERT_TRUE(kv_.fork(parent, child).ok());
+    live_[child] = Live{0, false, live_[parent].compressed, live_[parent].hog};
+  }
+
+  void mark_cacheable() {
+    const SeqId id = pick();
+    const auto group = int32_t(rng_() % uint32_t(kv_.layout().num_groups()));
+    auto pages = kv_.pages(id, group);
+    const PageId page = pages.empty() ? kNoPage : pages[rng_() % pages.size()];
+    if (page != kNoPage) ASSERT_TRUE(kv_.mark_cacheable(page).ok());
+  }
+
+  // Compress a sequence that holds no freed page (its slots then stop being positions).
+  void compress() {
+    const SeqId id = pick();
+    bool holes = false;
+    for (int32_t g = 0; g < kv_.layout().num_groups(); ++g)
+      holes |= !kv_.pages(id, g).empty() && kv_.pages(id, g)[0] == kNoPage;
+    const int64_t tokens = kv_.num_tokens(id);
+    if (holes || tokens == 0) return;
+    const int64_t keep = int64_t(rng_() % uint32_t(tokens + 1));
+    const int64_t promised = kv_.promised_pages(id);
+    const bool writes_shared = kv_.writes_shared_page(id, 0);
+    auto r = kv_.compress(id, 0, keep, live_[id].promised);
+    ASSERT_EQ(r.ok(), !writes_shared);
+    if (r.ok()) {
+      live_[id].compressed = true;
+      if (live_[id].promised) ASSERT_EQ(kv_.promised_pages(id), promised);
+    }
+  }
+
+  void release() {
+    const SeqId id = pick();
+    ASSERT_TRUE(kv_.release(id));
+    live_.erase(id);
+    if (rng_() % 8 == 0) kv_.evict_all_cached();
+  }
+
+  void check() {
+    Status s = kv_.check_invariants();
+    ASSERT_TRUE(s.ok()) << "seed " << seed_ << " op " << op_ << ": " << s.message();
     // What the scheduler checks of a guaranteed sequence: its promise still covers its worst
     // case (a moved payment that went unpaid would leave it a page short).
-    for (const auto& [id, seq] : live)
-      if (only_promised && seq.promised && !seq.compressed)
-        ASSERT_GE(kv.promised_pages(id), kv.estimate(seq.final_len, 0, step).num_pages)
-            << "seed " << seed << " op " << op << " sequence " << id;
+    for (const auto& [id, seq] : live_)
+      if (only_promised_ && seq.promised && !seq.compressed)
+        ASSERT_GE(kv_.promised_pages(id), kv_.estimate(seq.final_len, 0, step_).num_pages)
+            << "seed " << seed_ << " op " << op_ << " sequence " << id;
   }
-  for (const auto& entry : live) ASSERT_TRUE(kv.release(entry.first));
-  EXPECT_INVARIANTS(kv);
-  EXPECT_EQ(kv.num_used_pages(), 0);
-  EXPECT_EQ(kv.num_reserved_pages(), 0);
+
+  const uint32_t seed_;
+  const bool only_promised_;
+  RandomCounts& counts_;
+  std::mt19937 rng_;
+  const int32_t page_size_, window_, step_;
+  KVCacheManager kv_;
+  std::map<SeqId, Live> live_;
+  SeqId next_ = 0;
+  int op_ = 0;
+};
+
+void random_operations(uint32_t seed, bool only_promised, RandomCounts& counts) {
+  RandomOperations(seed, only_promised, counts).run();
 }
 
 TEST(KVSlidingGroups, RandomOperationsKeepTheInvariants) {

@@ -80,34 +80,34 @@ nb::tuple finish_tuple(const Finish& finish) {
                         stop_string_of(finish));
 }
 
+// What an engine option left out of drift.LLM(...) gets: the `drift` commands' defaults, read
+// from EngineConfig (runtime/engine_options.h), so Python code never repeats them.
+nb::dict engine_option_defaults() {
+  const EngineOptions o;
+  nb::dict d;
+  d["threads"] = o.threads;
+  d["parallel"] = o.parallel;
+  d["batch_tokens"] = o.batch_tokens;
+  d["page_size"] = o.page_size;
+  d["kv_cache_dtype"] = o.kv_cache_dtype;
+  d["kv_ram_fraction"] = o.kv_ram_fraction;
+  d["admission"] = o.admission;
+  d["policy"] = o.policy;
+  d["max_queued"] = o.max_queued;
+  d["spec"] = o.spec;
+  d["spec_pool_mib"] = o.spec_pool_mib;
+  d["spec_max_draft"] = o.spec_max_draft;
+  return d;
+}
+
 }  // namespace
 
 NB_MODULE(_drift, m) {
   nb::exception<EngineError>(m, "EngineError", PyExc_RuntimeError);
   m.attr("MAX_CHOICES") = kMaxChoices;  // SamplingParams.n's bound, the engine's
 
-  m.def(
-      "engine_option_defaults",
-      [] {
-        // What an engine option left out of drift.LLM(...) gets: the `drift` commands' defaults,
-        // read from EngineConfig (runtime/engine_options.h), so Python code never repeats them.
-        const EngineOptions o;
-        nb::dict d;
-        d["threads"] = o.threads;
-        d["parallel"] = o.parallel;
-        d["batch_tokens"] = o.batch_tokens;
-        d["page_size"] = o.page_size;
-        d["kv_cache_dtype"] = o.kv_cache_dtype;
-        d["kv_ram_fraction"] = o.kv_ram_fraction;
-        d["admission"] = o.admission;
-        d["policy"] = o.policy;
-        d["max_queued"] = o.max_queued;
-        d["spec"] = o.spec;
-        d["spec_pool_mib"] = o.spec_pool_mib;
-        d["spec_max_draft"] = o.spec_max_draft;
-        return d;
-      },
-      "The engine options' defaults, as a dict of the keyword arguments drift.LLM takes.");
+  m.def("engine_option_defaults", &engine_option_defaults,
+        "The engine options' defaults, as a dict of the keyword arguments drift.LLM takes.");
 
   m.def(
       "check_sampling",

@@ -2,6 +2,68 @@
 
 namespace drift::cli {
 
+namespace {
+
+// Speculative decoding: the mode, the draft model, the shared pool, the longest draft.
+void register_spec_options(CLI::App& cmd, EngineOptions& o) {
+  cmd.add_option("--spec", o.spec,
+                 "speculative decoding: auto (ngram's drafts in the steps where they are "
+                 "measured to pay; the draft model's too when one is given), ngram (drafts from "
+                 "the request's own prompt and output and the shared pool, verified in the same "
+                 "step: greedy output unchanged), draft (a draft model's, --spec-draft-model) or "
+                 "none")
+      ->capture_default_str();
+  cmd.add_option("--spec-draft-model", o.spec_draft_model,
+                 "draft model of speculative decoding: a smaller GGUF with the model's vocabulary "
+                 "(for --spec draft or auto)");
+  cmd.add_option("--spec-draft-kv-mib", o.spec_draft_kv_mib,
+                 "KV memory of the draft model (default: its pages for the context length)")
+      ->check(CLI::Range(1.0, 1048576.0));
+  cmd.add_option("--spec-pool-mib", o.spec_pool_mib,
+                 "memory of the n-gram pool shared across requests, whose prompts and outputs "
+                 "draft for later ones (0: drafts from each request's own text only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 16384.0));
+  cmd.add_option("--spec-max-draft", o.spec_max_draft,
+                 "the most draft tokens a request carries in one step (its adaptive draft length "
+                 "stays under it)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, int(kMaxSpecDraftTokens)));
+}
+
+// Latency targets and conversation sessions.
+void register_latency_and_session_options(CLI::App& cmd, EngineOptions& o) {
+  cmd.add_option("--target-itl-ms", o.target_itl_ms,
+                 "inter-token latency target: while sequences decode, each step's prefill is cut "
+                 "so that the step's predicted time stays under it (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  cmd.add_option("--idle-step-ms", o.idle_step_ms,
+                 "while nothing decodes, a long prompt is prefilled in steps predicted to take "
+                 "about this long, so that requests arriving meanwhile start within one step and "
+                 "share its prefix as it is written (0: the whole token budget in one step)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  cmd.add_option("--target-ttft-ms", o.target_ttft_ms,
+                 "time-to-first-token target: steps take more prefill than --target-itl-ms allows "
+                 "when the oldest waiting request would miss it (default: off)")
+      ->check(CLI::Range(0.001, 1e9));
+  cmd.add_option("--max-ttft-s", o.max_ttft_s,
+                 "refuse a request at once (429 with Retry-After) when its predicted time to "
+                 "first token exceeds this (default: off)")
+      ->check(CLI::Range(0.001, 1e7));
+  cmd.add_option("--max-sessions", o.sessions.max_sessions, "conversation sessions open at once")
+      ->capture_default_str();
+  cmd.add_option("--session-max-tokens", o.sessions.max_total_tokens,
+                 "token ids all sessions may hold together")
+      ->capture_default_str();
+  cmd.add_option("--session-ttl", o.sessions.idle_ttl_seconds,
+                 "seconds after which an idle session is dropped")
+      ->capture_default_str();
+}
+
+}  // namespace
+
 void register_engine_options(CLI::App& cmd, EngineOptions& o) {
   cmd.add_option("-t,--threads", o.threads, "compute threads")
       ->capture_default_str()
@@ -35,29 +97,7 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "which entries a compressed head keeps: attention (most attended) or window "
                  "(first and most recent)")
       ->capture_default_str();
-  cmd.add_option("--spec", o.spec,
-                 "speculative decoding: auto (ngram's drafts in the steps where they are "
-                 "measured to pay; the draft model's too when one is given), ngram (drafts from "
-                 "the request's own prompt and output and the shared pool, verified in the same "
-                 "step: greedy output unchanged), draft (a draft model's, --spec-draft-model) or "
-                 "none")
-      ->capture_default_str();
-  cmd.add_option("--spec-draft-model", o.spec_draft_model,
-                 "draft model of speculative decoding: a smaller GGUF with the model's vocabulary "
-                 "(for --spec draft or auto)");
-  cmd.add_option("--spec-draft-kv-mib", o.spec_draft_kv_mib,
-                 "KV memory of the draft model (default: its pages for the context length)")
-      ->check(CLI::Range(1.0, 1048576.0));
-  cmd.add_option("--spec-pool-mib", o.spec_pool_mib,
-                 "memory of the n-gram pool shared across requests, whose prompts and outputs "
-                 "draft for later ones (0: drafts from each request's own text only)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 16384.0));
-  cmd.add_option("--spec-max-draft", o.spec_max_draft,
-                 "the most draft tokens a request carries in one step (its adaptive draft length "
-                 "stays under it)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, int(kMaxSpecDraftTokens)));
+  register_spec_options(cmd, o);
   cmd.add_option("--admission", o.admission,
                  "guaranteed (reserve prompt + max tokens) or optimistic (preempt a running "
                  "request when KV runs out)")
@@ -88,33 +128,7 @@ void register_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "pages are deleted first)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
-  cmd.add_option("--target-itl-ms", o.target_itl_ms,
-                 "inter-token latency target: while sequences decode, each step's prefill is cut "
-                 "so that the step's predicted time stays under it (0: off)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e7));
-  cmd.add_option("--idle-step-ms", o.idle_step_ms,
-                 "while nothing decodes, a long prompt is prefilled in steps predicted to take "
-                 "about this long, so that requests arriving meanwhile start within one step and "
-                 "share its prefix as it is written (0: the whole token budget in one step)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e7));
-  cmd.add_option("--target-ttft-ms", o.target_ttft_ms,
-                 "time-to-first-token target: steps take more prefill than --target-itl-ms allows "
-                 "when the oldest waiting request would miss it (default: off)")
-      ->check(CLI::Range(0.001, 1e9));
-  cmd.add_option("--max-ttft-s", o.max_ttft_s,
-                 "refuse a request at once (429 with Retry-After) when its predicted time to "
-                 "first token exceeds this (default: off)")
-      ->check(CLI::Range(0.001, 1e7));
-  cmd.add_option("--max-sessions", o.sessions.max_sessions, "conversation sessions open at once")
-      ->capture_default_str();
-  cmd.add_option("--session-max-tokens", o.sessions.max_total_tokens,
-                 "token ids all sessions may hold together")
-      ->capture_default_str();
-  cmd.add_option("--session-ttl", o.sessions.idle_ttl_seconds,
-                 "seconds after which an idle session is dropped")
-      ->capture_default_str();
+  register_latency_and_session_options(cmd, o);
 }
 
 }  // namespace drift::cli

@@ -23,10 +23,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import DRIFT, cpu_model, drift_commit, fmt_summary, summary  # noqa: E402
+from bench_common import cpu_model, drift_commit, fmt_summary, summary  # noqa: E402
 from http_client import ServerProcess, stream_completion  # noqa: E402
-from spec_decode import (MODES, WARM_UP, WORKLOADS, has_chat_template,  # noqa: E402
-                         parse_common_args, plain_prompt, spec_counters)
+from spec_decode import (MODES, WARM_UP, WORKLOADS, add_common_args,  # noqa: E402
+                         has_chat_template, parse_common_args, plain_prompt, spec_counters)
 
 
 def one_request(url, messages, n, chat):
@@ -158,12 +158,7 @@ def write_plot(path, series, levels):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--drift", default=DRIFT)
-    parser.add_argument("-m", "--model", action="append",
-                        help="GGUF file; repeat for several (default: SmolLM2 and Gemma 3 of the "
-                             "drift cache, those present)")
-    parser.add_argument("-t", "--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
+    add_common_args(parser)
     parser.add_argument("-n", type=int, default=96, help="max_tokens of each request")
     parser.add_argument("--modes", default="none,auto",
                         help="drafting modes, the first the baseline (default: %(default)s)")

@@ -312,6 +312,17 @@ def report(model, results, args):
     return rows
 
 
+def add_common_args(parser):
+    """The arguments both speculative benchmarks take first: the binary, the models, threads and
+    rounds."""
+    parser.add_argument("--drift", default=DRIFT)
+    parser.add_argument("-m", "--model", action="append",
+                        help="GGUF file; repeat for several (default: SmolLM2 and Gemma 3 of the "
+                             "drift cache, those present)")
+    parser.add_argument("-t", "--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+
+
 def parse_common_args(args):
     """Splits the comma lists of the arguments both speculative benchmarks take (--modes,
     --workloads, --serve-args), checks the workloads, and returns the models to run."""
@@ -329,12 +340,7 @@ def parse_common_args(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--drift", default=DRIFT)
-    parser.add_argument("-m", "--model", action="append",
-                        help="GGUF file; repeat for several (default: SmolLM2 and Gemma 3 of the "
-                             "drift cache, those present)")
-    parser.add_argument("-t", "--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
+    add_common_args(parser)
     parser.add_argument("-n", type=int, default=192, help="max_tokens of each request")
     parser.add_argument("--modes", default="none,ngram",
                         help="drafting modes, the first the baseline: " + ", ".join(MODES) +

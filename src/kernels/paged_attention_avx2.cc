@@ -141,50 +141,100 @@ inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int
   }
 }
 
-// out[i][d0 .. d0 + 8 C) (clipped to dim_v) = weighted value rows * float(1 / sum[i]) for Q
-// queries whose weights start at `weights` (a row of `span` per query).
-template <KvFormat F, int Q, int C>
-inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const float* weights,
-                                int64_t span, int64_t base, int64_t first, int64_t last,
-                                float* const* out, const double* sum) {
-  int64_t width[C];
-  for (int c = 0; c < C; ++c) width[c] = std::min<int64_t>(8, DV - d0 - 8 * c);
-  __m256 o[Q][C];
-  for (int i = 0; i < Q; ++i)
-    for (int c = 0; c < C; ++c) o[i][c] = _mm256_setzero_ps();
-  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
-                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
-  // Adds position p's row, read at `at`, to every query's chains.
-  auto add_row = [&](int64_t p, const paged_kv::ValueRowCursor& at) {
-    __m256 v[C];
-    for (int c = 0; c < C; ++c)
-      v[c] = paged_kv::values8<F>(at.block(), DV, kv.page_size, at.slot(), d0 + 8 * c, width[c]);
-    for (int i = 0; i < Q; ++i) {
-      const __m256 w = _mm256_set1_ps(weights[i * span + (p - base)]);
-      for (int c = 0; c < C; ++c) o[i][c] = _mm256_fmadd_ps(w, v[c], o[i][c]);
-    }
-  };
-  paged_kv::for_each_value_row<F>(kv, ahead, first, last, add_row);
-  for (int i = 0; i < Q; ++i) {
-    const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum[i]));
-    for (int c = 0; c < C; ++c) {
-      alignas(32) float lane[8];
-      _mm256_store_ps(lane, _mm256_mul_ps(o[i][c], inv));
-      for (int64_t u = 0; u < width[c]; ++u) out[i][d0 + 8 * c + u] = lane[u];
-    }
+// Value rows a decode pass takes through all its dimension chunks before the next rows: a block
+// of them (bf16: 64 rows x 512 B for a 256-dim head) stays in L1/L2 between the chunks, while the
+// chunks' accumulators live in registers for one block and in memory between blocks. A block ends
+// at an odd position (a multiple of 64, minus one), so that the bf16 order's pairs (2j + 1 before
+// 2j) never straddle two blocks.
+constexpr int64_t kValueRowBlock = 64;
+
+// acc[i][d0 .. d0 + 8 C) += the weighted value rows of [p0, p1] for Q queries whose weights start
+// at `weights` (a row of `span` per query), each chunk's fma chain in increasing position (in the
+// bf16 order's pairs). Per row: Q weight broadcasts, then each chunk is loaded once and used by
+// every query, so the Q x C accumulators, Q weights and one value register fit the 16 ymm
+// registers (Q = 3, C = 4 is 16).
+template <KvFormat F, int Q, int C, bool kFull>
+[[gnu::always_inline]] inline void add_value_row(const uint8_t* block, int64_t slot, int64_t DV,
+                                                 int64_t page_size, int64_t d0,
+                                                 const int64_t (&width)[C], const float* weights,
+                                                 int64_t span, int64_t column, __m256 (&o)[Q][C]) {
+  __m256 w[Q];
+#pragma GCC unroll 8
+  for (int i = 0; i < Q; ++i) w[i] = _mm256_set1_ps(weights[i * span + column]);
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) {
+    const __m256 v =
+        paged_kv::values8<F>(block, DV, page_size, slot, d0 + 8 * c, kFull ? int64_t{8} : width[c]);
+#pragma GCC unroll 8
+    for (int i = 0; i < Q; ++i) o[i][c] = _mm256_fmadd_ps(w[i], v, o[i][c]);
   }
 }
 
-// Every output dimension for Q queries: 32 at a time (Q x 4 accumulators), the rest by 8.
+template <KvFormat F, int Q, int C, bool kFull>
+inline void add_value_rows(const PagedKv& kv, paged_kv::BlockPrefetcher& ahead, int64_t DV,
+                           int64_t d0, const float* weights, int64_t span, int64_t base, int64_t p0,
+                           int64_t p1, float* acc) {
+  const int64_t row = round8(DV);  // acc's floats per query
+  int64_t width[C];
+  for (int c = 0; c < C; ++c) width[c] = kFull ? 8 : std::min<int64_t>(8, DV - d0 - 8 * c);
+  __m256 o[Q][C];
+#pragma GCC unroll 8
+  for (int i = 0; i < Q; ++i)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) o[i][c] = _mm256_loadu_ps(acc + i * row + d0 + 8 * c);
+  // Page by page (the blocks prefetched as each is reached), rows in increasing position, or in
+  // the bf16 order's pairs (2j + 1 before 2j; a block starts even and ends odd unless cut by
+  // [first, last], whose ends may be alone).
+  const int64_t ps = kv.page_size;
+  for (int64_t page_start = p0 / ps * ps; page_start <= p1; page_start += ps) {
+    const int64_t page = page_start / ps;
+    ahead.at(page);
+    const uint8_t* block = kv.values + kv.page_table[page] * kv.page_stride;
+    const int64_t s0 = std::max(p0, page_start) - page_start;
+    const int64_t s1 = std::min(p1, page_start + ps - 1) - page_start;
+    for (int64_t slot = s0; slot <= s1; ++slot) {
+      const int64_t p = page_start + slot;
+      if (attends_in_bf16(F) && p % 2 == 0 && p < p1) {  // ps is even: p + 1 is in this page
+        add_value_row<F, Q, C, kFull>(block, slot + 1, DV, ps, d0, width, weights, span,
+                                      p + 1 - base, o);
+        add_value_row<F, Q, C, kFull>(block, slot, DV, ps, d0, width, weights, span, p - base, o);
+        ++slot;
+        continue;
+      }
+      add_value_row<F, Q, C, kFull>(block, slot, DV, ps, d0, width, weights, span, p - base, o);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < Q; ++i)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + i * row + d0 + 8 * c, o[i][c]);
+}
+
+// out[i][d] = (weighted value rows over [first, last])[d] * float(1 / sum[i]) for Q <= 4
+// queries, through acc: [Q][round8(DV)] floats of scratch.
 template <KvFormat F, int Q>
 inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
                          int64_t base, int64_t first, int64_t last, float* const* out,
-                         const double* sum) {
-  int64_t d0 = 0;
-  for (; d0 + 32 <= DV; d0 += 32)
-    weighted_value_rows<F, Q, 4>(kv, DV, d0, weights, span, base, first, last, out, sum);
-  for (; d0 < DV; d0 += 8)
-    weighted_value_rows<F, Q, 1>(kv, DV, d0, weights, span, base, first, last, out, sum);
+                         const double* sum, float* acc) {
+  constexpr int C = Q == 1 ? 8 : Q == 2 ? 5 : Q == 3 ? 4 : 2;  // Q x C + Q + 1 <= 16
+  for (int64_t i = 0; i < Q * round8(DV); ++i) acc[i] = 0.0f;
+  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
+                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
+  for (int64_t p0 = first; p0 <= last;) {
+    const int64_t p1 = std::min(last, (p0 / kValueRowBlock + 1) * kValueRowBlock - 1);
+    int64_t d0 = 0;
+    for (; d0 + 8 * C <= DV; d0 += 8 * C)
+      add_value_rows<F, Q, C, true>(kv, ahead, DV, d0, weights, span, base, p0, p1, acc);
+    for (; d0 + 8 <= DV; d0 += 8)
+      add_value_rows<F, Q, 1, true>(kv, ahead, DV, d0, weights, span, base, p0, p1, acc);
+    if (d0 < DV)
+      add_value_rows<F, Q, 1, false>(kv, ahead, DV, d0, weights, span, base, p0, p1, acc);
+    p0 = p1 + 1;
+  }
+  for (int i = 0; i < Q; ++i) {
+    const float inv = static_cast<float>(1.0 / sum[i]);
+    for (int64_t d = 0; d < DV; ++d) out[i][d] = acc[i * round8(DV) + d] * inv;
+  }
 }
 
 // N queries of one token with the same range [first, last]; N, the blocks per pass and the value
@@ -238,10 +288,11 @@ void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
   for (int i = 0; i < N; ++i) sum[i] += sink_weight(query_sink(queries, i), m_sink[i]);
 
   constexpr int Q1 = N <= 4 ? N : 4;
-  value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
+  float* acc = scores + N * span;  // [Q1][round8(DV)] value accumulators, after the scores
+  value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum, acc);
   if constexpr (N > Q1)
     value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
-                            sum + Q1);
+                            sum + Q1, acc);
   for (int i = 0; i < N; ++i)
     if (asks_metric(queries.metric, queries.metric_lanes, i))
       add_squared_weights(scores + i * span, 1, base, first, last, static_cast<float>(1.0 / sum[i]),

@@ -119,6 +119,10 @@ PrefixDiskTier::Fetch PrefixDiskTier::fetch(SeqId waiter, uint64_t cache_namespa
                      swapped_tokens);
   if (n == hit.num_pages && !tail) return Fetch::kNoneOnDisk;
   const int64_t room = kv_.num_available_pages();
+  // A swapped sequence reads all it wrote or waits: a shorter run is recomputing, which the swap
+  // was chosen to avoid (it cannot run before the pool has room for its pages anyway).
+  if (swapped_tokens > 0 && pool_pages(n, hit_pages) + (tail ? groups : 0) > room)
+    return Fetch::kNoRoom;
   // Dropping a row frees at most a page per group: never fewer rows than the excess needs.
   for (int64_t excess = pool_pages(n, hit_pages) - room; n > hit.num_pages && excess > 0;
        excess = pool_pages(n, hit_pages) - room) {

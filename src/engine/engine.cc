@@ -86,6 +86,8 @@ Status Engine::open_disk_tier(const ModelFacts& model) {
       {reinterpret_cast<const uint8_t*>(shape.data()), shape.size() * sizeof(uint64_t)});
   config.page_size = layout.page_size;
   config.page_bytes = memory->page_bytes();
+  // As many page rows as one group's pages had slots: a step reclaims rows, not pages.
+  config.staging_pages = KVDiskStoreConfig{}.staging_pages * layout.num_groups();
   config.keep_pages_found = kv_events_ != nullptr;
   DRIFT_ASSIGN_OR_RETURN(disk_store_, KVDiskStore::open(config));
   DRIFT_ASSIGN_OR_RETURN(disk_tier_,

@@ -6,9 +6,10 @@ namespace drift {
 namespace {
 
 KVDiskPageKey key_of(const EvictedPrefixPage& page) {
-  return KVDiskPageKey{page.digest, page.parent_digest, page.cache_namespace,
-                       page.hash,   page.parent_hash,   false,
-                       page.group};
+  KVDiskPageKey key{page.digest, page.parent_digest, page.cache_namespace, page.hash,
+                    page.parent_hash};
+  key.group = page.group;
+  return key;
 }
 
 }  // namespace
@@ -42,7 +43,6 @@ PrefixDiskTier::~PrefixDiskTier() {
     kv_.release(load.seq);
     if (load.tail) kv_.release(load.tail->holder);
   }
-  // (A load's tail that failed to open its holder is never kept.)
   for (const SwapTail& t : ready_tails_) kv_.release(t.holder);
   for (const SwapTail& t : taken_tails_) kv_.release(t.holder);
 }

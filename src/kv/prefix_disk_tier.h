@@ -92,8 +92,8 @@ class PrefixDiskTier final : public PrefixSpillListener {
   // What fetch did.
   enum class Fetch : uint8_t {
     kReading,     // reads started: the request should wait for complete_loads
-    kNoneOnDisk,  // the disk holds none of the pages after the hit
-    kNoRoom,      // it holds some, but the pool has no page to read them into now
+    kNoneOnDisk,  // RAM and the disk together hold no longer run (whole windows) than the hit
+    kNoRoom,      // they do, but the pool has no room to read it into now
   };
   // Starts reading the page rows of `tokens` after `hit` (`hit_pages`: its rows,
   // [hit.num_pages][num_groups] as PrefixCache::lookup gives them) that RAM and the disk hold
@@ -104,8 +104,9 @@ class PrefixDiskTier final : public PrefixSpillListener {
               const PrefixHit& hit, std::span<const PageId> hit_pages, int32_t max_pages,
               int32_t swapped_tokens = 0);
   // Preemption by swap (scheduler/preemption_cost.h), of sequence `seq` whose first `num_tokens`
-  // tokens' K/V are written: what it moves; and writing its live pages (a sliding group's pages
-  // below its window are gone and not needed) under the digests of its own tokens, registered in
+  // tokens' K/V are written: what it moves; and writing its live pages (the pages it freed below
+  // a sliding window are registered, in RAM or on disk like any) under the digests of its own
+  // tokens, registered in
   // the prefix cache or not, so that its re-admission reads them back through fetch like any
   // prefix, and its partial last row for fetch to find when given the same `num_tokens`. The
   // writes wait for staging slots (a dropped page would be recomputed, the cost the swap was

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -87,6 +88,19 @@ inline const KVDiskMetrics& disk(const EngineMetrics& m) {
   EXPECT_TRUE(m.kv_disk.has_value());
   static const KVDiskMetrics none;
   return m.kv_disk ? *m.kv_disk : none;
+}
+
+// Overwrites one byte of the K/V of every page file under `dir` (another model's folder too).
+inline void damage_every_page_file(const fs::path& dir) {
+  for (const auto& folder : fs::directory_iterator(dir)) {
+    if (!folder.is_directory()) continue;
+    for (const auto& file : fs::directory_iterator(folder.path())) {
+      if (file.path().extension() != ".kvp") continue;
+      std::fstream f(file.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-100, std::ios::end);
+      f.put('\x55');
+    }
+  }
 }
 
 }  // namespace drift::test

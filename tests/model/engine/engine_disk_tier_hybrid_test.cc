@@ -90,15 +90,7 @@ TEST(EngineDiskTierHybrid, GemmaReadsItsRowsBackFromDiskBitForBitAsComputed) {
     EXPECT_GT(disk(m).tier.pages_loaded, m.prefix_cache.hit_tokens / 16);
   }
   // Every page file damaged: the answer is computed again, the same.
-  for (const auto& folder : fs::directory_iterator(dir.path)) {
-    if (!folder.is_directory()) continue;
-    for (const auto& file : fs::directory_iterator(folder.path())) {
-      if (file.path().extension() != ".kvp") continue;
-      std::fstream f(file.path(), std::ios::in | std::ios::out | std::ios::binary);
-      f.seekp(-100, std::ios::end);
-      f.put('\x55');
-    }
-  }
+  test::damage_every_page_file(dir.path);
   {
     auto engine = start(dir.path, page_bytes);
     ASSERT_TRUE(engine);

@@ -146,13 +146,7 @@ void damage_sliding_files(const fs::path& dir, Damage damage) {
 TEST(HybridDiskTier, CorruptSlidingPagesAreRecomputedNeverUsed) {
   TempDir dir;
   first_life(dir.path);
-  damage_sliding_files(dir.path, [](const PageFile& f) {  // the last byte of the K/V
-    std::fstream s(f.path, std::ios::in | std::ios::out | std::ios::binary);
-    s.seekg(-1, std::ios::end);
-    const char c = char(s.get());
-    s.seekp(-1, std::ios::end);
-    s.put(char(c ^ 0x40));
-  });
+  damage_sliding_files(dir.path, [](const PageFile& f) { testing::flip_last_byte(f.path); });
   TieredDriver second = hybrid(dir.path);
   EXPECT_EQ(second.ask(2, kDocument), second.reference(2, kDocument));
   EXPECT_EQ(second.tier().stats().pages_load_failed, 4u) << "the windows' pages read bad";

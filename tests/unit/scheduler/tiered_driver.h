@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <vector>
@@ -139,6 +140,15 @@ class TieredDriver {
   ExecutionResult result_;
   std::map<SeqId, std::vector<TokenId>> generated_;  // run_together's and step's tokens
 };
+
+// Flips a bit of the last byte of a page file's K/V (its payload checksum then fails).
+inline void flip_last_byte(const fs::path& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-1, std::ios::end);
+  const char c = char(f.get());
+  f.seekp(-1, std::ios::end);
+  f.put(char(c ^ 0x40));
+}
 
 inline std::vector<TokenId> prompt_of(int n, TokenId first) {
   std::vector<TokenId> p;

@@ -109,13 +109,7 @@ TEST(DiskTierScheduler, CorruptPagesAreRecomputedNeverUsed) {
     first.ask(1, kDocument);
     crowd_out(first, 10);
   }
-  damage_files(dir.path, [](const fs::path& file) {  // the last byte of the K/V
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-1, std::ios::end);
-    const char c = char(f.get());
-    f.seekp(-1, std::ios::end);
-    f.put(char(c ^ 0x40));
-  });
+  damage_files(dir.path, testing::flip_last_byte);
   TieredDriver second(dir.path);
   EXPECT_EQ(second.ask(2, kDocument), second.reference(2, kDocument));
   EXPECT_EQ(second.tier().stats().pages_loaded, 0u);

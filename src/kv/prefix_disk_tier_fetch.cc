@@ -123,10 +123,12 @@ PrefixDiskTier::Fetch PrefixDiskTier::fetch(SeqId waiter, uint64_t cache_namespa
   // was chosen to avoid (it cannot run before the pool has room for its pages anyway).
   if (swapped_tokens > 0 && pool_pages(n, hit_pages) + (tail ? groups : 0) > room)
     return Fetch::kNoRoom;
-  // Dropping a row frees at most a page per group: never fewer rows than the excess needs.
+  // Dropping a row frees at most a page per group: never fewer rows than the excess needs, and
+  // never fewer than the hit (its cached pages count against the room too, so the excess can
+  // be larger than the rows after it).
   for (int64_t excess = pool_pages(n, hit_pages) - room; n > hit.num_pages && excess > 0;
        excess = pool_pages(n, hit_pages) - room) {
-    n = servable(n - int32_t(std::max<int64_t>(1, excess / groups)));
+    n = servable(std::max(hit.num_pages, n - int32_t(std::max<int64_t>(1, excess / groups))));
     tail.reset();
   }
   const int64_t taken = pool_pages(n, hit_pages);

@@ -86,8 +86,7 @@ Status Engine::open_disk_tier(const ModelFacts& model) {
       {reinterpret_cast<const uint8_t*>(shape.data()), shape.size() * sizeof(uint64_t)});
   config.page_size = layout.page_size;
   config.page_bytes = memory->page_bytes();
-  // As many page rows as one group's pages had slots: a step reclaims rows, not pages.
-  config.staging_pages = KVDiskStoreConfig{}.staging_pages * layout.num_groups();
+  config.staging_pages = staging_rows(memory->page_bytes()) * layout.num_groups();
   config.keep_pages_found = kv_events_ != nullptr;
   DRIFT_ASSIGN_OR_RETURN(disk_store_, KVDiskStore::open(config));
   DRIFT_ASSIGN_OR_RETURN(disk_tier_,
@@ -103,6 +102,21 @@ Status Engine::open_disk_tier(const ModelFacts& model) {
   }
   if (kv_events_) announce_disk_pages();
   return Status::Ok();
+}
+
+int32_t Engine::staging_rows(uint64_t page_bytes) const {
+  // Rule: a row for every row one step can take from the pool (its tokens' rows and two per
+  // sequence, as EngineScheduler::max_pages_one_step_takes counts them), so that write-ahead can
+  // stage every page a step may reclaim before it does; at least the store's default, at most an
+  // eighth of the pool's bytes. Beyond the staging, an eviction waits for a slot (never drops).
+  const SchedulerConfig& s = setup_.scheduler;
+  const KVLayout& layout = setup_.kv_layout;
+  const int64_t step_rows = (s.max_num_batched_tokens + layout.page_size - 1) / layout.page_size +
+                            2 * int64_t(s.max_num_seqs);
+  const uint64_t row_bytes = page_bytes * uint64_t(layout.num_groups());
+  const auto cap = int64_t(uint64_t(kv_.num_pages()) * page_bytes / 8 / row_bytes);
+  const int64_t floor = KVDiskStoreConfig{}.staging_pages;
+  return int32_t(std::max(floor, std::min(step_rows, cap)));
 }
 
 void Engine::announce_disk_pages() {

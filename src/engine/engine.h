@@ -172,6 +172,8 @@ class Engine {
   Status open_disk_tier(const ModelFacts& model);
   // Tells the KV event sink of the tier's pages: those found at start, then every change.
   void announce_disk_pages();
+  // Page rows the disk tier's staging holds (open_disk_tier).
+  int32_t staging_rows(uint64_t page_bytes) const;
   // Where the sessions' histories are kept across restarts (with a disk tier).
   std::string sessions_path() const { return disk_store_->folder() + "/sessions"; }
   // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.

@@ -49,8 +49,9 @@ PrefixDiskTier::~PrefixDiskTier() {
 
 void PrefixDiskTier::on_prefix_page_evicted(const EvictedPrefixPage& page) {
   // Rule: the bytes are copied now (the page is reused right after); the file is written later
-  // on the store's thread.
-  if (store_.write(key_of(page), page.tokens, memory_.page(page.page))) {
+  // on the store's thread. With every staging slot taken, the eviction waits for one: a dropped
+  // write is a page computed again later (seconds of prefill), a wait one file write.
+  if (store_.write(key_of(page), page.tokens, memory_.page(page.page), /*wait_for_slot=*/true)) {
     ++stats_.pages_spilled;
   } else {
     ++stats_.spill_skipped;

@@ -15,7 +15,9 @@ token ids, one after another, greedy, --max-tokens each: the cold pass. --kv-mib
 pool holds about two documents, so by the end of a pass the first ones have left RAM. Then the
 same documents again, in the same order (each was evicted by the ones after it): the re-ask pass.
 With the tier, the server is then stopped (SIGTERM: its cached pages are written back) and started
-again on the same directory, and the documents asked a third time: the restart pass. Reports the
+again on the same directory, and the documents asked a third time: the restart pass. With
+--llama-bin, llama-server runs the same three passes with its prompt cache in RAM (--cache-ram of
+the same MiB; a restart leaves it empty). Reports the
 median TTFT of each pass, its ratio to the cold one, the pages the tier read back (/metrics), and
 whether every answer's text equals the cold pass's.
 """
@@ -43,15 +45,18 @@ def counter(text, name, labels=""):
 
 
 def ask_all(server, docs, max_tokens):
-    """Asks each document in turn; returns (ttfts, texts)."""
+    """Asks each document in turn; returns (ttfts, texts). drift must answer every request;
+    llama-server answers some random-token prompts with a 500 when its reply parser meets a
+    special token (kv_tiers_rag.run_clients): such a document gets no TTFT and text None."""
     ttfts, texts = [], []
     for doc in docs:
         r = stream_completion(server.url, {"prompt": doc, "max_tokens": max_tokens,
                                            "temperature": 0, "ignore_eos": True})
-        if r.error is not None:
+        if r.error is not None and server.name == "drift":
             raise RuntimeError(f"request failed: {r.error}")
-        ttfts.append(r.ttft)
-        texts.append(r.text)
+        if r.error is None:
+            ttfts.append(r.ttft)
+        texts.append(r.text if r.error is None else None)
     return ttfts, texts
 
 
@@ -79,15 +84,33 @@ def run(args, docs, tier):
     finally:
         if directory:
             shutil.rmtree(directory, ignore_errors=True)
+    return pass_rows("disk" if tier else "RAM only", passes,
+                     {"re-ask": read, "restart": read_after_restart if tier else 0.0})
+
+
+def pass_rows(server, passes, pages_read):
     cold_ttft, cold_text = passes["cold"]
     rows = []
     for name, (ttfts, texts) in passes.items():
-        rows.append({"tier": tier, "pass": name, "ttft_median_s": statistics.median(ttfts),
+        rows.append({"tier": server, "pass": name, "ttft_median_s": statistics.median(ttfts),
                      "ratio_to_cold": statistics.median(ttfts) / statistics.median(cold_ttft),
-                     "same_text": texts == cold_text,
-                     "disk_pages_read": (read if name == "re-ask" else
-                                         read_after_restart if name == "restart" else 0.0)})
+                     "same_text": texts == cold_text, "answered": len(ttfts),
+                     "disk_pages_read": pages_read.get(name)})
     return rows
+
+
+def run_llama(args, docs):
+    """llama-server with its prompt cache in RAM (--cache-ram of drift's --kv-mib), one slot:
+    cold, re-ask, and a restarted server (it keeps nothing across a restart)."""
+    extra = ["-np", "1", "-c", str(args.doc_tokens + args.max_tokens + 16), "-t",
+             str(args.threads), "--cache-ram", str(int(args.kv_mib))]
+    passes = {}
+    with ServerProcess.llama(args.llama_bin, args.model, extra) as server:
+        passes["cold"] = ask_all(server, docs, args.max_tokens)
+        passes["re-ask"] = ask_all(server, docs, args.max_tokens)
+    with ServerProcess.llama(args.llama_bin, args.model, extra) as server:
+        passes["restart"] = ask_all(server, docs, args.max_tokens)
+    return pass_rows("llama-server --cache-ram", passes, {})
 
 
 def main():
@@ -121,14 +144,19 @@ def run_reask(args):
     rng = random.Random(29)
     docs = [[rng.randrange(1000, 40000) for _ in range(args.doc_tokens)] for _ in range(args.docs)]
     rows = run(args, docs, tier=False) + run(args, docs, tier=True)
+    if args.llama_bin:
+        rows += run_llama(args, docs)
     print(f"{args.docs} documents of {args.doc_tokens} tokens + {args.max_tokens}, --kv-mib "
           f"{args.kv_mib:g}, -t {args.threads}, {os.path.basename(args.model)}, {cpu_model()}, "
           f"drift {drift_commit()}")
-    print("| tier | pass | TTFT median s | x cold | pages read from disk | text = cold |")
-    print("| --- | --- | ---: | ---: | ---: | --- |")
+    print("| server | pass | TTFT median s | x cold | pages read from disk | text = cold | "
+          "answered |")
+    print("| --- | --- | ---: | ---: | ---: | --- | ---: |")
     for r in rows:
-        print(f"| {'disk' if r['tier'] else 'RAM only'} | {r['pass']} | {r['ttft_median_s']:.3f} | "
-              f"{r['ratio_to_cold']:.2f} | {r['disk_pages_read']:.0f} | {r['same_text']} |")
+        pages = "" if r["disk_pages_read"] is None else f"{r['disk_pages_read']:.0f}"
+        print(f"| {r['tier']} | {r['pass']} | {r['ttft_median_s']:.3f} | "
+              f"{r['ratio_to_cold']:.2f} | {pages} | {r['same_text']} | "
+              f"{r['answered']} of {args.docs} |")
     return rows
 
 

@@ -43,11 +43,14 @@ def make_requests(args, rng):
 
 
 def run_clients(server, prompts, concurrency, max_tokens):
-    """Sends every prompt from `concurrency` threads; returns (results, wall seconds)."""
+    """Sends every prompt from `concurrency` threads; returns (answered results, errors, wall
+    seconds). A failed request is kept as an error (it counts as missing the SLO): llama-server
+    answers some random-token prompts with a 500 ("The model produced output that does not
+    match the expected Content-only format") when its reply parser meets a special token."""
     work = queue.Queue()
     for p in prompts:
         work.put(p)
-    results, lock = [], threading.Lock()
+    results, errors, lock = [], [], threading.Lock()
 
     def client():
         while True:
@@ -57,10 +60,8 @@ def run_clients(server, prompts, concurrency, max_tokens):
                 return
             r = stream_completion(server.url, {"prompt": prompt, "max_tokens": max_tokens,
                                                "temperature": 0, "ignore_eos": True})
-            if r.error is not None:
-                raise RuntimeError(f"{server.name}: request failed: {r.error}")
             with lock:
-                results.append(r)
+                (results if r.error is None else errors).append(r if r.error is None else r.error)
 
     start = time.perf_counter()
     threads = [threading.Thread(target=client) for _ in range(concurrency)]
@@ -68,9 +69,9 @@ def run_clients(server, prompts, concurrency, max_tokens):
         t.start()
     for t in threads:
         t.join()
-    if len(results) != len(prompts):
-        raise RuntimeError(f"{server.name}: {len(prompts) - len(results)} requests failed")
-    return results, time.perf_counter() - start
+    if errors and server.name == "drift":  # drift must answer every request
+        raise RuntimeError(f"drift: {len(errors)} requests failed, the first: {errors[0]}")
+    return results, errors, time.perf_counter() - start
 
 
 def measure(name, server, args, docs, measured, warm_up, disk_pages_read):
@@ -78,12 +79,12 @@ def measure(name, server, args, docs, measured, warm_up, disk_pages_read):
         run_clients(server, [d + [1] * QUESTION_TOKENS for d in docs], args.concurrency,
                     args.rag_max_tokens)
     read_before = disk_pages_read(server) if disk_pages_read else 0.0
-    results, wall = run_clients(server, [p for _, p in measured], args.concurrency,
-                                args.rag_max_tokens)
+    results, errors, wall = run_clients(server, [p for _, p in measured], args.concurrency,
+                                        args.rag_max_tokens)
     ttfts = [r.ttft for r in results]
     gaps = [g for r in results for g in r.inter_token_gaps()]
     good = sum(1 for t in ttfts if t <= args.ttft_slo)
-    return {"server": name, "requests": len(results), "wall_s": wall,
+    return {"server": name, "requests": len(results), "failed": len(errors), "wall_s": wall,
             "goodput_rps": good / wall, "ttft_p50_s": percentile(ttfts, 50),
             "ttft_p90_s": percentile(ttfts, 90), "itl_p99_ms": percentile(gaps, 99) * 1e3,
             "disk_pages_read": (disk_pages_read(server) - read_before) if disk_pages_read else None}
@@ -128,12 +129,13 @@ def print_rag(args, rows):
     print(f"\nRAG-like mix: {args.rag_docs} documents of {args.doc_tokens} tokens (+{QUESTION_TOKENS}"
           f" question, {args.rag_max_tokens} generated), {args.rounds * args.rag_docs} requests by "
           f"{args.concurrency} clients, TTFT SLO {args.ttft_slo:g} s")
-    print("| server | goodput req/s | TTFT p50 s | TTFT p90 s | ITL p99 ms | pages read from disk |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| server | goodput req/s | TTFT p50 s | TTFT p90 s | ITL p99 ms | pages read from disk "
+          "| failed |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         pages = "" if r["disk_pages_read"] is None else f"{r['disk_pages_read']:.0f}"
         print(f"| {r['server']} | {r['goodput_rps']:.2f} | {r['ttft_p50_s']:.3f} | "
-              f"{r['ttft_p90_s']:.3f} | {r['itl_p99_ms']:.1f} | {pages} |")
+              f"{r['ttft_p90_s']:.3f} | {r['itl_p99_ms']:.1f} | {pages} | {r['failed']} |")
 
 
 def add_rag_args(p):

@@ -68,7 +68,7 @@ std::optional<Rejection> AdmissionJudge::check_output_request(const Request& req
   // Rule: what shapes the reply (stop strings, its format) is checked before any tokenizing.
   // (Its messages carry no request id: they go to clients as they are.)
   if (Status s = validate_stop_strings(request.stop); !s.ok())
-    return Rejection{RejectReason::kInvalidRequest, s.message(), std::nullopt};
+    return Rejection{RejectReason::kInvalidStop, s.message(), std::nullopt};
   if (request.reply_format == ReplyFormat::kHarmony && !harmony_replies_)
     return Rejection{RejectReason::kInvalidRequest,
                      "reply_format: this model's replies are not in the harmony format",

@@ -217,6 +217,7 @@ std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(Generation
   spec.include_usage = options.include_usage;
   spec.harmony = parsed.harmony;
   if (options.constraint) spec.grammar_param = options.constraint->param;
+  spec.stop_param = options.stop_param;
   if (options.logprobs) {
     options.sampling.logprobs = *options.logprobs;
     spec.token_text = [model = model_](int32_t id) {

@@ -32,13 +32,8 @@ struct Matcher {
     compiler = std::move(*c);
   }
   Tokenizer build() {
-    test::TinyVocab vocab("gpt2");
-    vocab.set_pre("gpt-2");
-    vocab.add_byte_level_alphabet();  // byte b is token b
-    end = vocab.add("<|endoftext|>", test::kControl);
-    test::GgufBuilder gguf = vocab.gguf();
-    gguf.add_uint32("tokenizer.ggml.eos_token_id", uint32_t(end));
-    Expected<Tokenizer> t = test::load_tokenizer(gguf);
+    const test::TinyVocab vocab = test::byte_level_vocab_with_end(end);  // byte b is token b
+    Expected<Tokenizer> t = test::load_tokenizer_with_eos(vocab, end);
     EXPECT_TRUE(t.ok()) << t.error().message;
     return std::move(*t);
   }

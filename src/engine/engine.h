@@ -16,9 +16,10 @@
 // kShuttingDown / kUnhealthy once closed (503). An immediate rejection is decided on the
 // submitting thread: its event is queued (or passed to the callback) before submit returns.
 //
-// The engine alone shapes a prompt: it tokenizes text and conversations (with its TextCodec),
-// decides whether a turn gets BOS, and checks token ids, context and KV limits. Programs ask it
-// for tokenize/detokenize too, so they never build a second tokenizer.
+// The engine alone shapes a prompt: it tokenizes text and conversations (with its TextCodec) and
+// decides whether a turn gets BOS; its judge (admission_judge.h) alone checks token ids, context
+// and KV limits, and admits what the scheduler runs. Programs ask it for tokenize/detokenize too,
+// so they never build a second tokenizer.
 //
 // A server attaches by submitting with a callback that posts each TokenEvent to its own event
 // loop (the callback runs on the engine's worker thread, so it must only hand the event over; see

@@ -87,6 +87,9 @@ Status Engine::open_disk_tier(const ModelFacts& model) {
       {reinterpret_cast<const uint8_t*>(shape.data()), shape.size() * sizeof(uint64_t)});
   config.page_size = layout.page_size;
   config.page_bytes = memory->page_bytes();
+  // As many page rows as one group's pages had slots: a step reclaims rows, not pages.
+  config.staging_pages = KVDiskStoreConfig{}.staging_pages * layout.num_groups();
+  config.keep_pages_found = kv_events_ != nullptr;
   DRIFT_ASSIGN_OR_RETURN(disk_store_, KVDiskStore::open(config));
   DRIFT_ASSIGN_OR_RETURN(disk_tier_,
                          PrefixDiskTier::create(kv_, *prefix_cache_, *disk_store_, *memory));
@@ -99,16 +102,26 @@ Status Engine::open_disk_tier(const ModelFacts& model) {
   } else {
     spdlog::warn("{}", histories.error().message);
   }
-  if (kv_events_)  // routers hear of pages on disk too (medium "DISK")
-    disk_store_->set_on_change([sink = kv_events_.get()](const KVDiskChange& change) {
-      if (change.key.partial) return;  // a swapped sequence's last page: no prefix block
-      if (change.stored) {
-        sink->disk_block_stored(change.key.hash, change.key.parent_hash, change.tokens);
-      } else {
-        sink->disk_block_removed(change.key.hash);
-      }
-    });
+  if (kv_events_) announce_disk_pages();
   return Status::Ok();
+}
+
+void Engine::announce_disk_pages() {
+  // Rule: routers hear of the pages on disk (medium "DISK"): those a restart found first, then
+  // every page written or deleted — group 0's full pages only, a router matching text one page
+  // at a time (a swapped sequence's partial page and the sliding groups' pages are no blocks).
+  std::vector<KVFoundBlock> found;
+  for (KVDiskFoundPage& page : disk_store_->take_pages_found_at_start())
+    found.push_back(KVFoundBlock{page.key.hash, page.key.parent_hash, std::move(page.tokens)});
+  kv_events_->disk_blocks_found(std::move(found));
+  disk_store_->set_on_change([sink = kv_events_.get()](const KVDiskChange& change) {
+    if (change.key.partial || change.key.group != 0) return;
+    if (change.stored) {
+      sink->disk_block_stored(change.key.hash, change.key.parent_hash, change.tokens);
+    } else {
+      sink->disk_block_removed(change.key.hash);
+    }
+  });
 }
 
 Engine::~Engine() {

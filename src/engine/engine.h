@@ -158,6 +158,8 @@ class Engine {
   // Opens the disk tier of setup_.kv_disk_dir under the prefix cache, and restores the sessions
   // saved there.
   Status open_disk_tier(const ModelFacts& model);
+  // Tells the KV event sink of the tier's pages: those found at start, then every change.
+  void announce_disk_pages();
   // Where the sessions' histories are kept across restarts (with a disk tier).
   std::string sessions_path() const { return disk_store_->folder() + "/sessions"; }
 

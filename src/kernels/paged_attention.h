@@ -168,4 +168,43 @@ void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
                      const AttentionQueries& queries, float* scratch,
                      ValueRowCache* cache = nullptr);
 
+// ---- Decode attention in parts.
+//
+// The heads of one decoding token over one KV head are one block of paged_attention, so a lone
+// sequence's decode has as many blocks as KV heads (1 for Gemma 3, 3 for SmolLM2) and leaves
+// threads idle while its attention reads a long context. In parts, the same block runs as three
+// passes, each dealt out as `parts` shares to several threads with a barrier after each pass:
+//   1. decode_scores(part): the scores of the part's share of the positions, and their max;
+//   2. decode_weights(part): the weights of its share (the max of every part's max and the
+//      sink known now);
+//   3. decode_values(part): out[i][d] for its share of the value dimensions (each part adds the
+//      weights' double sum itself, in increasing position).
+// Every number is the one paged_attention computes for the block: a position's score and weight
+// depend on that position alone, the max is a max, and a dimension's fma chain runs over the
+// positions in order within one part (a rotated format's outputs are rotated back by whole groups
+// of dimensions, which every part's share holds). decode_splits tells which blocks may take this
+// path: one range for all queries, as decode has.
+struct DecodeParts {
+  float* scores;  // [n][decode_span] shared by the parts: the scores, then the weights; 64-byte
+                  // aligned
+  float* maxima;  // [parts][kAttentionLanes] each part's maximum scores
+  int parts;      // >= 1
+};
+bool decode_splits(const PagedKv& kv, const AttentionQueries& queries);
+// Floats per query of DecodeParts::scores for queries reaching position `last` from `first`.
+int64_t decode_span(int64_t first, int64_t last);
+// Floats of DecodeParts::scores (for up to kDecodeMaxQueries queries) and of the private scratch
+// every part of every pass takes (64-byte aligned, not shared between threads at once).
+inline constexpr int64_t kDecodeMaxQueries = 8;
+int64_t decode_scores_floats(int64_t max_last);
+int64_t decode_private_floats(const AttentionShape& shape);
+void decode_scores(Isa isa, const AttentionShape& shape, const PagedKv& kv,
+                   const AttentionQueries& queries, const DecodeParts& parts, int part,
+                   float* private_scratch);
+void decode_weights(Isa isa, const PagedKv& kv, const AttentionQueries& queries,
+                    const DecodeParts& parts, int part);
+void decode_values(Isa isa, const AttentionShape& shape, const PagedKv& kv,
+                   const AttentionQueries& queries, const DecodeParts& parts, int part,
+                   float* private_scratch);
+
 }  // namespace drift::kernels

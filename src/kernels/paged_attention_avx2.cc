@@ -19,6 +19,8 @@
 
 #include "kernels/attention_metric.h"
 #include "kernels/attention_sinks.h"
+#include "kernels/decode_dispatch.h"
+#include "kernels/decode_steps.h"
 #include "kernels/fp16.h"
 #include "kernels/paged_attention.h"
 #include "kernels/paged_kv_avx2.h"
@@ -141,50 +143,164 @@ inline void score_blocks(const PagedKv& kv, const AttentionQueries& queries, int
   }
 }
 
-// out[i][d0 .. d0 + 8 C) (clipped to dim_v) = weighted value rows * float(1 / sum[i]) for Q
-// queries whose weights start at `weights` (a row of `span` per query).
-template <KvFormat F, int Q, int C>
-inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, const float* weights,
-                                int64_t span, int64_t base, int64_t first, int64_t last,
-                                float* const* out, const double* sum) {
-  int64_t width[C];
-  for (int c = 0; c < C; ++c) width[c] = std::min<int64_t>(8, DV - d0 - 8 * c);
-  __m256 o[Q][C];
-  for (int i = 0; i < Q; ++i)
-    for (int c = 0; c < C; ++c) o[i][c] = _mm256_setzero_ps();
-  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
-                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
-  // Adds position p's row, read at `at`, to every query's chains.
-  auto add_row = [&](int64_t p, const paged_kv::ValueRowCursor& at) {
-    __m256 v[C];
-    for (int c = 0; c < C; ++c)
-      v[c] = paged_kv::values8<F>(at.block(), DV, kv.page_size, at.slot(), d0 + 8 * c, width[c]);
-    for (int i = 0; i < Q; ++i) {
-      const __m256 w = _mm256_set1_ps(weights[i * span + (p - base)]);
-      for (int c = 0; c < C; ++c) o[i][c] = _mm256_fmadd_ps(w, v[c], o[i][c]);
-    }
-  };
-  paged_kv::for_each_value_row<F>(kv, ahead, first, last, add_row);
-  for (int i = 0; i < Q; ++i) {
-    const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum[i]));
-    for (int c = 0; c < C; ++c) {
-      alignas(32) float lane[8];
-      _mm256_store_ps(lane, _mm256_mul_ps(o[i][c], inv));
-      for (int64_t u = 0; u < width[c]; ++u) out[i][d0 + 8 * c + u] = lane[u];
-    }
+// Value rows a decode pass takes through all its dimension chunks before the next rows: a block
+// of them (bf16: 64 rows x 512 B for a 256-dim head) stays in L1/L2 between the chunks, while the
+// chunks' accumulators live in registers for one block and in memory between blocks. A block ends
+// at an odd position (a multiple of 64, minus one), so that the bf16 order's pairs (2j + 1 before
+// 2j) never straddle two blocks.
+constexpr int64_t kValueRowBlock = 64;
+
+// acc[i][d0 .. d0 + 8 C) += the weighted value rows of [p0, p1] for Q queries whose weights start
+// at `weights` (a row of `span` per query), each chunk's fma chain in increasing position (in the
+// bf16 order's pairs). Per row: Q weight broadcasts, then each chunk is loaded once and used by
+// every query, so the Q x C accumulators, Q weights and one value register fit the 16 ymm
+// registers (Q = 3, C = 4 is 16).
+template <KvFormat F, int Q, int C, bool kFull>
+[[gnu::always_inline]] inline void add_value_row(const uint8_t* block, int64_t slot, int64_t DV,
+                                                 int64_t page_size, int64_t d0,
+                                                 const int64_t (&width)[C], const float* weights,
+                                                 int64_t span, int64_t column, __m256 (&o)[Q][C]) {
+  __m256 w[Q];
+#pragma GCC unroll 8
+  for (int i = 0; i < Q; ++i) w[i] = _mm256_set1_ps(weights[i * span + column]);
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) {
+    const __m256 v =
+        paged_kv::values8<F>(block, DV, page_size, slot, d0 + 8 * c, kFull ? int64_t{8} : width[c]);
+#pragma GCC unroll 8
+    for (int i = 0; i < Q; ++i) o[i][c] = _mm256_fmadd_ps(w[i], v, o[i][c]);
   }
 }
 
-// Every output dimension for Q queries: 32 at a time (Q x 4 accumulators), the rest by 8.
+template <KvFormat F, int Q, int C, bool kFull>
+inline void add_value_rows(const PagedKv& kv, paged_kv::BlockPrefetcher& ahead, int64_t DV,
+                           int64_t d0, const float* weights, int64_t span, int64_t base, int64_t p0,
+                           int64_t p1, float* acc) {
+  const int64_t row = round8(DV);  // acc's floats per query
+  int64_t width[C];
+  for (int c = 0; c < C; ++c) width[c] = kFull ? 8 : std::min<int64_t>(8, DV - d0 - 8 * c);
+  __m256 o[Q][C];
+#pragma GCC unroll 8
+  for (int i = 0; i < Q; ++i)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) o[i][c] = _mm256_loadu_ps(acc + i * row + d0 + 8 * c);
+  // Page by page (the blocks prefetched as each is reached), rows in increasing position, or in
+  // the bf16 order's pairs (2j + 1 before 2j; a block starts even and ends odd unless cut by
+  // [first, last], whose ends may be alone).
+  const int64_t ps = kv.page_size;
+  for (int64_t page_start = p0 / ps * ps; page_start <= p1; page_start += ps) {
+    const int64_t page = page_start / ps;
+    ahead.at(page);
+    const uint8_t* block = kv.values + kv.page_table[page] * kv.page_stride;
+    const int64_t s0 = std::max(p0, page_start) - page_start;
+    const int64_t s1 = std::min(p1, page_start + ps - 1) - page_start;
+    for (int64_t slot = s0; slot <= s1; ++slot) {
+      const int64_t p = page_start + slot;
+      if (attends_in_bf16(F) && p % 2 == 0 && p < p1) {  // ps is even: p + 1 is in this page
+        add_value_row<F, Q, C, kFull>(block, slot + 1, DV, ps, d0, width, weights, span,
+                                      p + 1 - base, o);
+        add_value_row<F, Q, C, kFull>(block, slot, DV, ps, d0, width, weights, span, p - base, o);
+        ++slot;
+        continue;
+      }
+      add_value_row<F, Q, C, kFull>(block, slot, DV, ps, d0, width, weights, span, p - base, o);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < Q; ++i)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + i * row + d0 + 8 * c, o[i][c]);
+}
+
+// out[i][d] for d in [d_begin, d_end) = (weighted value rows over [first, last])[d] *
+// float(1 / sum[i]) for Q <= 4 queries, through acc: [Q][round8(DV)] floats of scratch.
 template <KvFormat F, int Q>
 inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
-                         int64_t base, int64_t first, int64_t last, float* const* out,
-                         const double* sum) {
-  int64_t d0 = 0;
-  for (; d0 + 32 <= DV; d0 += 32)
-    weighted_value_rows<F, Q, 4>(kv, DV, d0, weights, span, base, first, last, out, sum);
-  for (; d0 < DV; d0 += 8)
-    weighted_value_rows<F, Q, 1>(kv, DV, d0, weights, span, base, first, last, out, sum);
+                         int64_t base, int64_t first, int64_t last, int64_t d_begin, int64_t d_end,
+                         float* const* out, const double* sum, float* acc) {
+  constexpr int C = Q == 1 ? 8 : Q == 2 ? 5 : Q == 3 ? 4 : 2;  // Q x C + Q + 1 <= 16
+  const int64_t row = round8(DV);
+  for (int i = 0; i < Q; ++i)
+    for (int64_t d = d_begin; d < round8(d_end); ++d) acc[i * row + d] = 0.0f;
+  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
+                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
+  for (int64_t p0 = first; p0 <= last;) {
+    const int64_t p1 = std::min(last, (p0 / kValueRowBlock + 1) * kValueRowBlock - 1);
+    int64_t d0 = d_begin;
+    for (; d0 + 8 * C <= d_end; d0 += 8 * C)
+      add_value_rows<F, Q, C, true>(kv, ahead, DV, d0, weights, span, base, p0, p1, acc);
+    for (; d0 + 8 <= d_end; d0 += 8)
+      add_value_rows<F, Q, 1, true>(kv, ahead, DV, d0, weights, span, base, p0, p1, acc);
+    if (d0 < d_end)
+      add_value_rows<F, Q, 1, false>(kv, ahead, DV, d0, weights, span, base, p0, p1, acc);
+    p0 = p1 + 1;
+  }
+  for (int i = 0; i < Q; ++i) {
+    const float inv = static_cast<float>(1.0 / sum[i]);
+    for (int64_t d = d_begin; d < d_end; ++d) out[i][d] = acc[i * row + d] * inv;
+  }
+}
+
+// ---- A token's queries over one range in three steps (paged_attention.h, "Decode attention in
+// parts"): scores of a range of positions, weights of a range, values of a range of dimensions.
+
+// Scores of the positions of [p_begin, p_end) within [first, last] (p_begin - base a multiple of
+// 8) into scores (a row of `span` per query, from `base`), and each query's max of them.
+template <KvFormat F, int N>
+void one_token_scores(const AttentionShape& shape, const PagedKv& kv,
+                      const AttentionQueries& queries, float* scores, int64_t span, int64_t base,
+                      int64_t p_begin, int64_t p_end, float* max_out) {
+  const int64_t D = shape.head_dim;
+  const int64_t first = queries.first[0], last = queries.last[0];
+  const int64_t end = std::min(p_end, last + 1);  // blocks of 8 start before it
+  const __m256 scale = _mm256_set1_ps(shape.scale);
+  constexpr int B = N == 1 ? 8 : N == 2 ? 4 : N <= 4 ? 2 : 1;  // N x B <= 8 chains
+  __m256 m[N];
+  for (int i = 0; i < N; ++i) m[i] = _mm256_set1_ps(-INFINITY);
+  if (p_begin < end) {
+    paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(F, D, kv.page_size),
+                                    (end - 1) / kv.page_size,
+                                    paged_kv::kPrefetchPositions / kv.page_size);
+    int64_t pb = p_begin;
+    for (; pb + 8 * (B - 1) < end; pb += 8 * B) {
+      ahead.at(pb / kv.page_size);
+      score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+    }
+    for (; pb < end; pb += 8)
+      score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+  }
+  for (int i = 0; i < N; ++i) max_out[i] = max8(m[i]);
+}
+
+// Weights of columns [j_begin, j_end) of the scores (multiples of 8): outside the range
+// exp(-inf) = 0. m_sink: each query's softmax max, its sink included.
+template <KvFormat F, int N>
+void one_token_weights(float* scores, int64_t span, int64_t j_begin, int64_t j_end,
+                       const float* m_sink) {
+  __m256 mi[N];
+  for (int i = 0; i < N; ++i) mi[i] = _mm256_set1_ps(m_sink[i]);
+  for (int64_t j = j_begin; j < j_end; j += 8)
+    for (int i = 0; i < N; ++i) {
+      float* s = scores + i * span + j;
+      __m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(s), mi[i]));
+      if constexpr (attends_in_bf16(F)) w = bf16_operand8(w);
+      _mm256_storeu_ps(s, w);
+    }
+}
+
+// out[i][d] for d in [d_begin, d_end), up to 4 queries per pass; acc: [4][round8(DV)] floats.
+template <KvFormat F, int N>
+void one_token_values(const AttentionShape& shape, const PagedKv& kv,
+                      const AttentionQueries& queries, const float* scores, int64_t span,
+                      int64_t base, int64_t d_begin, int64_t d_end, const double* sum, float* acc) {
+  const int64_t DV = shape.head_dim_v;
+  const int64_t first = queries.first[0], last = queries.last[0];
+  constexpr int Q1 = N <= 4 ? N : 4;
+  value_passes<F, Q1>(kv, DV, scores, span, base, first, last, d_begin, d_end, queries.out, sum,
+                      acc);
+  if constexpr (N > Q1)
+    value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, d_begin, d_end,
+                            queries.out + Q1, sum + Q1, acc);
 }
 
 // N queries of one token with the same range [first, last]; N, the blocks per pass and the value
@@ -193,55 +309,22 @@ inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, in
 template <KvFormat F, int N>
 void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
                       const AttentionQueries& queries, float* scratch) {
-  const int64_t D = shape.head_dim, DV = shape.head_dim_v;
   const int64_t first = queries.first[0], last = queries.last[0];
   const int64_t base = first / 8 * 8;
   const int64_t span = round8(last + 1 - base);
   float* scores = scratch;  // [N][span]
-  const __m256 scale = _mm256_set1_ps(shape.scale);
-  constexpr int B = N == 1 ? 8 : N == 2 ? 4 : N <= 4 ? 2 : 1;  // N x B <= 8 chains
-
-  // Scores of 8 positions per register; the key lanes of each element serve every query.
-  __m256 m[N];
-  for (int i = 0; i < N; ++i) m[i] = _mm256_set1_ps(-INFINITY);
-  paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(F, D, kv.page_size),
-                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
-  int64_t pb = base;
-  for (; pb + 8 * (B - 1) <= last; pb += 8 * B) {
-    ahead.at(pb / kv.page_size);
-    score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
-  }
-  for (; pb <= last; pb += 8)
-    score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
-
-  // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position,
-  // the queries' add chains interleaved.
-  __m256 mi[N];
+  float max_scores[N];
+  one_token_scores<F, N>(shape, kv, queries, scores, span, base, base, base + span, max_scores);
   float m_sink[N];  // the softmax max of each query, its sink included
-  for (int i = 0; i < N; ++i) {
-    m_sink[i] = max_with_sink(max8(m[i]), query_sink(queries, i));
-    mi[i] = _mm256_set1_ps(m_sink[i]);
-  }
+  for (int i = 0; i < N; ++i) m_sink[i] = max_with_sink(max_scores[i], query_sink(queries, i));
+  one_token_weights<F, N>(scores, span, 0, span, m_sink);
+  // The weights' double sums in increasing position, the queries' add chains interleaved.
   double sum[N] = {};
-  for (int64_t j = 0; j < span; j += 8) {
-    for (int i = 0; i < N; ++i) {
-      float* s = scores + i * span + j;
-      __m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(s), mi[i]));
-      if constexpr (attends_in_bf16(F)) w = bf16_operand8(w);
-      _mm256_storeu_ps(s, w);
-    }
-    for (int l = 0; l < 8; ++l)
-      for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j + l]);
-  }
-
-  // Weighted value rows over the visible positions: up to 4 queries per pass.
+  for (int64_t j = 0; j < span; ++j)
+    for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j]);
   for (int i = 0; i < N; ++i) sum[i] += sink_weight(query_sink(queries, i), m_sink[i]);
-
-  constexpr int Q1 = N <= 4 ? N : 4;
-  value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
-  if constexpr (N > Q1)
-    value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
-                            sum + Q1);
+  float* acc = scores + N * span;  // value accumulators, after the scores
+  one_token_values<F, N>(shape, kv, queries, scores, span, base, 0, shape.head_dim_v, sum, acc);
   for (int i = 0; i < N; ++i)
     if (asks_metric(queries.metric, queries.metric_lanes, i))
       add_squared_weights(scores + i * span, 1, base, first, last, static_cast<float>(1.0 / sum[i]),
@@ -439,6 +522,29 @@ void attend(bool one_range, const AttentionShape& shape, const PagedKv& kv,
 }
 
 }  // namespace
+
+void decode_scores(const AttentionShape& shape, const PagedKv& kv, const AttentionQueries& queries,
+                   float* scores, int64_t span, int64_t base, int64_t p_begin, int64_t p_end,
+                   float* max_out) {
+  with_format_and_count(kv.format, queries.n, [&]<KvFormat F, int N>() {
+    one_token_scores<F, N>(shape, kv, queries, scores, span, base, p_begin, p_end, max_out);
+  });
+}
+
+void decode_weights(KvFormat format, int64_t n, float* scores, int64_t span, int64_t j_begin,
+                    int64_t j_end, const float* m_sink) {
+  with_format_and_count(format, n, [&]<KvFormat F, int N>() {
+    one_token_weights<F, N>(scores, span, j_begin, j_end, m_sink);
+  });
+}
+
+void decode_values(const AttentionShape& shape, const PagedKv& kv, const AttentionQueries& queries,
+                   const float* scores, int64_t span, int64_t base, int64_t d_begin, int64_t d_end,
+                   const double* sum, float* acc) {
+  with_format_and_count(kv.format, queries.n, [&]<KvFormat F, int N>() {
+    one_token_values<F, N>(shape, kv, queries, scores, span, base, d_begin, d_end, sum, acc);
+  });
+}
 
 void bf16_operands(const float* x, float* y, int64_t n) {
   int64_t i = 0;

@@ -12,6 +12,8 @@
 #include "kernels/attention_avx512.h"
 #include "kernels/attention_metric.h"
 #include "kernels/attention_sinks.h"
+#include "kernels/decode_dispatch.h"
+#include "kernels/decode_steps.h"
 #include "kernels/exp_approx.h"
 #include "kernels/fp16.h"
 #include "kernels/paged_attention.h"
@@ -35,13 +37,17 @@ void convert_value_pairs(const PagedKv& kv, int64_t DV, int64_t x0, int64_t p1, 
 // oT[d][lane] += the weighted values of positions [pb, pb + np) (pb even): weights in rows of
 // 16 lanes from `weights` (bf16 operands; row np is read when np is odd), value pairs from `pairs`.
 void weigh_value_block(const float* weights, int64_t np, const float* pairs, int64_t DV, float* oT);
-// Decode (n queries of one token, range [first, last]): the scores, as attend_one_token stores
-// them, and the lanes' running max of each query ([n][16]).
+// Decode (n queries of one token, range [first, last]): the scores of the positions of
+// [p_begin, p_end) (p_begin - base a multiple of 16), as attend_one_token stores them, and the
+// lanes' running max of each query ([n][16]).
 void decode_scores(int n, const PagedKv& kv, const uint32_t* query_pairs, int64_t D, int64_t first,
-                   int64_t last, float scale, float* scores, int64_t span, float* max_lanes);
-// out[i] = the weighted value rows * float(1 / sum[i]) for q <= 4 queries.
+                   int64_t last, float scale, float* scores, int64_t span, int64_t base,
+                   int64_t p_begin, int64_t p_end, float* max_lanes);
+// out[i][d] for d in [d_begin, d_end) = the weighted value rows * float(1 / sum[i]) for q <= 4
+// queries.
 void decode_values(int q, const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
-                   int64_t base, int64_t first, int64_t last, float* const* out, const double* sum);
+                   int64_t base, int64_t first, int64_t last, int64_t d_begin, int64_t d_end,
+                   float* const* out, const double* sum);
 }  // namespace bf16
 
 namespace {
@@ -413,13 +419,13 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64
   }
 }
 
-// Every 64-dimension slice of the output for Q queries.
+// Every 64-dimension slice of the output's dimensions [d_begin, d_end) for Q queries.
 template <KvFormat F, int Q>
 inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
-                         int64_t base, int64_t first, int64_t last, float* const* out,
-                         const double* sum) {
-  for (int64_t d0 = 0; d0 < DV; d0 += 64) {
-    const int64_t width = std::min<int64_t>(64, DV - d0);
+                         int64_t base, int64_t first, int64_t last, int64_t d_begin, int64_t d_end,
+                         float* const* out, const double* sum) {
+  for (int64_t d0 = d_begin; d0 < d_end; d0 += 64) {
+    const int64_t width = std::min<int64_t>(64, d_end - d0);
     switch ((width + 15) / 16) {
       case 4:
         weighted_value_rows<F, Q, 4>(kv, DV, d0, width, weights, span, base, first, last, out, sum);
@@ -437,78 +443,109 @@ inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, in
   }
 }
 
+// ---- A token's queries over one range in three steps (paged_attention.h, "Decode attention in
+// parts"): scores of a range of positions, weights of a range, values of a range of dimensions.
+
+// bf16 K/V with AVX-512 BF16: vdpbf16ps (the scores and value rows in the bf16 file).
+constexpr int64_t kMaxPairs = 256;
+bool decode_dots(KvFormat format, int64_t D) {
+  return format == KvFormat::kBF16 && cpu_has_bf16() && (D + 1) / 2 <= kMaxPairs;
+}
+
+// Scores of the positions of [p_begin, p_end) within [first, last] (p_begin - base a multiple of
+// 16) into scores (a row of `span` per query, from `base`), and each query's max of them.
+template <KvFormat F, int N>
+void one_token_scores(const AttentionShape& shape, const PagedKv& kv,
+                      const AttentionQueries& queries, float* scores, int64_t span, int64_t base,
+                      int64_t p_begin, int64_t p_end, float* max_out) {
+  const int64_t D = shape.head_dim;
+  const int64_t first = queries.first[0], last = queries.last[0];
+  const int64_t end = std::min(p_end, last + 1);  // blocks of 16 start before it
+  __m512 m[N];
+  for (int i = 0; i < N; ++i) m[i] = _mm512_set1_ps(-INFINITY);
+  if (decode_dots(F, D)) {
+    uint32_t query_pairs[N * kMaxPairs];
+    pack_query_pairs(queries.q, N, D, query_pairs);
+    alignas(64) float max_lanes[N * 16];
+    bf16::decode_scores(N, kv, query_pairs, D, first, last, shape.scale, scores, span, base,
+                        p_begin, p_end, max_lanes);
+    for (int i = 0; i < N; ++i) m[i] = _mm512_load_ps(max_lanes + 16 * i);
+  } else if (p_begin < end) {
+    const __m512 scale = _mm512_set1_ps(shape.scale);
+    // Enough blocks per pass that N x B independent fma chains cover the fma latency.
+    constexpr int B = N == 1 ? 8 : N == 2 ? 6 : N <= 4 ? 4 : 2;
+    paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(F, D, kv.page_size),
+                                    (end - 1) / kv.page_size,
+                                    paged_kv::kPrefetchPositions / kv.page_size);
+    int64_t pb = p_begin;
+    for (; pb + 16 * (B - 1) < end; pb += 16 * B) {
+      ahead.at(pb / kv.page_size);
+      score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+    }
+    for (; pb < end; pb += 16)
+      score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
+  }
+  for (int i = 0; i < N; ++i) max_out[i] = _mm512_reduce_max_ps(m[i]);
+}
+
+// Weights of columns [j_begin, j_end) of the scores (multiples of 16): outside the range
+// exp(-inf) = 0. m_sink: each query's softmax max, its sink included.
+template <KvFormat F, int N>
+void one_token_weights(float* scores, int64_t span, int64_t j_begin, int64_t j_end,
+                       const float* m_sink) {
+  __m512 mi[N];
+  for (int i = 0; i < N; ++i) mi[i] = _mm512_set1_ps(m_sink[i]);
+  for (int64_t j = j_begin; j < j_end; j += 16)
+    for (int i = 0; i < N; ++i) {
+      float* sc = scores + i * span + j;
+      __m512 w = exp16(_mm512_sub_ps(_mm512_loadu_ps(sc), mi[i]));
+      if constexpr (attends_in_bf16(F)) w = bf16_operand16(w);
+      _mm512_storeu_ps(sc, w);
+    }
+}
+
+// out[i][d] for d in [d_begin, d_end): up to 4 queries x 64 output dimensions per pass over the
+// visible value rows (Q x 4 accumulators and 4 rows in registers), queries [0, Q1), then [Q1, N).
+template <KvFormat F, int N>
+void one_token_values(const AttentionShape& shape, const PagedKv& kv,
+                      const AttentionQueries& queries, const float* scores, int64_t span,
+                      int64_t base, int64_t d_begin, int64_t d_end, const double* sum) {
+  const int64_t DV = shape.head_dim_v;
+  const int64_t first = queries.first[0], last = queries.last[0];
+  constexpr int Q1 = N <= 4 ? N : 4;
+  if (decode_dots(F, shape.head_dim)) {
+    bf16::decode_values(Q1, kv, DV, scores, span, base, first, last, d_begin, d_end, queries.out,
+                        sum);
+    if (N > Q1)
+      bf16::decode_values(N - Q1, kv, DV, scores + Q1 * span, span, base, first, last, d_begin,
+                          d_end, queries.out + Q1, sum + Q1);
+  } else {
+    value_passes<F, Q1>(kv, DV, scores, span, base, first, last, d_begin, d_end, queries.out, sum);
+    if constexpr (N > Q1)
+      value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, d_begin, d_end,
+                              queries.out + Q1, sum + Q1);
+  }
+}
+
 template <KvFormat F, int N>
 void attend_one_token(const AttentionShape& shape, const PagedKv& kv,
                       const AttentionQueries& queries, float* scratch) {
-  const int64_t D = shape.head_dim, DV = shape.head_dim_v;
   const int64_t first = queries.first[0], last = queries.last[0];
   const int64_t base = first / 16 * 16;
   const int64_t span = (last + 1 - base + 15) / 16 * 16;
   float* scores = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
-  const __m512 scale = _mm512_set1_ps(shape.scale);
-  // Enough blocks per pass that N x B independent fma chains cover the fma latency.
-  constexpr int B = N == 1 ? 8 : N == 2 ? 6 : N <= 4 ? 4 : 2;
-
-  __m512 m[N];
-  for (int i = 0; i < N; ++i) m[i] = _mm512_set1_ps(-INFINITY);
-  // bf16 K/V with AVX-512 BF16: vdpbf16ps (the scores and value rows in the bf16 file).
-  constexpr int64_t kMaxPairs = 256;
-  const bool dot = F == KvFormat::kBF16 && cpu_has_bf16() && (D + 1) / 2 <= kMaxPairs;
-  if (dot) {
-    uint32_t query_pairs[N * kMaxPairs];
-    pack_query_pairs(queries.q, N, D, query_pairs);
-    alignas(64) float max_lanes[N * 16];
-    bf16::decode_scores(N, kv, query_pairs, D, first, last, shape.scale, scores, span, max_lanes);
-    for (int i = 0; i < N; ++i) m[i] = _mm512_load_ps(max_lanes + 16 * i);
-  } else {
-    paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(F, D, kv.page_size),
-                                    last / kv.page_size,
-                                    paged_kv::kPrefetchPositions / kv.page_size);
-    int64_t pb = base;
-    for (; pb + 16 * (B - 1) <= last; pb += 16 * B) {
-      ahead.at(pb / kv.page_size);
-      score_blocks<F, N, B>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
-    }
-    for (; pb <= last; pb += 16)
-      score_blocks<F, N, 1>(kv, queries, D, pb, first, last, scale, scores, span, base, m);
-  }
-
-  // Weights (outside the range exp(-inf) = 0) and their double sums in increasing position; the
-  // queries' sums are interleaved so that their add chains overlap.
-  __m512 mi[N];
+  float max_scores[N];
+  one_token_scores<F, N>(shape, kv, queries, scores, span, base, base, base + span, max_scores);
   float m_sink[N];  // the softmax max of each query, its sink included
-  for (int i = 0; i < N; ++i) {
-    m_sink[i] = max_with_sink(_mm512_reduce_max_ps(m[i]), query_sink(queries, i));
-    mi[i] = _mm512_set1_ps(m_sink[i]);
-  }
+  for (int i = 0; i < N; ++i) m_sink[i] = max_with_sink(max_scores[i], query_sink(queries, i));
+  one_token_weights<F, N>(scores, span, 0, span, m_sink);
+  // The weights' double sums in increasing position; the queries' sums are interleaved so that
+  // their add chains overlap.
   double sum[N] = {};
-  for (int64_t j = 0; j < span; j += 16) {
-    for (int i = 0; i < N; ++i) {
-      float* sc = scores + i * span + j;
-      __m512 w = exp16(_mm512_sub_ps(_mm512_load_ps(sc), mi[i]));
-      if constexpr (attends_in_bf16(F)) w = bf16_operand16(w);
-      _mm512_store_ps(sc, w);
-    }
-    for (int l = 0; l < 16; ++l)
-      for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j + l]);
-  }
-
+  for (int64_t j = 0; j < span; ++j)
+    for (int i = 0; i < N; ++i) sum[i] += static_cast<double>(scores[i * span + j]);
   for (int i = 0; i < N; ++i) sum[i] += sink_weight(query_sink(queries, i), m_sink[i]);
-
-  // Up to 4 queries x 64 output dimensions per pass over the visible value rows (Q x 4
-  // accumulators and 4 rows in registers): queries [0, Q1), then [Q1, N).
-  constexpr int Q1 = N <= 4 ? N : 4;
-  if (dot) {
-    bf16::decode_values(Q1, kv, DV, scores, span, base, first, last, queries.out, sum);
-    if (N > Q1)
-      bf16::decode_values(N - Q1, kv, DV, scores + Q1 * span, span, base, first, last,
-                          queries.out + Q1, sum + Q1);
-  } else {
-    value_passes<F, Q1>(kv, DV, scores, span, base, first, last, queries.out, sum);
-    if constexpr (N > Q1)
-      value_passes<F, N - Q1>(kv, DV, scores + Q1 * span, span, base, first, last, queries.out + Q1,
-                              sum + Q1);
-  }
+  one_token_values<F, N>(shape, kv, queries, scores, span, base, 0, shape.head_dim_v, sum);
   for (int i = 0; i < N; ++i)
     if (asks_metric(queries.metric, queries.metric_lanes, i))
       add_squared_weights(scores + i * span, 1, base, first, last, static_cast<float>(1.0 / sum[i]),
@@ -540,6 +577,29 @@ void attend_one_token_group(const AttentionShape& shape, const PagedKv& kv,
 }
 
 }  // namespace
+
+void decode_scores(const AttentionShape& shape, const PagedKv& kv, const AttentionQueries& queries,
+                   float* scores, int64_t span, int64_t base, int64_t p_begin, int64_t p_end,
+                   float* max_out) {
+  with_format_and_count(kv.format, queries.n, [&]<KvFormat F, int N>() {
+    one_token_scores<F, N>(shape, kv, queries, scores, span, base, p_begin, p_end, max_out);
+  });
+}
+
+void decode_weights(KvFormat format, int64_t n, float* scores, int64_t span, int64_t j_begin,
+                    int64_t j_end, const float* m_sink) {
+  with_format_and_count(format, n, [&]<KvFormat F, int N>() {
+    one_token_weights<F, N>(scores, span, j_begin, j_end, m_sink);
+  });
+}
+
+void decode_values(const AttentionShape& shape, const PagedKv& kv, const AttentionQueries& queries,
+                   const float* scores, int64_t span, int64_t base, int64_t d_begin, int64_t d_end,
+                   const double* sum) {
+  with_format_and_count(kv.format, queries.n, [&]<KvFormat F, int N>() {
+    one_token_values<F, N>(shape, kv, queries, scores, span, base, d_begin, d_end, sum);
+  });
+}
 
 void paged_attention(const AttentionShape& shape, const PagedKv& kv,
                      const AttentionQueries& queries, float* scratch, ValueRowCache* cache) {

@@ -157,23 +157,27 @@ inline void decode_score_blocks(const PagedKv& kv, const uint32_t* query_pairs, 
 
 template <int N>
 void decode_scores_n(const PagedKv& kv, const uint32_t* query_pairs, int64_t D, int64_t first,
-                     int64_t last, float scale, float* scores, int64_t span, float* max_lanes) {
-  const int64_t base = first / 16 * 16;
+                     int64_t last, float scale, float* scores, int64_t span, int64_t base,
+                     int64_t p_begin, int64_t p_end, float* max_lanes) {
+  const int64_t end = std::min(p_end, last + 1);  // blocks of 16 start before it
   const __m512 scale_lanes = _mm512_set1_ps(scale);
   constexpr int B = N == 1 ? 8 : N == 2 ? 6 : N <= 4 ? 4 : 2;  // as the fma version
   __m512 m[N];
   for (int i = 0; i < N; ++i) m[i] = _mm512_set1_ps(-INFINITY);
-  paged_kv::BlockPrefetcher ahead(kv.keys, kv, kv_key_block_bytes(KvFormat::kBF16, D, kv.page_size),
-                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
-  int64_t pb = base;
-  for (; pb + 16 * (B - 1) <= last; pb += 16 * B) {
-    ahead.at(pb / kv.page_size);
-    decode_score_blocks<N, B>(kv, query_pairs, D, pb, first, last, scale_lanes, scores, span, base,
-                              m);
+  if (p_begin < end) {
+    paged_kv::BlockPrefetcher ahead(
+        kv.keys, kv, kv_key_block_bytes(KvFormat::kBF16, D, kv.page_size), (end - 1) / kv.page_size,
+        paged_kv::kPrefetchPositions / kv.page_size);
+    int64_t pb = p_begin;
+    for (; pb + 16 * (B - 1) < end; pb += 16 * B) {
+      ahead.at(pb / kv.page_size);
+      decode_score_blocks<N, B>(kv, query_pairs, D, pb, first, last, scale_lanes, scores, span,
+                                base, m);
+    }
+    for (; pb < end; pb += 16)
+      decode_score_blocks<N, 1>(kv, query_pairs, D, pb, first, last, scale_lanes, scores, span,
+                                base, m);
   }
-  for (; pb <= last; pb += 16)
-    decode_score_blocks<N, 1>(kv, query_pairs, D, pb, first, last, scale_lanes, scores, span, base,
-                              m);
   for (int i = 0; i < N; ++i) _mm512_storeu_ps(max_lanes + 16 * i, m[i]);
 }
 
@@ -266,10 +270,10 @@ inline void decode_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64_t
 
 template <int Q>
 void decode_values_q(const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
-                     int64_t base, int64_t first, int64_t last, float* const* out,
-                     const double* sum) {
-  for (int64_t d0 = 0; d0 < DV; d0 += 64) {
-    const int64_t width = std::min<int64_t>(64, DV - d0);
+                     int64_t base, int64_t first, int64_t last, int64_t d_begin, int64_t d_end,
+                     float* const* out, const double* sum) {
+  for (int64_t d0 = d_begin; d0 < d_end; d0 += 64) {
+    const int64_t width = std::min<int64_t>(64, d_end - d0);
     if (width > 32) {
       decode_value_rows<Q, 2>(kv, DV, d0, width, weights, span, base, first, last, out, sum);
     } else {
@@ -281,39 +285,48 @@ void decode_values_q(const PagedKv& kv, int64_t DV, const float* weights, int64_
 }  // namespace
 
 void decode_scores(int n, const PagedKv& kv, const uint32_t* query_pairs, int64_t D, int64_t first,
-                   int64_t last, float scale, float* scores, int64_t span, float* max_lanes) {
+                   int64_t last, float scale, float* scores, int64_t span, int64_t base,
+                   int64_t p_begin, int64_t p_end, float* max_lanes) {
   switch (n) {
     case 1:
-      return decode_scores_n<1>(kv, query_pairs, D, first, last, scale, scores, span, max_lanes);
+      return decode_scores_n<1>(kv, query_pairs, D, first, last, scale, scores, span, base, p_begin,
+                                p_end, max_lanes);
     case 2:
-      return decode_scores_n<2>(kv, query_pairs, D, first, last, scale, scores, span, max_lanes);
+      return decode_scores_n<2>(kv, query_pairs, D, first, last, scale, scores, span, base, p_begin,
+                                p_end, max_lanes);
     case 3:
-      return decode_scores_n<3>(kv, query_pairs, D, first, last, scale, scores, span, max_lanes);
+      return decode_scores_n<3>(kv, query_pairs, D, first, last, scale, scores, span, base, p_begin,
+                                p_end, max_lanes);
     case 4:
-      return decode_scores_n<4>(kv, query_pairs, D, first, last, scale, scores, span, max_lanes);
+      return decode_scores_n<4>(kv, query_pairs, D, first, last, scale, scores, span, base, p_begin,
+                                p_end, max_lanes);
     case 5:
-      return decode_scores_n<5>(kv, query_pairs, D, first, last, scale, scores, span, max_lanes);
+      return decode_scores_n<5>(kv, query_pairs, D, first, last, scale, scores, span, base, p_begin,
+                                p_end, max_lanes);
     case 6:
-      return decode_scores_n<6>(kv, query_pairs, D, first, last, scale, scores, span, max_lanes);
+      return decode_scores_n<6>(kv, query_pairs, D, first, last, scale, scores, span, base, p_begin,
+                                p_end, max_lanes);
     case 7:
-      return decode_scores_n<7>(kv, query_pairs, D, first, last, scale, scores, span, max_lanes);
+      return decode_scores_n<7>(kv, query_pairs, D, first, last, scale, scores, span, base, p_begin,
+                                p_end, max_lanes);
     default:
-      return decode_scores_n<8>(kv, query_pairs, D, first, last, scale, scores, span, max_lanes);
+      return decode_scores_n<8>(kv, query_pairs, D, first, last, scale, scores, span, base, p_begin,
+                                p_end, max_lanes);
   }
 }
 
 void decode_values(int q, const PagedKv& kv, int64_t DV, const float* weights, int64_t span,
-                   int64_t base, int64_t first, int64_t last, float* const* out,
-                   const double* sum) {
+                   int64_t base, int64_t first, int64_t last, int64_t d_begin, int64_t d_end,
+                   float* const* out, const double* sum) {
   switch (q) {
     case 1:
-      return decode_values_q<1>(kv, DV, weights, span, base, first, last, out, sum);
+      return decode_values_q<1>(kv, DV, weights, span, base, first, last, d_begin, d_end, out, sum);
     case 2:
-      return decode_values_q<2>(kv, DV, weights, span, base, first, last, out, sum);
+      return decode_values_q<2>(kv, DV, weights, span, base, first, last, d_begin, d_end, out, sum);
     case 3:
-      return decode_values_q<3>(kv, DV, weights, span, base, first, last, out, sum);
+      return decode_values_q<3>(kv, DV, weights, span, base, first, last, d_begin, d_end, out, sum);
     default:
-      return decode_values_q<4>(kv, DV, weights, span, base, first, last, out, sum);
+      return decode_values_q<4>(kv, DV, weights, span, base, first, last, d_begin, d_end, out, sum);
   }
 }
 

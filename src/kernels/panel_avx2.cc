@@ -9,11 +9,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/lowbit_quants.h"
 #include "kernels/panel.h"
 #include "kernels/panel_avx2_decode.h"
+#include "kernels/panel_avx2_rows16.h"
 #include "kernels/panel_avx2_simd.h"
 #include "kernels/panel_dispatch.h"
 #include "kernels/panel_layout.h"
@@ -25,11 +27,12 @@ namespace {
 template <class F, int kT>
 void half32(const typename F::Tile* tiles, int64_t nb, int h,
             const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y, int64_t y_stride,
-            int64_t valid) {
+            int64_t valid, bool stream) {
   __m256 acc[kT], summ[kT];
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename F::Tile& tile = tiles[b];
+    if (stream && h == 0) prefetch_ahead(&tile, 0, 1);  // weights from memory
     __m256i w[8];
     F::unpack(tile, h, w);
     const __m256 dw = weight_scales(tile, h);
@@ -53,7 +56,7 @@ void half32(const typename F::Tile* tiles, int64_t nb, int h,
 template <int kT>
 void half_q4_k(const TileQ4_K* tiles, int64_t nb, int h,
                const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
-               int64_t valid) {
+               int64_t valid, bool stream) {
   __m256 acc[kT], summ[kT];
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -61,6 +64,7 @@ void half_q4_k(const TileQ4_K* tiles, int64_t nb, int h,
     __m256i l_sum[kT];
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
+      if (stream && h == 0) prefetch_ahead(&tile, j, 8);  // weights from memory
       __m256i w[8];
       unpack_nibbles(tile.qs[j], h, w);
       const __m256i sc = scale_pairs_u8(tile.sc[j] + 8 * h);
@@ -98,7 +102,7 @@ void half_q4_k(const TileQ4_K* tiles, int64_t nb, int h,
 template <int kT>
 void half_q6_k(const TileQ6_K* tiles, int64_t nb, int h,
                const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
-               int64_t valid) {
+               int64_t valid, bool stream) {
   __m256 acc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(15);
@@ -107,6 +111,7 @@ void half_q6_k(const TileQ6_K* tiles, int64_t nb, int h,
     __m256i l_sum[kT];
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
+      if (stream && h == 0) prefetch_ahead(&tile, j, 16);  // weights from memory
       const TileQ6_K::Sub& sub = tile.sub[j];
       const __m256i lo0 = load256(sub.lo[0] + 32 * h), lo1 = load256(sub.lo[1] + 32 * h);
       const __m256i hi = load256(sub.hi + 32 * h);
@@ -145,7 +150,7 @@ void half_q6_k(const TileQ6_K* tiles, int64_t nb, int h,
 template <int kT>
 void half_iq4_xs(const TileIQ4_XS* tiles, int64_t nb, int h,
                  const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
-                 int64_t valid) {
+                 int64_t valid, bool stream) {
   __m256 acc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i table =
@@ -155,6 +160,7 @@ void half_iq4_xs(const TileIQ4_XS* tiles, int64_t nb, int h,
     __m256i l_sum[kT];
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
+      if (stream && h == 0) prefetch_ahead(&tile, j, 8);  // weights from memory
       __m256i w[8];
       unpack_nibbles(tile.qs[j], h, w);
       __m256i magnitude[8];
@@ -189,15 +195,14 @@ void half_iq4_xs(const TileIQ4_XS* tiles, int64_t nb, int h,
 template <int kT>
 void half_q2_k(const TileQ2_K* tiles, int64_t nb, int h,
                const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
-               int64_t valid) {
+               int64_t valid, bool stream) {
   __m256 acc[kT], summ[kT];
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm256_setzero_ps();
   const __m256i m2 = _mm256_set1_epi8(3);
   const __m128i m4 = _mm_set1_epi8(15);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ2_K& tile = tiles[b];
-    if constexpr (kT == 1)  // decode: the first half streams the tile from memory
-      if (h == 0) prefetch_ahead(&tile, 0, 1);
+    if (stream && h == 0) prefetch_ahead(&tile, 0, 1);  // weights from memory
     __m256i l_sum[kT];
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
@@ -244,15 +249,14 @@ void half_q2_k(const TileQ2_K* tiles, int64_t nb, int h,
 template <int kT>
 void half_q3_k(const TileQ3_K* tiles, int64_t nb, int h,
                const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
-               int64_t valid) {
+               int64_t valid, bool stream) {
   __m256 acc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i m2 = _mm256_set1_epi8(3);
   const __m256i bit = _mm256_set1_epi8(4);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ3_K& tile = tiles[b];
-    if constexpr (kT == 1)  // decode: the first half streams the tile from memory
-      if (h == 0) prefetch_ahead(&tile, 0, 1);
+    if (stream && h == 0) prefetch_ahead(&tile, 0, 1);  // weights from memory
     __m256i l_sum[kT];
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
@@ -283,7 +287,7 @@ void half_q3_k(const TileQ3_K* tiles, int64_t nb, int h,
 
 template <class Kernel, int kT>
 void run_tile(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t nb, int h,
-              int64_t t0, float* y, int64_t valid) {
+              int64_t t0, float* y, int64_t valid, bool stream) {
   TokenRows<typename Kernel::ABlock, typename Kernel::Sums> tok[kT];
   for (int t = 0; t < kT; ++t) {
     tok[t].a =
@@ -291,8 +295,8 @@ void run_tile(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t
     tok[t].s =
         reinterpret_cast<const typename Kernel::Sums*>(args.sums + (t0 + t) * args.sums_row_bytes);
   }
-  Kernel::template half<kT>(tiles, nb, h, tok, y + t0 * args.y_row_stride, args.y_row_stride,
-                            valid);
+  Kernel::template half<kT>(tiles, nb, h, tok, y + t0 * args.y_row_stride, args.y_row_stride, valid,
+                            stream);
 }
 
 // Tokens per register tile: 16 ymm registers hold a half's unpacked codes (8) beside 4 tokens'
@@ -307,7 +311,28 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
   // Chunks of panels with the token tiles outside, as the AVX-512 loop (see there why).
   const int64_t panel_bytes = nb * static_cast<int64_t>(sizeof(typename Kernel::Tile));
   const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / panel_bytes);
+  // Matmuls of a few tokens take all 16 rows of a panel per pass (panel_avx2_rows16.h); the
+  // formats whose 16-row kernel is also the faster one for many tokens take it for every tile.
+  const bool rows16 = args.n_tokens >= 2 && args.n_tokens <= Kernel::kRows16MaxTokens;
   auto run = [&]<int kTokens>(int64_t c0, int64_t c1, int64_t t0) {
+    if constexpr (kTokens > 1 && Kernel::kRows16MaxTokens > 0 &&
+                  requires { &Kernel::template panel<kTokens>; }) {
+      if (rows16) {
+        TokenRows<typename Kernel::ABlock, typename Kernel::Sums> tok[kTokens];
+        for (int t = 0; t < kTokens; ++t) {
+          tok[t].a = reinterpret_cast<const typename Kernel::ABlock*>(args.x +
+                                                                      (t0 + t) * args.x_row_bytes);
+          tok[t].s = reinterpret_cast<const typename Kernel::Sums*>(args.sums +
+                                                                    (t0 + t) * args.sums_row_bytes);
+        }
+        // The first token tile reads the chunk's weights from memory, the later ones from L2.
+        for (int64_t p = c0; p < c1; ++p)
+          Kernel::template panel<kTokens>(tiles + p * nb, nb, tok,
+                                          args.y + t0 * args.y_row_stride + p * kPanelRows,
+                                          args.y_row_stride, args.rows - p * kPanelRows, t0 == 0);
+        return;
+      }
+    }
     if constexpr (kTokens == 1 && requires { &Kernel::one_token; }) {
       const TokenRows<typename Kernel::ABlock, typename Kernel::Sums> tok{
           reinterpret_cast<const typename Kernel::ABlock*>(args.x + t0 * args.x_row_bytes),
@@ -321,8 +346,9 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
       for (int h = 0; h < 2; ++h) {
         const int64_t valid = args.rows - p * kPanelRows - 8 * h;
         if (valid <= 0) break;
+        // The first token tile reads the chunk's weights from memory, the later ones from L2.
         run_tile<Kernel, kTokens>(args, tiles + p * nb, nb, h, t0, args.y + p * kPanelRows + 8 * h,
-                                  valid);
+                                  valid, t0 == 0);
       }
   };
   for (int64_t c0 = panel_begin; c0 < panel_end; c0 += chunk) {
@@ -335,17 +361,33 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
   }
 }
 
+// Up to how many tokens a 32-element format's matmul runs its 16-row kernel. Measured against the
+// halves (single thread, docs/design-notes.md "Small batches on AVX2"): signed values widen every
+// group anyway and win at every size; 4-bit codes win for a few tokens and lose ~10% on long
+// prompts, where the halves keep their float accumulators in registers; 5-bit codes and MXFP4
+// (two int16 runs) lose at every size.
+template <class F>
+inline constexpr int64_t kRows16Tokens32 = F::kInt16Groups == 1   ? INT64_MAX
+                                           : F::kInt16Groups == 8 ? 8
+                                                                  : 0;
+
 template <class F>
 struct Kernel32 {
   using Tile = typename F::Tile;
   using ABlock = typename F::ABlock;
   using Sums = PanelSums32;
   static constexpr int kTokens = kAvx2PanelTokens;
+  static constexpr int64_t kRows16MaxTokens = kRows16Tokens32<F>;
   static constexpr int64_t kBlock = kQK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, int64_t valid) {
-    half32<F, kT>(tiles, nb, h, tok, y, y_stride, valid);
+                   float* y, int64_t y_stride, int64_t valid, bool stream) {
+    half32<F, kT>(tiles, nb, h, tok, y, y_stride, valid, stream);
+  }
+  template <int kT>
+  static void panel(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                    float* y, int64_t y_stride, int64_t valid, bool stream) {
+    panel32<F, kT>(tiles, nb, tok, y, y_stride, valid, stream);
   }
   static void one_token(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums>& tok, float* y,
                         int64_t valid) {
@@ -357,11 +399,17 @@ struct KernelQ4K {
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
   static constexpr int kTokens = kAvx2PanelTokens;
+  static constexpr int64_t kRows16MaxTokens = INT64_MAX;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, int64_t valid) {
-    half_q4_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
+                   float* y, int64_t y_stride, int64_t valid, bool stream) {
+    half_q4_k<kT>(tiles, nb, h, tok, y, y_stride, valid, stream);
+  }
+  template <int kT>
+  static void panel(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                    float* y, int64_t y_stride, int64_t valid, bool stream) {
+    panel_q4_k<kT>(tiles, nb, tok, y, y_stride, valid, stream);
   }
   static void one_token(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums>& tok, float* y,
                         int64_t valid) {
@@ -373,11 +421,17 @@ struct KernelIQ4XS {
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
   static constexpr int kTokens = kAvx2PanelTokens;
+  static constexpr int64_t kRows16MaxTokens = INT64_MAX;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, int64_t valid) {
-    half_iq4_xs<kT>(tiles, nb, h, tok, y, y_stride, valid);
+                   float* y, int64_t y_stride, int64_t valid, bool stream) {
+    half_iq4_xs<kT>(tiles, nb, h, tok, y, y_stride, valid, stream);
+  }
+  template <int kT>
+  static void panel(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                    float* y, int64_t y_stride, int64_t valid, bool stream) {
+    panel_iq4_xs<kT>(tiles, nb, tok, y, y_stride, valid, stream);
   }
   static void one_token(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums>& tok, float* y,
                         int64_t valid) {
@@ -389,11 +443,12 @@ struct KernelQ2K {
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
   static constexpr int kTokens = kAvx2PanelTokens;
+  static constexpr int64_t kRows16MaxTokens = 0;  // no 16-row kernel
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, int64_t valid) {
-    half_q2_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
+                   float* y, int64_t y_stride, int64_t valid, bool stream) {
+    half_q2_k<kT>(tiles, nb, h, tok, y, y_stride, valid, stream);
   }
 };
 struct KernelQ3K {
@@ -401,11 +456,12 @@ struct KernelQ3K {
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
   static constexpr int kTokens = kAvx2PanelTokens;
+  static constexpr int64_t kRows16MaxTokens = 0;  // no 16-row kernel
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, int64_t valid) {
-    half_q3_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
+                   float* y, int64_t y_stride, int64_t valid, bool stream) {
+    half_q3_k<kT>(tiles, nb, h, tok, y, y_stride, valid, stream);
   }
 };
 struct KernelQ6K {
@@ -413,11 +469,17 @@ struct KernelQ6K {
   using ABlock = BlockQ8_K;
   using Sums = PanelSumsK;
   static constexpr int kTokens = kAvx2PanelTokens;
+  static constexpr int64_t kRows16MaxTokens = INT64_MAX;
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void half(const Tile* tiles, int64_t nb, int h, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, int64_t valid) {
-    half_q6_k<kT>(tiles, nb, h, tok, y, y_stride, valid);
+                   float* y, int64_t y_stride, int64_t valid, bool stream) {
+    half_q6_k<kT>(tiles, nb, h, tok, y, y_stride, valid, stream);
+  }
+  template <int kT>
+  static void panel(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
+                    float* y, int64_t y_stride, int64_t valid, bool stream) {
+    panel_q6_k<kT>(tiles, nb, tok, y, y_stride, valid, stream);
   }
   static void one_token(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums>& tok, float* y,
                         int64_t valid) {

@@ -49,13 +49,23 @@ void store8(float* y, __m256 v, int64_t valid) {
 }
 
 // Groups g and g + 4 of 8 rows (half h) of a nibble-packed block.
-void unpack_nibbles(const uint8_t (*qs)[64], int h, __m256i (&w)[8]) {
+void unpack_nibble_pair(const uint8_t (*qs)[64], int g, int h, __m256i& lo, __m256i& hi) {
   const __m256i m4 = _mm256_set1_epi8(15);
-  for (int g = 0; g < 4; ++g) {
-    const __m256i v = load256(qs[g] + 32 * h);
-    w[g] = _mm256_and_si256(v, m4);
-    w[g + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-  }
+  const __m256i v = load256(qs[g] + 32 * h);
+  lo = _mm256_and_si256(v, m4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+}
+
+// Groups 0-7 of 8 rows (half h) of a nibble-packed block.
+void unpack_nibbles(const uint8_t (*qs)[64], int h, __m256i (&w)[8]) {
+  for (int g = 0; g < 4; ++g) unpack_nibble_pair(qs, g, h, w[g], w[g + 4]);
+}
+
+// Group l of 8 rows (half h) of a nibble-packed block: the low nibbles of qs[l] for l < 4, the high
+// ones of qs[l - 4] after.
+__m256i unpack_nibble_group(const uint8_t (*qs)[64], int l, int h) {
+  const __m256i v = load256(qs[l % 4] + 32 * h);
+  return _mm256_and_si256(l < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
 }
 
 // Sub-block scales of 8 rows as an int16 pair (s, s) in each int32 lane: one vpmaddwd of a lane's
@@ -81,6 +91,9 @@ struct Q4_0 {
   static constexpr int kOffsetShift = 3;
   static constexpr int kInt16Groups = 8;  // see block_product
   static void unpack(const Tile& t, int h, __m256i (&w)[8]) { unpack_nibbles(t.qs, h, w); }
+  static void unpack_pair(const Tile& t, int g, int h, __m256i& lo, __m256i& hi) {
+    unpack_nibble_pair(t.qs, g, h, lo, hi);
+  }
   static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
 };
 struct Q4_1 {
@@ -91,22 +104,27 @@ struct Q4_1 {
   static constexpr int kOffsetShift = 0;
   static constexpr int kInt16Groups = 8;  // see block_product
   static void unpack(const Tile& t, int h, __m256i (&w)[8]) { unpack_nibbles(t.qs, h, w); }
+  static void unpack_pair(const Tile& t, int g, int h, __m256i& lo, __m256i& hi) {
+    unpack_nibble_pair(t.qs, g, h, lo, hi);
+  }
   static __m256i group(__m256i w, __m256i a) { return dot4(w, a); }
 };
-// The fifth bits of group l for rows [8h, 8h + 8) as 0x10 bytes: bits 32h .. 32h + 31 of qh[l],
-// bit j for byte j.
+// The fifth bits of group l for rows [8h, 8h + 8) as 0x10 bytes, added to w: bits 32h .. 32h + 31
+// of qh[l], bit j for byte j.
 template <class Tile>
-void add_fifth_bits(const Tile& t, int h, __m256i (&w)[8]) {
+__m256i add_fifth_bits_of(const Tile& t, int h, int l, __m256i w) {
   // Byte j takes the byte of the 32-bit word holding bit j, then tests bit j % 8 of it.
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  for (int l = 0; l < 8; ++l) {
-    const auto bits32 = static_cast<int32_t>(t.qh[l] >> (32 * h));
-    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits32), spread);
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
-    w[l] = _mm256_or_si256(w[l], _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-  }
+  const auto bits32 = static_cast<int32_t>(t.qh[l] >> (32 * h));
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits32), spread);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, select), select);
+  return _mm256_or_si256(w, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+}
+template <class Tile>
+void add_fifth_bits(const Tile& t, int h, __m256i (&w)[8]) {
+  for (int l = 0; l < 8; ++l) w[l] = add_fifth_bits_of(t, h, l, w[l]);
 }
 
 struct Q5_0 {
@@ -146,6 +164,9 @@ struct Q8_0 {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int l = 0; l < 8; ++l) w[l] = _mm256_xor_si256(load256(t.qs[l] + 32 * h), flip);
   }
+  static __m256i unpack_group(const Tile& t, int l, int h) {
+    return _mm256_xor_si256(load256(t.qs[l] + 32 * h), _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
   static __m256i group(__m256i w, __m256i a) { return dot4_signed(w, a); }
 };
 
@@ -162,6 +183,11 @@ struct IQ4_NL {
     const __m256i table =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
     for (int l = 0; l < 8; ++l) w[l] = _mm256_shuffle_epi8(table, w[l]);
+  }
+  static __m256i unpack_group(const Tile& t, int l, int h) {
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
+    return _mm256_shuffle_epi8(table, unpack_nibble_group(t.qs, l, h));
   }
   static __m256i group(__m256i w, __m256i a) { return dot4_signed(w, a); }
 };

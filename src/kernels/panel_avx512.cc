@@ -145,13 +145,13 @@ __m512 weight_scales(const TileMXFP4& t) {
 template <class F, int kT>
 void tile32(const typename F::Tile* tiles, int64_t nb,
             const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y, int64_t y_stride,
-            __mmask16 mask) {
+            __mmask16 mask, bool stream) {
   __m512 acc[kT], summ[kT];
 #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename F::Tile& tile = tiles[b];
-    if constexpr (kT == 1) prefetch_ahead(&tile, 0, 1);  // decode (panel_prefetch.h)
+    if (stream) prefetch_ahead(&tile, 0, 1);  // weights from memory (panel_prefetch.h)
     __m512i w[8];
     F::unpack(tile, w);
     const __m512 dw = weight_scales(tile);
@@ -185,7 +185,7 @@ void tile32(const typename F::Tile* tiles, int64_t nb,
 
 template <int kT>
 void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
-               float* y, int64_t y_stride, __mmask16 mask) {
+               float* y, int64_t y_stride, __mmask16 mask, bool stream) {
   __m512 acc[kT], summ[kT];
 #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
@@ -195,7 +195,7 @@ void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
-      if constexpr (kT == 1) prefetch_ahead(&tile, j, 8);  // decode (panel_prefetch.h)
+      if (stream) prefetch_ahead(&tile, j, 8);  // weights from memory (panel_prefetch.h)
       __m512i w[8];
       unpack_nibbles(tile.qs[j], w);
       const __m512i sc =
@@ -241,7 +241,7 @@ void tile_q4_k(const TileQ4_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
 
 template <int kT>
 void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
-               float* y, int64_t y_stride, __mmask16 mask) {
+               float* y, int64_t y_stride, __mmask16 mask, bool stream) {
   __m512 acc[kT];
 #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
@@ -252,7 +252,7 @@ void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 16; ++j) {
-      if constexpr (kT == 1) prefetch_ahead(&tile, j, 16);  // decode (panel_prefetch.h)
+      if (stream) prefetch_ahead(&tile, j, 16);  // weights from memory (panel_prefetch.h)
       const TileQ6_K::Sub& sub = tile.sub[j];
       const __m512i lo0 = load512(sub.lo[0]), lo1 = load512(sub.lo[1]), hi = load512(sub.hi);
       __m512i w[4];
@@ -294,7 +294,7 @@ void tile_q6_k(const TileQ6_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
 template <int kT>
 void tile_iq4_xs(const TileIQ4_XS* tiles, int64_t nb,
                  const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT], float* y, int64_t y_stride,
-                 __mmask16 mask) {
+                 __mmask16 mask, bool stream) {
   __m512 acc[kT];
 #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
@@ -306,7 +306,7 @@ void tile_iq4_xs(const TileIQ4_XS* tiles, int64_t nb,
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
-      if constexpr (kT == 1) prefetch_ahead(&tile, j, 8);  // decode (panel_prefetch.h)
+      if (stream) prefetch_ahead(&tile, j, 8);  // weights from memory (panel_prefetch.h)
       __m512i w[8];
       unpack_nibbles(tile.qs[j], w);
 #pragma GCC unroll 8
@@ -341,7 +341,7 @@ void tile_iq4_xs(const TileIQ4_XS* tiles, int64_t nb,
 // against the token's bsums pair, as Q4_K's.
 template <int kT>
 void tile_q2_k(const TileQ2_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
-               float* y, int64_t y_stride, __mmask16 mask) {
+               float* y, int64_t y_stride, __mmask16 mask, bool stream) {
   __m512 acc[kT], summ[kT];
 #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm512_setzero_ps();
@@ -349,7 +349,7 @@ void tile_q2_k(const TileQ2_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
   const __m128i m4 = _mm_set1_epi8(15);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ2_K& tile = tiles[b];
-    if constexpr (kT == 1) prefetch_ahead(&tile, 0, 1);  // decode (panel_prefetch.h)
+    if (stream) prefetch_ahead(&tile, 0, 1);  // weights from memory (panel_prefetch.h)
     __m512i l_sum[kT];
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
@@ -407,7 +407,7 @@ void tile_q2_k(const TileQ2_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
 // (offsets6[j] / 8).
 template <int kT>
 void tile_q3_k(const TileQ3_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, PanelSumsK> (&tok)[kT],
-               float* y, int64_t y_stride, __mmask16 mask) {
+               float* y, int64_t y_stride, __mmask16 mask, bool stream) {
   __m512 acc[kT];
 #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
@@ -415,7 +415,7 @@ void tile_q3_k(const TileQ3_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
   const __m512i bit = _mm512_set1_epi8(4);
   for (int64_t b = 0; b < nb; ++b) {
     const TileQ3_K& tile = tiles[b];
-    if constexpr (kT == 1) prefetch_ahead(&tile, 0, 1);  // decode (panel_prefetch.h)
+    if (stream) prefetch_ahead(&tile, 0, 1);  // weights from memory (panel_prefetch.h)
     __m512i l_sum[kT];
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) l_sum[t] = _mm512_setzero_si512();
@@ -459,7 +459,7 @@ void tile_q3_k(const TileQ3_K* tiles, int64_t nb, const TokenRows<BlockQ8_K, Pan
 
 template <class Kernel, int kT>
 void run_tile(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t nb, int64_t t0,
-              float* y, __mmask16 mask) {
+              float* y, __mmask16 mask, bool stream) {
   TokenRows<typename Kernel::ABlock, typename Kernel::Sums> tok[kT];
 #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) {
@@ -468,15 +468,16 @@ void run_tile(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t
     tok[t].s =
         reinterpret_cast<const typename Kernel::Sums*>(args.sums + (t0 + t) * args.sums_row_bytes);
   }
-  Kernel::template tile<kT>(tiles, nb, tok, y + t0 * args.y_row_stride, args.y_row_stride, mask);
+  Kernel::template tile<kT>(tiles, nb, tok, y + t0 * args.y_row_stride, args.y_row_stride, mask,
+                            stream);
 }
 
 template <class Kernel, int kT>
 void run_remainder(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t nb,
-                   int64_t t0, int64_t count, float* y, __mmask16 mask) {
+                   int64_t t0, int64_t count, float* y, __mmask16 mask, bool stream) {
   if constexpr (kT > 0) {
-    if (count == kT) return run_tile<Kernel, kT>(args, tiles, nb, t0, y, mask);
-    run_remainder<Kernel, kT - 1>(args, tiles, nb, t0, count, y, mask);
+    if (count == kT) return run_tile<Kernel, kT>(args, tiles, nb, t0, y, mask, stream);
+    run_remainder<Kernel, kT - 1>(args, tiles, nb, t0, count, y, mask, stream);
   }
 }
 
@@ -495,16 +496,17 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
   const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / panel_bytes);
   for (int64_t c0 = panel_begin; c0 < panel_end; c0 += chunk) {
     const int64_t c1 = std::min(panel_end, c0 + chunk);
+    // The first token tile reads the chunk's weights from memory, the later ones from L2.
     int64_t t0 = 0;
     for (; t0 + kT <= args.n_tokens; t0 += kT)
       for (int64_t p = c0; p < c1; ++p)
         run_tile<Kernel, kT>(args, tiles + p * nb, nb, t0, args.y + p * kPanelRows,
-                             row_mask(args.rows - p * kPanelRows));
+                             row_mask(args.rows - p * kPanelRows), t0 == 0);
     if (t0 < args.n_tokens)
       for (int64_t p = c0; p < c1; ++p)
         run_remainder<Kernel, kT - 1>(args, tiles + p * nb, nb, t0, args.n_tokens - t0,
-                                      args.y + p * kPanelRows,
-                                      row_mask(args.rows - p * kPanelRows));
+                                      args.y + p * kPanelRows, row_mask(args.rows - p * kPanelRows),
+                                      t0 == 0);
   }
 }
 
@@ -517,8 +519,8 @@ struct Kernel32 {
   static constexpr int64_t kBlock = kQK;
   template <int kT>
   static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, __mmask16 mask) {
-    tile32<F, kT>(tiles, nb, tok, y, y_stride, mask);
+                   float* y, int64_t y_stride, __mmask16 mask, bool stream) {
+    tile32<F, kT>(tiles, nb, tok, y, y_stride, mask, stream);
   }
 };
 struct KernelQ4K {
@@ -529,8 +531,8 @@ struct KernelQ4K {
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, __mmask16 mask) {
-    tile_q4_k<kT>(tiles, nb, tok, y, y_stride, mask);
+                   float* y, int64_t y_stride, __mmask16 mask, bool stream) {
+    tile_q4_k<kT>(tiles, nb, tok, y, y_stride, mask, stream);
   }
 };
 struct KernelIQ4XS {
@@ -541,8 +543,8 @@ struct KernelIQ4XS {
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, __mmask16 mask) {
-    tile_iq4_xs<kT>(tiles, nb, tok, y, y_stride, mask);
+                   float* y, int64_t y_stride, __mmask16 mask, bool stream) {
+    tile_iq4_xs<kT>(tiles, nb, tok, y, y_stride, mask, stream);
   }
 };
 struct KernelQ2K {
@@ -553,8 +555,8 @@ struct KernelQ2K {
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, __mmask16 mask) {
-    tile_q2_k<kT>(tiles, nb, tok, y, y_stride, mask);
+                   float* y, int64_t y_stride, __mmask16 mask, bool stream) {
+    tile_q2_k<kT>(tiles, nb, tok, y, y_stride, mask, stream);
   }
 };
 struct KernelQ3K {
@@ -565,8 +567,8 @@ struct KernelQ3K {
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, __mmask16 mask) {
-    tile_q3_k<kT>(tiles, nb, tok, y, y_stride, mask);
+                   float* y, int64_t y_stride, __mmask16 mask, bool stream) {
+    tile_q3_k<kT>(tiles, nb, tok, y, y_stride, mask, stream);
   }
 };
 struct KernelQ6K {
@@ -577,8 +579,8 @@ struct KernelQ6K {
   static constexpr int64_t kBlock = kQKK;
   template <int kT>
   static void tile(const Tile* tiles, int64_t nb, const TokenRows<ABlock, Sums> (&tok)[kT],
-                   float* y, int64_t y_stride, __mmask16 mask) {
-    tile_q6_k<kT>(tiles, nb, tok, y, y_stride, mask);
+                   float* y, int64_t y_stride, __mmask16 mask, bool stream) {
+    tile_q6_k<kT>(tiles, nb, tok, y, y_stride, mask, stream);
   }
 };
 

@@ -18,7 +18,9 @@ KVCacheManager::KVCacheManager(const KVLayout& layout, int32_t num_pages)
       cacheable_(num_pages, 0),
       payer_(num_pages, kNoPayer),
       lists_(num_pages, 2),
-      copy_scratch_(size_t(layout.num_groups()), kNoPage) {
+      copy_scratch_(size_t(layout.num_groups()), kNoPage),
+      row_scratch_(size_t(layout.num_groups()), kNoPage),
+      held_scratch_(size_t(layout.num_groups()), 0) {
   for (PageId p = 0; p < num_pages; ++p) lists_.push_back(kFreeList, p);
 }
 
@@ -372,56 +374,86 @@ Status KVCacheManager::mark_cacheable(PageId page) {
 }
 
 Status KVCacheManager::share_pages(SeqId seq, std::span<const PageId> page_of_group) {
-  auto it = seqs_.find(seq);
-  if (it == seqs_.end()) return make_error("kv cache: share_page for unknown sequence {}", seq);
-  Sequence& s = it->second;
   if (int32_t(page_of_group.size()) != layout_.num_groups())
     return make_error("kv cache: {} pages shared at once, the cache has {} groups",
                       page_of_group.size(), layout_.num_groups());
-  if (s.num_tokens % page_size() != 0)
-    return make_error("kv cache: sequence {} has {} tokens, not at a page boundary", seq,
-                      s.num_tokens);
-  int32_t from_cache = 0;
-  for (int32_t g = 0; g < layout_.num_groups(); ++g) {
-    const PageId page = page_of_group[size_t(g)];
-    const GroupPages& list = s.groups[size_t(g)];
+  std::copy(page_of_group.begin(), page_of_group.end(), row_scratch_.begin());
+  for (PageId p : page_of_group)
+    if (p == kTakePage) return make_error("kv cache: share_pages takes no new page");
+  return append_rows(seq, row_scratch_);
+}
+
+Status KVCacheManager::check_rows(const Sequence& s, SeqId seq, std::span<const PageId> rows,
+                                  int64_t& from_pool) const {
+  // Rule: a sliding group holds kNoPage only in front of every page it holds; a shared page is
+  // in use or cached, and in one group of its row.
+  const auto groups = size_t(layout_.num_groups());
+  for (size_t g = 0; g < groups; ++g)  // 1: the group holds a page before this row
+    held_scratch_[g] = size_t(s.groups[g].first_live) < s.groups[g].pages.size();
+  from_pool = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PageId page = rows[i];
+    const size_t g = i % groups;
     if (page == kNoPage) {
-      if (!layout_.group(g).sliding() || size_t(list.first_live) != list.pages.size())
+      if (!layout_.group(int32_t(g)).sliding() || held_scratch_[g] != 0)
         return make_error(
             "kv cache: group {} of sequence {} must hold a page there (only a sliding group "
             "may hold none below its window)",
             g, seq);
       continue;
     }
-    if (page < 0 || page >= num_pages_) return make_error("kv cache: no page {}", page);
-    for (int32_t h = 0; h < g; ++h)
-      if (page_of_group[size_t(h)] == page)
-        return make_error("kv cache: page {} shared in two groups", page);
-    const PageState state = page_state(page);
-    if (state == PageState::kFree) return make_error("kv cache: page {} is free, not shared", page);
-    from_cache += state == PageState::kCached;
-  }
-  if (from_cache > num_available_pages())
-    return make_error("kv cache: {} cached pages cannot be taken: every spare page is reserved",
-                      from_cache);
-  for (int32_t g = 0; g < layout_.num_groups(); ++g) {
-    const PageId page = page_of_group[size_t(g)];
-    GroupPages& list = s.groups[size_t(g)];
-    if (page == kNoPage) {
-      list.pages.push_back(kNoPage);
-      ++list.first_live;
+    held_scratch_[g] = 1;
+    if (page == kTakePage) {
+      ++from_pool;
       continue;
     }
+    if (page < 0 || page >= num_pages_) return make_error("kv cache: no page {}", page);
+    for (size_t h = i - g; h < i; ++h)
+      if (rows[h] == page) return make_error("kv cache: page {} shared in two groups", page);
+    const PageState state = page_state(page);
+    if (state == PageState::kFree) return make_error("kv cache: page {} is free, not shared", page);
+    from_pool += state == PageState::kCached;
+  }
+  if (from_pool > num_available_pages())
+    return make_error("kv cache: {} pages cannot be taken: every spare page is reserved",
+                      from_pool);
+  return Status::Ok();
+}
+
+Status KVCacheManager::append_rows(SeqId seq, std::span<PageId> rows) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return make_error("kv cache: pages shared with unknown sequence {}", seq);
+  Sequence& s = it->second;
+  const auto groups = size_t(layout_.num_groups());
+  if (rows.size() % groups != 0)
+    return make_error("kv cache: {} pages are no whole rows of {} groups", rows.size(), groups);
+  if (s.num_tokens % page_size() != 0)
+    return make_error("kv cache: sequence {} has {} tokens, not at a page boundary", seq,
+                      s.num_tokens);
+  int64_t from_pool = 0;
+  DRIFT_RETURN_IF_ERROR(check_rows(s, seq, rows, from_pool));
+  // Shared first: a cached page leaves the pool, paid by this sequence; then the new pages.
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PageId page = rows[i];
+    if (page < 0) continue;
     if (page_state(page) == PageState::kCached) {
-      // It leaves the pool: this sequence pays for it.
       lists_.remove(page);
       payer_[page] = seq;
-      if (layout_.group(g).sliding()) ++s.paid;
+      if (layout_.group(int32_t(i % groups)).sliding()) ++s.paid;
     }
     ++refcount_[page];
-    list.pages.push_back(page);
   }
-  s.num_tokens += page_size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] != kTakePage) continue;
+    rows[i] = take_page(seq);
+    if (layout_.group(int32_t(i % groups)).sliding()) ++s.paid;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    GroupPages& list = s.groups[i % groups];
+    list.pages.push_back(rows[i]);
+    if (rows[i] == kNoPage) ++list.first_live;
+  }
+  s.num_tokens += int64_t(rows.size() / groups) * page_size();
   return Status::Ok();
 }
 

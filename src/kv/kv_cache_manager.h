@@ -45,6 +45,8 @@ enum class PageState : uint8_t { kFree, kUsed, kCached };
 
 // In a page list: the page was freed (a sliding group's pages below its window) or never held.
 inline constexpr PageId kNoPage = -1;
+// In a row given to append_rows: a page to take from what is available.
+inline constexpr PageId kTakePage = -2;
 
 // Told when a cached page is reclaimed for reuse, so that whoever mapped content to it (the
 // prefix cache) forgets the mapping. Called before the page id is handed out again.
@@ -186,6 +188,13 @@ class KVCacheManager {
   Status share_pages(SeqId seq, std::span<const PageId> page_of_group);
   // The same for a layout of one group.
   Status share_page(SeqId seq, PageId page) { return share_pages(seq, {&page, 1}); }
+  // Appends `rows.size() / num_groups` full pages to every group of `seq` (at a page boundary),
+  // row by row ([pages][num_groups]): each entry shared as share_pages does (used or cached, or
+  // kNoPage in a sliding group that holds none so far), or kTakePage: a page taken from what is
+  // available (never a reservation) and written into the row, paid by `seq` (a read from a
+  // slower tier fills it). Every shared page leaves the cached list before any page is taken, so
+  // no taken page evicts one the rows share. Nothing changes on error.
+  Status append_rows(SeqId seq, std::span<PageId> rows);
   // The sequence that pays for a used page (nullopt: none, or a page not in use).
   std::optional<SeqId> payer(PageId page) const;
   bool cacheable(PageId page) const { return cacheable_[page] != 0; }
@@ -239,6 +248,9 @@ class KVCacheManager {
   int64_t promised(const Sequence& s) const;
   // Groups whose partial last page another sequence holds (an append copies them first).
   int32_t shared_partial_pages(const Sequence& s) const;
+  // Whether append_rows may append `rows` to `s`, counting the pages they take from the pool.
+  Status check_rows(const Sequence& s, SeqId seq, std::span<const PageId> rows,
+                    int64_t& from_pool) const;
 
   KVLayout layout_;
   int32_t num_pages_;
@@ -249,6 +261,8 @@ class KVCacheManager {
   int32_t num_reserved_ = 0;
   std::unordered_map<SeqId, Sequence> seqs_;
   std::vector<PageId> copy_scratch_;  // [num_groups] append's private copies, before they replace
+  std::vector<PageId> row_scratch_;   // [num_groups] share_pages' row for append_rows
+  mutable std::vector<uint8_t> held_scratch_;  // [num_groups] check_rows: a page held so far
   KVEvictionListener* eviction_listener_ = nullptr;
 };
 

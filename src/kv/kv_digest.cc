@@ -26,6 +26,17 @@ KVDigest kv_digest_next(const KVDigest& parent, std::span<const TokenId> tokens)
   return of(XXH3_128bits_digest(&state));
 }
 
+KVDigest kv_digest_of_group(const KVDigest& digest, int32_t group) {
+  // Another seed than kv_digest_next's over the same bytes, so that no page of tokens [group]
+  // after `digest` gets this name.
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_128bits_reset_withSeed(&state, ~(digest.lo ^ (digest.hi * 0xC2B2AE3D27D4EB4Full)));
+  XXH3_128bits_update(&state, &digest, sizeof(digest));
+  XXH3_128bits_update(&state, &group, sizeof(group));
+  return of(XXH3_128bits_digest(&state));
+}
+
 KVDigest kv_digest_bytes(std::span<const uint8_t> bytes, uint64_t seed) {
   return of(XXH3_128bits_withSeed(bytes.data(), bytes.size(), seed));
 }

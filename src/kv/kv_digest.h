@@ -36,6 +36,9 @@ struct KVDigestHash {
 KVDigest kv_digest_root(uint64_t cache_namespace, uint64_t seed);
 // The digest after one more page of `tokens`.
 KVDigest kv_digest_next(const KVDigest& parent, std::span<const TokenId> tokens);
+// What names the page of KV group `group` (> 0) beside the group-0 page whose prefix has digest
+// `digest` (KV groups: kv_layout.h); never the digest of a page of tokens.
+KVDigest kv_digest_of_group(const KVDigest& digest, int32_t group);
 // XXH3-128 of arbitrary bytes (fingerprints), and XXH3-64 (checksums).
 KVDigest kv_digest_bytes(std::span<const uint8_t> bytes, uint64_t seed = 0);
 uint64_t kv_checksum(std::span<const uint8_t> bytes);

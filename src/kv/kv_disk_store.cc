@@ -35,7 +35,9 @@ struct PageFileHeader {
   uint64_t cache_namespace;
   uint64_t hash;
   uint64_t parent_hash;
-  uint64_t has_parent_hash;
+  // Was one uint64_t has_parent_hash: a group-0 page's header is the same bytes as before groups.
+  uint32_t has_parent_hash;
+  uint32_t group;
   uint64_t payload_checksum;
   uint64_t header_checksum;  // of every byte above and the tokens
 };
@@ -185,10 +187,11 @@ void KVDiskStore::index_folder() {
   DIR* dir = ::opendir(folder_.c_str());
   if (dir == nullptr) return;
   struct Found {
-    KVDigest digest;
+    KVDigest name;
     KVDiskPageKey key;
     uint64_t bytes;
     int64_t mtime_ns;
+    std::vector<TokenId> tokens;  // keep_pages_found, of a full group-0 page
   };
   std::vector<Found> found;
   const uint64_t expected_size =
@@ -213,7 +216,8 @@ void KVDiskStore::index_folder() {
     good = good && std::memcmp(h.magic, kMagic, sizeof(kMagic)) == 0 && h.version == kVersion &&
            h.page_size == uint32_t(config_.page_size) && h.payload_bytes == config_.page_bytes &&
            h.fingerprint == config_.fingerprint &&
-           h.header_checksum == header_checksum(h, tokens) && name == h.digest.hex() + kSuffix;
+           h.header_checksum == header_checksum(h, tokens) && h.group < (1u << 30) &&
+           name == kv_disk_name(h.digest, int32_t(h.group)).hex() + kSuffix;
     if (!good) {
       ::unlink(path.c_str());
       ++stats_.files_dropped_at_start;
@@ -224,27 +228,41 @@ void KVDiskStore::index_folder() {
                       h.cache_namespace,
                       h.hash,
                       h.has_parent_hash ? std::optional<uint64_t>(h.parent_hash) : std::nullopt,
-                      tokens.back() == kPartialPagePadding};
-    found.push_back({h.digest, key, uint64_t(st.st_size),
-                     int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
+                      tokens.back() == kPartialPagePadding,
+                      int32_t(h.group)};
+    const bool keep = config_.keep_pages_found && key.group == 0 && !key.partial;
+    found.push_back({kv_disk_name(key.digest, key.group), key, uint64_t(st.st_size),
+                     int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                     keep ? tokens : std::vector<TokenId>{}});
   }
   ::closedir(dir);
   // Least recently used first: a read touches a page's mtime.
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const Found& f : found) {
-    lru_.push_back(f.digest);
-    index_[f.digest] = Entry{f.key, f.bytes, std::prev(lru_.end())};
+  for (Found& f : found) {
+    lru_.push_back(f.name);
+    index_[f.name] = Entry{f.key, f.bytes, std::prev(lru_.end())};
     stats_.pages += 1;
     stats_.bytes += f.bytes;
+    if (!f.tokens.empty()) found_.push_back(KVDiskFoundPage{f.key, std::move(f.tokens)});
   }
   stats_.pages_indexed_at_start = found.size();
-  enforce_budget_locked();
+  enforce_budget_locked();  // what it drops is left out of found_ at take
 }
 
-std::string KVDiskStore::path_of(const KVDigest& digest) const {
-  return folder_ + "/" + digest.hex() + kSuffix;
+std::vector<KVDiskFoundPage> KVDiskStore::take_pages_found_at_start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<KVDiskFoundPage> found = std::move(found_);
+  found_.clear();
+  std::erase_if(found, [&](const KVDiskFoundPage& p) {
+    return !index_.contains(kv_disk_name(p.key.digest, p.key.group));
+  });
+  return found;
+}
+
+std::string KVDiskStore::path_of(const KVDigest& name) const {
+  return folder_ + "/" + name.hex() + kSuffix;
 }
 
 uint64_t KVDiskStore::file_bytes() const {
@@ -257,12 +275,13 @@ bool KVDiskStore::write(const KVDiskPageKey& key, std::span<const TokenId> token
   if (tokens.empty() || tokens.size() > size_t(config_.page_size) ||
       bytes.size() != config_.page_bytes)
     return false;
+  const KVDigest name = kv_disk_name(key.digest, key.group);
   std::unique_lock<std::mutex> lock(mutex_);
-  if (auto it = index_.find(key.digest); it != index_.end()) {
+  if (auto it = index_.find(name); it != index_.end()) {
     lru_.splice(lru_.end(), lru_, it->second.lru);  // used again: most recent
     return false;
   }
-  if (staged_slot_locked(key.digest) >= 0) return false;  // queued already
+  if (staged_slot_locked(name) >= 0) return false;  // queued already
   if (wait_for_slot) idle_.wait(lock, [&] { return !free_slots_.empty() || stopping_; });
   if (free_slots_.empty()) {
     ++stats_.writes_dropped;
@@ -272,6 +291,7 @@ bool KVDiskStore::write(const KVDiskPageKey& key, std::span<const TokenId> token
   free_slots_.pop_back();
   Staged& staged = staging_[size_t(slot)];
   staged.queued = true;
+  staged.name = name;
   staged.key = key;
   staged.key.partial = tokens.size() < staged.tokens.size();
   std::fill(std::copy(tokens.begin(), tokens.end(), staged.tokens.begin()), staged.tokens.end(),
@@ -283,20 +303,23 @@ bool KVDiskStore::write(const KVDiskPageKey& key, std::span<const TokenId> token
   return true;
 }
 
-bool KVDiskStore::contains(const KVDigest& digest, const KVDigest& parent,
-                           uint64_t cache_namespace) const {
+bool KVDiskStore::contains(const KVDigest& digest, const KVDigest& parent, uint64_t cache_namespace,
+                           int32_t group) const {
+  const KVDigest name = kv_disk_name(digest, group);
   std::lock_guard<std::mutex> lock(mutex_);
   auto matches = [&](const KVDiskPageKey& key) {
-    return key.parent == parent && key.cache_namespace == cache_namespace;
+    return key.digest == digest && key.group == group && key.parent == parent &&
+           key.cache_namespace == cache_namespace;
   };
-  if (auto it = index_.find(digest); it != index_.end()) return matches(it->second.key);
-  const int32_t slot = staged_slot_locked(digest);
+  if (auto it = index_.find(name); it != index_.end()) return matches(it->second.key);
+  const int32_t slot = staged_slot_locked(name);
   return slot >= 0 && matches(staging_[size_t(slot)].key);
 }
 
-bool KVDiskStore::holds(const KVDigest& digest) const {
+bool KVDiskStore::holds(const KVDigest& digest, int32_t group) const {
+  const KVDigest name = kv_disk_name(digest, group);
   std::lock_guard<std::mutex> lock(mutex_);
-  return index_.contains(digest) || staged_slot_locked(digest) >= 0;
+  return index_.contains(name) || staged_slot_locked(name) >= 0;
 }
 
 int32_t KVDiskStore::num_free_slots() const {
@@ -304,10 +327,10 @@ int32_t KVDiskStore::num_free_slots() const {
   return int32_t(free_slots_.size());
 }
 
-int32_t KVDiskStore::staged_slot_locked(const KVDigest& digest) const {
+int32_t KVDiskStore::staged_slot_locked(const KVDigest& name) const {
   // A handful of slots: a scan, and no allocation on the worker's eviction path.
   for (size_t i = 0; i < staging_.size(); ++i)
-    if (staging_[i].queued && staging_[i].key.digest == digest) return int32_t(i);
+    if (staging_[i].queued && staging_[i].name == name) return int32_t(i);
   return -1;
 }
 
@@ -396,7 +419,7 @@ void KVDiskStore::write_page(Staged& staged) {
   const KVDiskPageKey& key = staged.key;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (index_.contains(key.digest)) return;
+    if (index_.contains(staged.name)) return;
   }
   const auto start = std::chrono::steady_clock::now();
   PageFileHeader h{};
@@ -411,11 +434,12 @@ void KVDiskStore::write_page(Staged& staged) {
   h.hash = key.hash;
   h.parent_hash = key.parent_hash.value_or(0);
   h.has_parent_hash = key.parent_hash.has_value();
+  h.group = uint32_t(key.group);
   h.payload_checksum = kv_checksum(staged.bytes);
   h.header_checksum = header_checksum(h, staged.tokens);
-  const std::string path = path_of(key.digest);
+  const std::string path = path_of(staged.name);
   const std::string temp =
-      fmt::format("{}/{}{}.{}", folder_, kTempPrefix, key.digest.hex(), ::getpid());
+      fmt::format("{}/{}{}.{}", folder_, kTempPrefix, staged.name.hex(), ::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   bool ok = fd >= 0 && write_exact(fd, &h, sizeof(h)) &&
             write_exact(fd, staged.tokens.data(), staged.tokens.size() * sizeof(TokenId)) &&
@@ -428,8 +452,8 @@ void KVDiskStore::write_page(Staged& staged) {
     ++stats_.write_errors;
     return;
   }
-  lru_.push_back(key.digest);
-  index_[key.digest] = Entry{key, file_bytes(), std::prev(lru_.end())};
+  lru_.push_back(staged.name);
+  index_[staged.name] = Entry{key, file_bytes(), std::prev(lru_.end())};
   stats_.pages += 1;
   stats_.bytes += file_bytes();
   stats_.pages_written += 1;
@@ -443,11 +467,12 @@ bool KVDiskStore::read_page(const ReadJob& job) {
   // Rule: a page is used only if every byte checks: the header names exactly the page the
   // reader verified (digest, parent, namespace, tokens) and the payload has its checksum.
   const auto start = std::chrono::steady_clock::now();
+  const KVDigest name = kv_disk_name(job.key.digest, job.key.group);
   int32_t slot = -1;
   {
     // Only this thread frees a queued slot, so it stays put while we copy from it.
     std::lock_guard<std::mutex> lock(mutex_);
-    slot = staged_slot_locked(job.key.digest);
+    slot = staged_slot_locked(name);
   }
   if (slot >= 0) {
     const bool ok = read_staged(job, staging_[size_t(slot)]);
@@ -461,7 +486,7 @@ bool KVDiskStore::read_page(const ReadJob& job) {
     stats_.read_seconds += seconds_since(start);
     return true;
   }
-  const std::string path = path_of(job.key.digest);
+  const std::string path = path_of(name);
   PageFileHeader h{};
   std::vector<TokenId> tokens(size_t(config_.page_size));
   struct stat st {};
@@ -473,8 +498,8 @@ bool KVDiskStore::read_page(const ReadJob& job) {
        h.page_size == uint32_t(config_.page_size) && h.payload_bytes == config_.page_bytes &&
        h.fingerprint == config_.fingerprint && h.digest == job.key.digest &&
        h.parent == job.key.parent && h.cache_namespace == job.key.cache_namespace &&
-       h.header_checksum == header_checksum(h, tokens) && tokens == job.tokens &&
-       (tokens.back() == kPartialPagePadding) == job.key.partial;
+       h.group == uint32_t(job.key.group) && h.header_checksum == header_checksum(h, tokens) &&
+       tokens == job.tokens && (tokens.back() == kPartialPagePadding) == job.key.partial;
   ok = ok && read_exact(fd, job.dest.data(), job.dest.size(),
                         off_t(sizeof(h) + tokens.size() * sizeof(TokenId)));
   ok = ok && kv_checksum(job.dest) == h.payload_checksum;
@@ -483,11 +508,11 @@ bool KVDiskStore::read_page(const ReadJob& job) {
     ::close(fd);
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = index_.find(job.key.digest);
+  auto it = index_.find(name);
   if (!ok) {
     ++stats_.read_failures;
     if (it != index_.end()) {
-      drop_locked(job.key.digest, false);
+      drop_locked(name, false);
     } else {
       ::unlink(path.c_str());
     }
@@ -502,7 +527,8 @@ bool KVDiskStore::read_page(const ReadJob& job) {
 
 bool KVDiskStore::read_staged(const ReadJob& job, const Staged& staged) {
   // The same checks as a file's, but the bytes never left memory.
-  if (staged.key.parent != job.key.parent ||
+  if (staged.key.digest != job.key.digest || staged.key.group != job.key.group ||
+      staged.key.parent != job.key.parent ||
       staged.key.cache_namespace != job.key.cache_namespace || staged.tokens != job.tokens ||
       staged.key.partial != job.key.partial || job.dest.size() != staged.bytes.size())
     return false;
@@ -510,10 +536,10 @@ bool KVDiskStore::read_staged(const ReadJob& job, const Staged& staged) {
   return true;
 }
 
-void KVDiskStore::drop_locked(const KVDigest& digest, bool evicted) {
-  auto it = index_.find(digest);
+void KVDiskStore::drop_locked(const KVDigest& name, bool evicted) {
+  auto it = index_.find(name);
   if (it == index_.end()) return;
-  ::unlink(path_of(digest).c_str());
+  ::unlink(path_of(name).c_str());
   stats_.pages -= 1;
   stats_.bytes -= it->second.file_bytes;
   stats_.pages_evicted += evicted;

@@ -6,9 +6,11 @@
 // DIR/secret     16 random bytes, made once: seeds the page digests (kv_digest.h)
 // DIR/<fp>/      one folder per model fingerprint (weights, KV dtype, page layout, RoPE): another
 //                model never reads, evicts or counts a page of this one
-// DIR/<fp>/<digest>.kvp   one page: a header (magic, version, fingerprint, digests of the prefix
-//                through the page and before it, namespace, chain hashes, payload checksum, header
-//                checksum), the page's token ids, then its K/V bytes
+// DIR/<fp>/<name>.kvp     one page: a header (magic, version, fingerprint, digests of the prefix
+//                through the page and before it, namespace, chain hashes, KV group, payload
+//                checksum, header checksum), the page's token ids, then its K/V bytes. A group-0
+//                page is named by its digest, a page of KV group g > 0 (the sliding-window
+//                groups' pages of the same tokens) by kv_digest_of_group(digest, g).
 //
 // A page becomes visible only whole: it is written to DIR/<fp>/tmp-<digest>.<pid> and renamed.
 // At start the folder is indexed from the headers alone (no payload is read): leftover temp files
@@ -50,6 +52,9 @@ struct KVDiskStoreConfig {
   int32_t page_size = 16;      // tokens per page
   uint64_t page_bytes = 0;     // K/V bytes per page
   int32_t staging_pages = 16;  // pages copied out and waiting for the I/O thread
+  // Keep the token ids of the full group-0 pages found at start for take_pages_found_at_start
+  // (KV events announce them to routers).
+  bool keep_pages_found = false;
 };
 
 // What names a page on disk and what a read must find there.
@@ -63,6 +68,21 @@ struct KVDiskPageKey {
   // no prefix block (KV events never announce it). Set by the store from the tokens written
   // (or, at start, found): the file pads them with kPartialPagePadding.
   bool partial = false;
+  // The KV group whose layers the page holds (kv_layout.h): 0 for the chain of the prefix cache,
+  // g > 0 for the page of group g beside it (same digest, parent and tokens).
+  int32_t group = 0;
+};
+
+// What names a page's file, index entry and staging slot: its digest in group 0, else the digest
+// of (digest, group).
+inline KVDigest kv_disk_name(const KVDigest& digest, int32_t group) {
+  return group == 0 ? digest : kv_digest_of_group(digest, group);
+}
+
+// A full group-0 page found on disk at start, with its token ids (take_pages_found_at_start).
+struct KVDiskFoundPage {
+  KVDiskPageKey key;
+  std::vector<TokenId> tokens;  // [page_size]
 };
 
 // What fills the token ids of a partial page's file after its tokens: no token id is negative,
@@ -117,11 +137,13 @@ class KVDiskStore {
   // `wait_for_slot`.
   bool write(const KVDiskPageKey& key, std::span<const TokenId> tokens,
              std::span<const uint8_t> bytes, bool wait_for_slot = false);
-  // Whether a page of this digest, parent and namespace is on disk or queued to be written (a
-  // read of a queued page is served from its staging slot).
-  bool contains(const KVDigest& digest, const KVDigest& parent, uint64_t cache_namespace) const;
-  // Whether a page of this digest is on disk or queued to be written (its LRU place unchanged).
-  bool holds(const KVDigest& digest) const;
+  // Whether a page of this digest, parent, namespace and group is on disk or queued to be written
+  // (a read of a queued page is served from its staging slot).
+  bool contains(const KVDigest& digest, const KVDigest& parent, uint64_t cache_namespace,
+                int32_t group = 0) const;
+  // Whether a page of this digest and group is on disk or queued to be written (its LRU place
+  // unchanged).
+  bool holds(const KVDigest& digest, int32_t group = 0) const;
   // Staging slots free now: how many writes would be queued without dropping one.
   int32_t num_free_slots() const;
   // Queues a read of the page into `dest` ([page_bytes], kept alive and untouched by others until
@@ -137,9 +159,13 @@ class KVDiskStore {
   void set_on_change(std::function<void(const KVDiskChange&)> callback);
   // Waits until every queued job is done.
   void drain();
+  // The full group-0 pages found at start (config keep_pages_found) that are still on disk, in
+  // LRU order; hands them over once (later calls return none).
+  std::vector<KVDiskFoundPage> take_pages_found_at_start();
   KVDiskStats stats() const;
 
  private:
+  // Index entries, staging slots and files are named by kv_disk_name(key).
   struct Entry {
     KVDiskPageKey key;
     uint64_t file_bytes = 0;
@@ -147,6 +173,7 @@ class KVDiskStore {
   };
   struct Staged {
     bool queued = false;  // holds a page waiting for (or in) its write
+    KVDigest name;        // kv_disk_name of its key
     KVDiskPageKey key;
     std::vector<TokenId> tokens;  // [page_size]
     std::vector<uint8_t> bytes;   // [page_bytes]
@@ -166,12 +193,12 @@ class KVDiskStore {
   void write_page(Staged& staged);
   bool read_page(const ReadJob& job);
   // A read of a page still in staging (mutex_ held): its slot, or -1.
-  int32_t staged_slot_locked(const KVDigest& digest) const;
+  int32_t staged_slot_locked(const KVDigest& name) const;
   bool read_staged(const ReadJob& job, const Staged& staged);
   // Deletes a page's file and index entry (mutex_ held by the caller).
-  void drop_locked(const KVDigest& digest, bool evicted);
+  void drop_locked(const KVDigest& name, bool evicted);
   void enforce_budget_locked();
-  std::string path_of(const KVDigest& digest) const;
+  std::string path_of(const KVDigest& name) const;
 
   KVDiskStoreConfig config_;
   std::string folder_;
@@ -182,10 +209,11 @@ class KVDiskStore {
   std::condition_variable work_;  // jobs queued, or stopping
   std::condition_variable idle_;  // a job finished, or a slot freed
   std::unordered_map<KVDigest, Entry, KVDigestHash> index_;
-  std::list<KVDigest> lru_;
-  std::vector<Staged> staging_;      // [staging_pages]
-  std::vector<int32_t> free_slots_;  // indices into staging_
-  std::deque<int32_t> write_queue_;  // staged slots to write, in order
+  std::list<KVDigest> lru_;             // names, least recently used first
+  std::vector<KVDiskFoundPage> found_;  // keep_pages_found: what index_folder found
+  std::vector<Staged> staging_;         // [staging_pages]
+  std::vector<int32_t> free_slots_;     // indices into staging_
+  std::deque<int32_t> write_queue_;     // staged slots to write, in order
   std::deque<ReadJob> read_queue_;
   std::vector<std::pair<uint64_t, bool>> completed_;
   uint64_t next_ticket_ = 1;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 namespace drift {
 
@@ -22,6 +23,14 @@ struct KVEventCounts {
   uint64_t events = 0;   // events handed to it
   uint64_t dropped = 0;  // of those, lost because its queue was full (a slow consumer)
   uint64_t batches = 0;  // messages sent
+};
+
+// A full page the disk tier found on disk at start (a restarted replica's): what its BlockStored
+// names.
+struct KVFoundBlock {
+  uint64_t hash = 0;
+  std::optional<uint64_t> parent_hash;
+  std::vector<TokenId> tokens;  // [page_size]
 };
 
 class KVEventSink {
@@ -42,6 +51,10 @@ class KVEventSink {
   virtual void disk_block_stored(uint64_t hash, std::optional<uint64_t> parent_hash,
                                  std::span<const TokenId> tokens) {}
   virtual void disk_block_removed(uint64_t hash) {}
+  // The pages the disk tier found at start, before any other disk event: BlockStored with medium
+  // "DISK" for each, in order, so that a router learns what a restarted replica holds. Called
+  // once, from the thread that opens the tier (it may allocate); ignored unless overridden.
+  virtual void disk_blocks_found(std::vector<KVFoundBlock> blocks) {}
   virtual KVEventCounts counts() const = 0;
 };
 

@@ -150,9 +150,10 @@ void PrefixCache::register_page(PageId page, int32_t group, uint64_t hash,
   parent_epoch_[u] = parent.epoch;
   epoch_[u] += 1;
   group_[u] = group;
-  // Group 0 extends the digest chain; another group's page shares its anchor's digest.
+  // Group 0 extends the digest chain; another group's page shares its anchor's digests (the
+  // anchor, just registered or found, is registered now).
   digest_[u] = group == 0 ? kv_digest_next(parent.digest, tokens) : parent.digest;
-  parent_digest_[u] = parent.digest;
+  parent_digest_[u] = group == 0 ? parent.digest : parent_digest_[size_t(parent.page)];
   parent_hash_[u] = parent.hash;
   std::ranges::copy(tokens, tokens_.begin() + std::ptrdiff_t(u * size_t(page_size_)));
   table_insert(page);
@@ -160,12 +161,16 @@ void PrefixCache::register_page(PageId page, int32_t group, uint64_t hash,
   ++stats_.pages_inserted;
 }
 
-PageId PrefixCache::member_page(int32_t group, int32_t i, std::span<const TokenId> tokens) const {
-  const PrefixCursor& anchor = chain_[size_t(i) + 1];
-  const int64_t slot =
-      find(anchor.hash, anchor, tokens.subspan(size_t(i) * size_t(page_size_), size_t(page_size_)),
-           group);
+PageId PrefixCache::group_page(const PrefixCursor& anchor, std::span<const TokenId> tokens,
+                               int32_t group) const {
+  if (anchor.page == kNoPage || int64_t(tokens.size()) != page_size_) return kNoPage;
+  const int64_t slot = find(anchor.hash, anchor, tokens, group);
   return slot < 0 ? kNoPage : table_[size_t(slot)];
+}
+
+PageId PrefixCache::member_page(int32_t group, int32_t i, std::span<const TokenId> tokens) const {
+  return group_page(chain_[size_t(i) + 1],
+                    tokens.subspan(size_t(i) * size_t(page_size_), size_t(page_size_)), group);
 }
 
 PrefixHit PrefixCache::lookup(uint64_t cache_namespace, std::span<const TokenId> tokens,
@@ -259,9 +264,10 @@ EvictedPrefixPage PrefixCache::describe(PageId page) const {
   const size_t u = size_t(page);
   EvictedPrefixPage e;
   e.page = page;
+  e.group = group_[u];
   e.cache_namespace = namespace_[u];
   e.hash = hash_[u];
-  if (parent_[u] != kNoPage) e.parent_hash = parent_hash_[u];
+  if (group_[u] == 0 && parent_[u] != kNoPage) e.parent_hash = parent_hash_[u];
   e.digest = digest_[u];
   e.parent_digest = parent_digest_[u];
   e.tokens = tokens_of(page);
@@ -271,8 +277,7 @@ EvictedPrefixPage PrefixCache::describe(PageId page) const {
 void PrefixCache::on_page_evicted(PageId page) {
   if (page < 0 || page >= kv_.num_pages() || !registered_[size_t(page)]) return;
   // Before anything is forgotten: the page's bytes are intact until the manager hands it out.
-  if (spill_ && !flushing_ && group_[size_t(page)] == 0)
-    spill_->on_prefix_page_evicted(describe(page));
+  if (spill_ && !flushing_) spill_->on_prefix_page_evicted(describe(page));
   table_remove(page);
   registered_[size_t(page)] = 0;
   --num_registered_;

@@ -82,14 +82,16 @@ struct PrefixHit {
   PrefixCursor cursor;    // group 0's chain after them
 };
 
-// A registered group-0 page that the pool reclaims for reuse (LRU), told before its bytes are
+// A registered page that the pool reclaims for reuse (LRU), told before its bytes are
 // overwritten, so that a slower tier can keep a copy (prefix_disk_tier.h). Not told for a flush:
-// a flush drops content on purpose (reset, or K/V of a failed executor).
+// a flush drops content on purpose (reset, or K/V of a failed executor). A page of group g > 0
+// is described by the group-0 page of its index: its chain hash, digests and tokens.
 struct EvictedPrefixPage {
   PageId page = kNoPage;
+  int32_t group = 0;  // the KV group whose layers it holds
   uint64_t cache_namespace = 0;
   uint64_t hash = 0;                    // its chain hash
-  std::optional<uint64_t> parent_hash;  // nullopt for a sequence's first page
+  std::optional<uint64_t> parent_hash;  // nullopt for a sequence's first page (and group g > 0)
   KVDigest digest;                      // of the prefix through it
   KVDigest parent_digest;               // of the prefix before it
   std::span<const TokenId> tokens;      // [page_size], valid during the call
@@ -134,6 +136,11 @@ class PrefixCache final : public KVEvictionListener {
   // nothing.
   PrefixCursor match(const PrefixCursor& from, std::span<const TokenId> tokens, int32_t max_pages,
                      std::vector<PageId>& pages) const;
+
+  // The registered page of group `group` (> 0) that holds `tokens` beside the group-0 page
+  // `anchor` stands on (the cursor after that page); kNoPage if none.
+  PageId group_page(const PrefixCursor& anchor, std::span<const TokenId> tokens,
+                    int32_t group) const;
 
   // The longest prefix of `tokens` (from the namespace's root), at most `max_pages` pages, whose
   // pages every group holds where a sequence resuming after it needs them: full groups every
@@ -211,7 +218,7 @@ class PrefixCache final : public KVEvictionListener {
   std::vector<uint32_t> epoch_;          // bumped at every registration of the page
   std::vector<int32_t> group_;           // the KV group whose layers the page holds
   std::vector<KVDigest> digest_;         // of the prefix through the page (group 0's chain)
-  std::vector<KVDigest> parent_digest_;  // of the prefix before it
+  std::vector<KVDigest> parent_digest_;  // of the prefix before it (its anchor's, group g > 0)
   std::vector<uint64_t> parent_hash_;    // its parent's chain hash (group 0, not a first page)
   std::vector<TokenId> tokens_;          // [num_pages * page_size]
   // lookup()'s walk of group 0's chain: the cursor after each page, [num_pages].

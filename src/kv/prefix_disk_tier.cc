@@ -6,8 +6,10 @@ namespace drift {
 namespace {
 
 KVDiskPageKey key_of(const EvictedPrefixPage& page) {
-  return KVDiskPageKey{page.digest, page.parent_digest, page.cache_namespace, page.hash,
-                       page.parent_hash};
+  KVDiskPageKey key{page.digest, page.parent_digest, page.cache_namespace, page.hash,
+                    page.parent_hash};
+  key.group = page.group;
+  return key;
 }
 
 }  // namespace
@@ -16,11 +18,6 @@ Expected<std::unique_ptr<PrefixDiskTier>> PrefixDiskTier::create(KVCacheManager&
                                                                  PrefixCache& cache,
                                                                  KVDiskStore& store,
                                                                  KVPageMemory& memory) {
-  if (kv.layout().num_groups() != 1)
-    return make_error(
-        "kv cache dir: the disk tier keeps pages of one KV group, and this model's layers form "
-        "{} (sliding-window layers); run it with --no-hybrid-kv to use the tier",
-        kv.layout().num_groups());
   if (memory.page_bytes() != store.config().page_bytes ||
       store.config().page_size != kv.page_size())
     return make_error("kv cache dir: pages of {} bytes and {} tokens, the store expects {} and {}",
@@ -69,7 +66,8 @@ int32_t PrefixDiskTier::write_ahead(int32_t pages_at_risk) {
   for (int32_t i = 0; i < pages_at_risk && free_slots > 0 && p != kNoPage; ++i) {
     if (cache_.registered(p)) {
       const EvictedPrefixPage page = cache_.describe(p);
-      if (!store_.holds(page.digest) && store_.write(key_of(page), page.tokens, memory_.page(p))) {
+      if (!store_.holds(page.digest, page.group) &&
+          store_.write(key_of(page), page.tokens, memory_.page(p))) {
         ++queued;
         --free_slots;
       }
@@ -81,141 +79,75 @@ int32_t PrefixDiskTier::write_ahead(int32_t pages_at_risk) {
   return queued;
 }
 
-PrefixDiskTier::Fetch PrefixDiskTier::fetch(SeqId waiter, uint64_t cache_namespace,
-                                            std::span<const TokenId> tokens, const PrefixHit& hit,
-                                            std::span<const PageId> hit_pages, int32_t max_pages,
-                                            int32_t swapped_tokens) {
-  // Rule: read the longest run of pages after the RAM hit whose digests chain from it on disk,
-  // into pages the pool can spare now (never a reserved one); and a swapped sequence's partial
-  // last page if that run reaches it.
-  const auto page_size = size_t(kv_.page_size());
-  Load load;
-  load.waiter = waiter;
-  load.cursor = hit.cursor;
-  KVDigest parent = hit.cursor.digest;
-  int32_t i = hit.num_pages;
-  for (; i < max_pages; ++i) {
-    const size_t begin = size_t(i) * page_size;
-    if (begin + page_size > tokens.size()) break;
-    std::span<const TokenId> page_tokens = tokens.subspan(begin, page_size);
-    const KVDigest digest = kv_digest_next(parent, page_tokens);
-    if (!store_.contains(digest, parent, cache_namespace)) break;
-    load.tokens.insert(load.tokens.end(), page_tokens.begin(), page_tokens.end());
-    load.digests.push_back(digest);
-    parent = digest;
-  }
-  std::optional<Tail> tail;
-  if (swapped_tokens % int32_t(page_size) > 0 && i == swapped_tokens / int32_t(page_size))
-    tail = find_tail(cache_namespace, tokens, parent, swapped_tokens);
-  int64_t hit_cached = 0;  // pages of the hit that leave the pool when the load holds them
-  for (PageId p : hit_pages) hit_cached += kv_.page_state(p) == PageState::kCached;
-  const int64_t room = kv_.num_available_pages() - hit_cached;
-  const auto n = int32_t(std::min<int64_t>(int64_t(load.digests.size()), room));
-  if (load.digests.empty() && !tail) return Fetch::kNoneOnDisk;
-  if (n < int32_t(load.digests.size()) || room < n + 1) tail.reset();  // no page left for it
-  if (n <= 0 && !tail) return Fetch::kNoRoom;
-  load.digests.resize(size_t(n));
-  load.tokens.resize(size_t(n) * page_size);
-
-  while (kv_.contains(next_seq_)) ++next_seq_;
-  load.seq = next_seq_++;
-  if (!kv_.open(load.seq, int64_t(hit.num_pages + n) * int64_t(page_size)).ok())
-    return Fetch::kNoRoom;
-  bool held = true;
-  for (PageId p : hit_pages) held = held && kv_.share_page(load.seq, p).ok();
-  if (!held || (n > 0 && !kv_.append(load.seq, n * int32_t(page_size))) ||
-      (tail && !read_tail(*tail, parent, cache_namespace))) {
-    kv_.release(load.seq);
-    return Fetch::kNoRoom;
-  }
-  load.tail = tail;
-  std::span<const PageId> pages = kv_.pages(load.seq, 0);
-  load.pages.assign(pages.begin() + hit.num_pages, pages.end());
-  for (int32_t j = 0; j < n; ++j) {
-    const KVDiskPageKey key{load.digests[size_t(j)],
-                            j == 0 ? hit.cursor.digest : load.digests[size_t(j) - 1],
-                            cache_namespace, 0, std::nullopt};
-    load.tickets.push_back(store_.read(
-        key, std::span<const TokenId>(load.tokens).subspan(size_t(j) * page_size, page_size),
-        memory_.page(load.pages[size_t(j)])));
-  }
-  load.state.assign(size_t(n), 0);
-  load.pending = n + (tail ? 1 : 0);
-  loads_.push_back(std::move(load));
-  ++stats_.loads;
-  return Fetch::kReading;
-}
-
-std::optional<PrefixDiskTier::Tail> PrefixDiskTier::find_tail(uint64_t cache_namespace,
-                                                              std::span<const TokenId> tokens,
-                                                              const KVDigest& parent,
-                                                              int32_t swapped_tokens) const {
+SwapPages PrefixDiskTier::swap_pages(SeqId seq, uint64_t cache_namespace,
+                                     std::span<const TokenId> tokens, int32_t num_tokens) const {
+  const int32_t groups = kv_.layout().num_groups();
   const int32_t page_size = kv_.page_size();
-  Tail tail;
-  tail.page_index = swapped_tokens / page_size;
-  tail.tokens.assign(tokens.begin() + tail.page_index * page_size, tokens.begin() + swapped_tokens);
-  tail.digest = kv_digest_next(parent, tail.tokens);
-  if (!store_.contains(tail.digest, parent, cache_namespace)) return std::nullopt;
-  return tail;
-}
-
-bool PrefixDiskTier::read_tail(Tail& tail, const KVDigest& parent, uint64_t cache_namespace) {
-  // Its own sequence holds the page: the load's pages go to the prefix cache when it finishes,
-  // the tail waits for its sequence's admission.
-  while (kv_.contains(next_seq_)) ++next_seq_;
-  tail.holder = next_seq_++;
-  if (!kv_.open(tail.holder, kv_.page_size()).ok()) return false;
-  if (!kv_.append(tail.holder, kv_.page_size())) {
-    kv_.release(tail.holder);
-    return false;
-  }
-  tail.page = kv_.pages(tail.holder, 0)[0];
-  const KVDiskPageKey key{tail.digest, parent, cache_namespace, 0, std::nullopt};
-  tail.ticket = store_.read(key, tail.tokens, memory_.page(tail.page));
-  return true;
-}
-
-int32_t PrefixDiskTier::pages_not_on_disk(uint64_t cache_namespace, std::span<const TokenId> tokens,
-                                          int32_t num_pages) const {
-  const auto page_size = size_t(kv_.page_size());
+  const int32_t full = num_tokens / page_size;
+  SwapPages moved;
   KVDigest digest = cache_.root(cache_namespace).digest;
-  int32_t missing = 0;
-  for (size_t i = 0; i < size_t(num_pages); ++i) {
-    digest = kv_digest_next(digest, tokens.subspan(i * page_size, page_size));
-    missing += !store_.holds(digest);
+  for (int32_t i = 0; i < (num_tokens + page_size - 1) / page_size; ++i) {
+    if (i < full)
+      digest = kv_digest_next(digest, tokens.subspan(size_t(i * page_size), size_t(page_size)));
+    for (int32_t g = 0; g < groups; ++g) {
+      std::span<const PageId> pages = kv_.pages(seq, g);
+      if (size_t(i) >= pages.size() || pages[size_t(i)] == kNoPage) continue;
+      ++moved.pages;
+      moved.to_write += i == full || !store_.holds(digest, g);  // the partial row is never there
+    }
   }
-  return missing;
+  return moved;
 }
 
-int32_t PrefixDiskTier::swap_out(uint64_t cache_namespace, std::span<const TokenId> tokens,
-                                 std::span<const PageId> pages, int32_t num_tokens) {
+int32_t PrefixDiskTier::swap_out(SeqId seq, uint64_t cache_namespace,
+                                 std::span<const TokenId> tokens, int32_t num_tokens) {
   // Rule: the chain is walked from the namespace's root over the sequence's own tokens, so a
-  // page is named as fetch will look for it whether or not the prefix cache registered it.
+  // page is named as fetch will look for it whether or not the prefix cache registered it; a
+  // sliding group's pages it no longer holds are below its window, which a resume does not read.
+  const int32_t groups = kv_.layout().num_groups();
   const auto page_size = size_t(kv_.page_size());
   const size_t num_pages = size_t(num_tokens) / page_size;
   const PrefixCursor root = cache_.root(cache_namespace);
   KVDiskPageKey key{root.digest, root.digest, cache_namespace, root.hash, std::nullopt};
   int32_t queued = 0;
-  for (size_t i = 0; i < num_pages && i < pages.size(); ++i) {
+  auto page_of = [&](int32_t g, size_t i) {
+    std::span<const PageId> pages = kv_.pages(seq, g);
+    return i < pages.size() ? pages[i] : kNoPage;
+  };
+  for (size_t i = 0; i < num_pages && page_of(0, i) != kNoPage; ++i) {
     std::span<const TokenId> page_tokens = tokens.subspan(i * page_size, page_size);
     key.parent = key.digest;
     key.parent_hash = i == 0 ? std::nullopt : std::optional<uint64_t>(key.hash);
     key.digest = kv_digest_next(key.parent, page_tokens);
     key.hash = cache_.chain_hash(i == 0 ? root.hash : *key.parent_hash, page_tokens);
-    if (store_.holds(key.digest)) continue;
-    queued += store_.write(key, page_tokens, memory_.page(pages[i]), /*wait_for_slot=*/true);
-  }
-  // The partial last page, named by the digest of its own tokens after the full pages' (a page
-  // of fewer tokens is never a full page's digest), as fetch looks for it.
-  if (const size_t tail = size_t(num_tokens) % page_size; tail > 0 && num_pages < pages.size()) {
-    std::span<const TokenId> tail_tokens = tokens.subspan(num_pages * page_size, tail);
-    const KVDiskPageKey tail_key{kv_digest_next(key.digest, tail_tokens), key.digest,
-                                 cache_namespace, 0, std::nullopt};
-    if (store_.write(tail_key, tail_tokens, memory_.page(pages[num_pages]),
-                     /*wait_for_slot=*/true)) {
-      ++queued;
-      ++stats_.tails_swapped_out;
+    for (int32_t g = 0; g < groups; ++g) {
+      const PageId page = page_of(g, i);
+      if (page == kNoPage || store_.holds(key.digest, g)) continue;
+      KVDiskPageKey group_key = key;
+      group_key.group = g;
+      if (g > 0) group_key.parent_hash.reset();  // as PrefixCache::describe names it
+      queued += store_.write(group_key, page_tokens, memory_.page(page), /*wait_for_slot=*/true);
     }
+  }
+  // The partial last row, named by the digest of its own tokens after the full pages' (a page
+  // of fewer tokens is never a full page's digest), as fetch looks for it.
+  if (const size_t tail = size_t(num_tokens) % page_size;
+      tail > 0 && page_of(0, num_pages) != kNoPage) {
+    std::span<const TokenId> tail_tokens = tokens.subspan(num_pages * page_size, tail);
+    int32_t written = 0;
+    for (int32_t g = 0; g < groups; ++g) {
+      const KVDiskPageKey tail_key{kv_digest_next(key.digest, tail_tokens),
+                                   key.digest,
+                                   cache_namespace,
+                                   0,
+                                   std::nullopt,
+                                   false,
+                                   g};
+      written += store_.write(tail_key, tail_tokens, memory_.page(page_of(g, num_pages)),
+                              /*wait_for_slot=*/true);
+    }
+    queued += written;
+    stats_.tails_swapped_out += written > 0;
   }
   ++stats_.swaps;
   stats_.pages_swapped_out += uint64_t(queued);
@@ -235,20 +167,7 @@ int32_t PrefixDiskTier::complete_loads() {
   if (loads_.empty()) return 0;
   completed_.clear();
   store_.take_completed(completed_);
-  for (const auto& [ticket, ok] : completed_) {
-    for (Load& load : loads_) {
-      if (load.tail && load.tail->ticket == ticket) {
-        load.tail->good = ok;
-        --load.pending;
-        break;
-      }
-      auto it = std::find(load.tickets.begin(), load.tickets.end(), ticket);
-      if (it == load.tickets.end()) continue;
-      load.state[size_t(it - load.tickets.begin())] = ok ? 1 : -1;
-      --load.pending;
-      break;
-    }
-  }
+  for (const auto& [ticket, ok] : completed_) complete_read(ticket, ok);
   const uint64_t before = stats_.pages_loaded;
   for (size_t i = 0; i < loads_.size();) {
     if (loads_[i].pending > 0) {
@@ -261,31 +180,69 @@ int32_t PrefixDiskTier::complete_loads() {
   return int32_t(stats_.pages_loaded - before);
 }
 
+void PrefixDiskTier::complete_read(uint64_t ticket, bool ok) {
+  for (Load& load : loads_) {
+    if (load.tail) {
+      auto t = std::find(load.tail->tickets.begin(), load.tail->tickets.end(), ticket);
+      if (t != load.tail->tickets.end()) {
+        load.tail->good = load.tail->good && ok;
+        --load.tail->pending;
+        --load.pending;
+        return;
+      }
+    }
+    auto it = std::find(load.tickets.begin(), load.tickets.end(), ticket);
+    if (it == load.tickets.end()) continue;
+    const auto page = size_t(load.ticket_pages[size_t(it - load.tickets.begin())]);
+    load.reads[page] = ok ? PageRead::kGood : PageRead::kBad;
+    --load.pending;
+    return;
+  }
+}
+
 void PrefixDiskTier::finish(Load& load) {
-  // Rule: register the pages read good in chain order; the first bad one ends the chain (the
-  // pages after it hang on it); then the load lets go of everything.
+  // Rule: register the rows in chain order: a full group's page read bad ends the chain (the
+  // rows after it hang on it); a sliding group's page read bad is left out of its row (the next
+  // lookup cuts the hit back to where its windows are whole). Then the load lets go of
+  // everything.
+  const KVLayout& layout = kv_.layout();
+  const auto groups = size_t(layout.num_groups());
   const auto page_size = size_t(kv_.page_size());
+  const size_t rows = load.rows.size() / groups;
   PrefixCursor at = load.cursor;
-  size_t good = 0;
-  for (; good < load.pages.size(); ++good) {
-    if (load.state[good] != 1) break;
+  row_scratch_.resize(groups);
+  size_t registered = 0;
+  for (; registered < rows; ++registered) {
+    bool chain_ends = false;
+    for (size_t g = 0; g < groups; ++g) {
+      const PageRead read = load.reads[registered * groups + g];
+      chain_ends = chain_ends || (read == PageRead::kBad && !layout.group(int32_t(g)).sliding());
+      row_scratch_[g] = read == PageRead::kBad ? kNoPage : load.rows[registered * groups + g];
+    }
+    if (chain_ends) break;
     const PrefixCursor next = cache_.insert(
-        at, std::span<const TokenId>(load.tokens).subspan(good * page_size, page_size),
-        load.pages[good]);
+        at, std::span<const TokenId>(load.tokens).subspan(registered * page_size, page_size),
+        row_scratch_);
     if (next.broken) break;
     at = next;
   }
-  stats_.pages_loaded += good;
-  stats_.pages_load_failed += load.pages.size() - good;
+  bool all_good = registered == rows;
+  for (size_t i = 0; i < load.reads.size(); ++i) {
+    const PageRead read = load.reads[i];
+    if (read != PageRead::kGood && read != PageRead::kBad) continue;
+    const bool loaded = read == PageRead::kGood && i / groups < registered;
+    all_good = all_good && loaded;
+    ++(loaded ? stats_.pages_loaded : stats_.pages_load_failed);
+  }
   if (load.tail) {
     // Usable only after every page before it: its K/V attends over theirs.
-    if (load.tail->good && !load.tail->abandoned && good == load.pages.size() && !at.broken) {
+    if (load.tail->good && !load.tail->abandoned && all_good) {
       ready_tails_.push_back(SwapTail{load.waiter, load.tail->holder, load.tail->page_index,
-                                      int32_t(load.tail->tokens.size()), load.tail->page});
+                                      int32_t(load.tail->tokens.size())});
       ++stats_.tails_loaded;
     } else {
       kv_.release(load.tail->holder);
-      ++stats_.pages_load_failed;
+      stats_.pages_load_failed += groups;
     }
   }
   kv_.release(load.seq);

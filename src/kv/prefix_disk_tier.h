@@ -2,7 +2,7 @@
 // written to the KVDiskStore before its bytes are reused; a waiting request whose cached prefix
 // continues onto pages on disk has them read back into fresh pages, which are then registered in
 // the prefix cache as if they had been computed, so that its admission hits them
-// (docs/design-notes.md "A disk tier for the KV cache").
+// (docs/design-notes.md "A disk tier for the KV cache", and part 3 for KV groups).
 //
 // A load holds its pages in a sequence of its own in the KV manager (ids from kLoaderSeqBase):
 // the pages the request's RAM hit already covers (so that the chain its pages hang on cannot be
@@ -13,8 +13,14 @@
 // page read back is exactly the file the reader expected (kv_disk_store.h), whose digest chain
 // is the request's own tokens, and a failure only means recomputing.
 //
-// Only layouts of one KV group: with sliding-window groups a prefix needs a different set of
-// pages per group (the engine refuses the tier there).
+// KV groups (sliding-window layers, kv_layout.h): the unit is a page row, one page per group. A
+// page of group g > 0 is spilled when the pool reclaims it, like a group-0 page (a sliding page
+// left its window onto the cached list long before its row's group-0 page), and is named on disk
+// by (its row's group-0 digest, g). A load reads the rows after the RAM hit that every full
+// group has (group 0's page from RAM while RAM's chain goes on, else from disk) and, of the
+// sliding groups, only the pages a query after the rows sees — cut back to the longest run whose
+// windows are whole, as PrefixCache::lookup does in RAM — so that the request's next lookup hits
+// them all.
 #pragma once
 
 #include <cstdint>
@@ -46,21 +52,28 @@ struct PrefixDiskTierStats {
   uint64_t tails_loaded = 0;         // partial last pages read back good for their sequence
 };
 
-// A swapped-out sequence's partial last page, read back for it and held by a sequence of the
-// tier's own (`holder`) until its admission copies the page into one of its own (a plan's page
-// copy) — or it is dropped.
+// A swapped-out sequence's partial last page row, read back for it and held by a sequence of the
+// tier's own (`holder`, one page per group: kv.pages(holder, g)[0]) until its admission copies
+// the pages into its own (a plan's page copies) — or it is dropped.
 struct SwapTail {
   SeqId waiter = 0;
   SeqId holder = 0;
-  int32_t page_index = 0;  // of the page in the waiter's sequence
+  int32_t page_index = 0;  // of the row in the waiter's sequence
   int32_t num_tokens = 0;  // its tokens, fewer than a page
-  PageId page = kNoPage;
+};
+
+// What swapping a preempted sequence out moves: the pages it holds for its computed tokens (every
+// group's live pages, its partial last row too), all read back at re-admission, and of those the
+// ones the disk does not hold yet.
+struct SwapPages {
+  int32_t pages = 0;
+  int32_t to_write = 0;
 };
 
 class PrefixDiskTier final : public PrefixSpillListener {
  public:
   // Becomes `cache`'s spill listener and sets its digest seed (before any page is registered).
-  // Error: a layout of more than one KV group, or page memory of another size than the store's.
+  // Error: page memory of another size than the store's.
   static Expected<std::unique_ptr<PrefixDiskTier>> create(KVCacheManager& kv, PrefixCache& cache,
                                                           KVDiskStore& store, KVPageMemory& memory);
   ~PrefixDiskTier() override;
@@ -79,27 +92,29 @@ class PrefixDiskTier final : public PrefixSpillListener {
   // What fetch did.
   enum class Fetch : uint8_t {
     kReading,     // reads started: the request should wait for complete_loads
-    kNoneOnDisk,  // the disk holds none of the pages after the hit
-    kNoRoom,      // it holds some, but the pool has no page to read them into now
+    kNoneOnDisk,  // RAM and the disk together hold no longer run (whole windows) than the hit
+    kNoRoom,      // they do, but the pool has no room to read it into now
   };
-  // Starts reading the pages of `tokens` after `hit` (its `hit_pages`, one group) that the disk
-  // holds, up to `max_pages` pages in all, for waiting request `waiter` — and, for a sequence
-  // swapped out with `swapped_tokens` computed tokens, its partial last page when those pages
+  // Starts reading the page rows of `tokens` after `hit` (`hit_pages`: its rows,
+  // [hit.num_pages][num_groups] as PrefixCache::lookup gives them) that RAM and the disk hold
+  // together, up to `max_pages` rows in all, for waiting request `waiter` — and, for a sequence
+  // swapped out with `swapped_tokens` computed tokens, its partial last row when those rows
   // reach it (tail_for once read).
   Fetch fetch(SeqId waiter, uint64_t cache_namespace, std::span<const TokenId> tokens,
               const PrefixHit& hit, std::span<const PageId> hit_pages, int32_t max_pages,
               int32_t swapped_tokens = 0);
-  // Preemption by swap (scheduler/preemption_cost.h): how many of the first `num_pages` full
-  // pages of `tokens` the disk does not hold yet; and writing a preempted sequence's first
-  // `num_tokens` tokens' pages (`pages`, group 0, their K/V written): its full pages under the
-  // digests of its own tokens, registered in the prefix cache or not, so that its re-admission
-  // reads them back through fetch like any prefix, and its partial last page for fetch to find
-  // when given the same `num_tokens`. The writes wait for staging slots (a dropped page would be
-  // recomputed, the cost the swap was chosen to avoid). Returns pages queued.
-  int32_t pages_not_on_disk(uint64_t cache_namespace, std::span<const TokenId> tokens,
-                            int32_t num_pages) const;
-  int32_t swap_out(uint64_t cache_namespace, std::span<const TokenId> tokens,
-                   std::span<const PageId> pages, int32_t num_tokens);
+  // Preemption by swap (scheduler/preemption_cost.h), of sequence `seq` whose first `num_tokens`
+  // tokens' K/V are written: what it moves; and writing its live pages (the pages it freed below
+  // a sliding window are registered, in RAM or on disk like any) under the digests of its own
+  // tokens, registered in
+  // the prefix cache or not, so that its re-admission reads them back through fetch like any
+  // prefix, and its partial last row for fetch to find when given the same `num_tokens`. The
+  // writes wait for staging slots (a dropped page would be recomputed, the cost the swap was
+  // chosen to avoid). Returns pages queued.
+  SwapPages swap_pages(SeqId seq, uint64_t cache_namespace, std::span<const TokenId> tokens,
+                       int32_t num_tokens) const;
+  int32_t swap_out(SeqId seq, uint64_t cache_namespace, std::span<const TokenId> tokens,
+                   int32_t num_tokens);
   // The partial last page read back for `waiter` (nullptr: none); take_tail hands it to the
   // waiter's admission (its holder lets go at the next complete_loads, after the step that
   // copied it), drop_tail lets go of it (not used, or the waiter ended) — at once, or when its
@@ -132,33 +147,64 @@ class PrefixDiskTier final : public PrefixSpillListener {
  private:
   PrefixDiskTier(KVCacheManager& kv, PrefixCache& cache, KVDiskStore& store, KVPageMemory& memory);
 
+  // Where fetch finds each page of the rows after a RAM hit (survey): rows [first, end), every
+  // full group's page in RAM or on disk; a sliding group's page perhaps in neither.
+  struct RowSurvey {
+    int32_t first = 0;
+    int32_t end = 0;
+    std::vector<KVDigest> digests;  // [end - first + 1]: before row `first`, then after each row
+    std::vector<PageId> ram;        // [end - first][groups]: a registered page (kNoPage: none)
+    std::vector<uint8_t> on_disk;   // [end - first][groups]: the store holds it (where not in RAM)
+  };
+  // What a load reads or holds of one page.
+  enum class PageRead : int8_t { kNone, kHeld, kReading, kGood, kBad };
   struct Tail {
     SeqId holder = 0;
     int32_t page_index = 0;
     std::vector<TokenId> tokens;  // fewer than a page
     KVDigest digest;
-    PageId page = kNoPage;
-    uint64_t ticket = 0;
-    bool good = false;       // read back and checked
-    bool abandoned = false;  // its sequence ended while it was read (drop_tail)
+    std::vector<uint64_t> tickets;  // [groups]
+    int32_t pending = 0;            // reads not finished
+    bool good = true;               // every finished read checked good
+    bool abandoned = false;         // its sequence ended while it was read (drop_tail)
   };
   struct Load {
-    SeqId seq = 0;                // its own sequence in the KV manager
-    SeqId waiter = 0;             // the request it reads for
-    PrefixCursor cursor;          // the chain after the request's RAM hit
-    std::vector<TokenId> tokens;  // [pages][page_size] of the pages read
-    std::vector<KVDigest> digests;
-    std::vector<PageId> pages;
-    std::vector<uint64_t> tickets;
-    std::vector<int8_t> state;  // per page: 0 reading, 1 good, -1 bad
-    std::optional<Tail> tail;   // a swapped sequence's partial last page, after the pages
+    SeqId seq = 0;                      // its own sequence in the KV manager
+    SeqId waiter = 0;                   // the request it reads for
+    PrefixCursor cursor;                // the chain after the request's RAM hit
+    std::vector<TokenId> tokens;        // [rows][page_size] of the rows after the hit
+    std::vector<PageId> rows;           // [rows][groups]: their pages (kNoPage: none needed)
+    std::vector<PageRead> reads;        // [rows][groups]
+    std::vector<uint64_t> tickets;      // of the reads, in order
+    std::vector<int32_t> ticket_pages;  // the index in `rows` each ticket fills
+    std::optional<Tail> tail;           // a swapped sequence's partial last row, after the rows
     int32_t pending = 0;
   };
+
+  // Fills survey_: the rows after `hit` that every full group has, up to `max_pages`.
+  void survey(uint64_t cache_namespace, std::span<const TokenId> tokens, const PrefixHit& hit,
+              int32_t max_pages);
+  // Whether the survey has page (row i, group g) in RAM or on disk; whether a resume after `n`
+  // rows needs it.
+  bool available(int32_t i, int32_t g) const;
+  bool needed(int32_t i, int32_t g, int32_t n) const;
+  // The longest run of at most `n` rows whose sliding groups' windows the survey has whole.
+  int32_t servable(int32_t n) const;
+  // Pages a load of `n` rows takes from the pool: reads, and cached pages it holds.
+  int64_t pool_pages(int32_t n, std::span<const PageId> hit_pages) const;
+  // Opens the load's sequence over `n` rows (holding what RAM has, taking pages for the reads)
+  // and queues its reads. False: no room after all.
+  bool start_load(Load& load, int32_t n, std::span<const PageId> hit_pages,
+                  std::span<const TokenId> tokens, uint64_t cache_namespace);
   void finish(Load& load);
   std::optional<Tail> find_tail(uint64_t cache_namespace, std::span<const TokenId> tokens,
                                 const KVDigest& parent, int32_t swapped_tokens) const;
-  // Opens the tail's holder, takes its page and queues its read. False: no page.
+  // Opens the tail's holder, takes its row and queues its reads. False: no pages.
   bool read_tail(Tail& tail, const KVDigest& parent, uint64_t cache_namespace);
+  // A fresh sequence id of the tier's own.
+  SeqId next_sequence();
+  // Marks a finished read `ticket` in the load or tail it belongs to.
+  void complete_read(uint64_t ticket, bool ok);
 
   KVCacheManager& kv_;
   PrefixCache& cache_;
@@ -168,6 +214,9 @@ class PrefixDiskTier final : public PrefixSpillListener {
   std::vector<SwapTail> ready_tails_;  // read back, waiting for their sequence's admission
   std::vector<SwapTail> taken_tails_;  // copied by the step being run: let go after it
   std::vector<std::pair<uint64_t, bool>> completed_;  // scratch
+  RowSurvey survey_;                                  // fetch's, reused
+  std::vector<PageId> match_scratch_;                 // survey's
+  std::vector<PageId> row_scratch_;                   // start_load's rows
   SeqId next_seq_ = kLoaderSeqBase;
   PrefixDiskTierStats stats_;
 };

@@ -2,6 +2,7 @@
 
 #include <zmq.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 
@@ -90,27 +91,75 @@ void ZmqKVEventPublisher::disk_block_removed(uint64_t hash) {
   queue_.push(KVEventKind::kBlockRemoved, hash, std::nullopt, {}, KVMedium::kDisk);
 }
 
+void ZmqKVEventPublisher::disk_blocks_found(std::vector<KVFoundBlock> blocks) {
+  std::lock_guard<std::mutex> lock(found_mutex_);
+  found_ = std::move(blocks);
+}
+
 void ZmqKVEventPublisher::all_blocks_cleared() {
   queue_.push(KVEventKind::kAllBlocksCleared, 0, std::nullopt, {});
 }
 
 KVEventCounts ZmqKVEventPublisher::counts() const {
-  return {.events = queue_.pushed() + queue_.dropped(),
+  return {.events = queue_.pushed() + queue_.dropped() + found_sent_.load(),
           .dropped = queue_.dropped() + undelivered_.load(),
           .batches = sequence_.load()};
 }
 
 void ZmqKVEventPublisher::run() {
-  // Rule: drain the queue a batch at a time; after stop, send what is left, then leave.
+  // Rule: drain the queue a batch at a time; after stop, send what is left, then leave. The
+  // pages found at start go first to the first subscriber.
   KVEventBatch batch;
   while (true) {
+    if (subscribed()) send_found();
     const size_t n = queue_.pop(batch, size_t(config_.max_batch_events), kPopTimeout);
     if (n == 0) {
       if (stopping_) return;
       continue;
     }
+    forget_found(batch);
     const std::string payload =
         encode_kv_event_batch(batch.events, unix_seconds(), config_.page_size);
+    if (!send(payload)) undelivered_ += n;
+  }
+}
+
+bool ZmqKVEventPublisher::subscribed() {
+  // A subscription message is the byte 1 then the topic (0: an unsubscription).
+  // Read even after the first, so that they do not pile up in the socket.
+  unsigned char message[256];
+  for (int got; (got = zmq_recv(socket_, message, sizeof message, ZMQ_DONTWAIT)) >= 0;)
+    subscribed_ = subscribed_ || (got > 0 && message[0] == 1);
+  return subscribed_;
+}
+
+void ZmqKVEventPublisher::forget_found(const KVEventBatch& batch) {
+  std::lock_guard<std::mutex> lock(found_mutex_);
+  if (found_.empty()) return;
+  for (const KVEvent& e : batch.events)
+    if (e.kind == KVEventKind::kBlockRemoved && e.medium == KVMedium::kDisk)
+      found_removed_.insert(e.hash);
+}
+
+void ZmqKVEventPublisher::send_found() {
+  std::vector<KVFoundBlock> found;
+  std::unordered_set<uint64_t> removed;
+  {
+    std::lock_guard<std::mutex> lock(found_mutex_);
+    found.swap(found_);
+    removed.swap(found_removed_);
+  }
+  std::vector<KVEvent> events;
+  for (const KVFoundBlock& b : found) {
+    if (removed.contains(b.hash)) continue;
+    events.push_back(KVEvent{KVEventKind::kBlockStored, b.hash, b.parent_hash.has_value(),
+                             b.parent_hash.value_or(0), b.tokens, KVMedium::kDisk});
+  }
+  for (size_t at = 0; at < events.size(); at += size_t(config_.max_batch_events)) {
+    const size_t n = std::min(events.size() - at, size_t(config_.max_batch_events));
+    const std::string payload = encode_kv_event_batch(
+        std::span<const KVEvent>(events).subspan(at, n), unix_seconds(), config_.page_size);
+    found_sent_ += n;
     if (!send(payload)) undelivered_ += n;
   }
 }

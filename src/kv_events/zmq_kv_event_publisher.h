@@ -11,13 +11,22 @@
 // The socket is an XPUB with ZMQ_XPUB_NODROP, so a subscriber that cannot keep up makes the send
 // wait instead of being silently skipped; meanwhile the queue fills, and what does not fit is
 // dropped and counted (counts().dropped, drift:kv_events_dropped_total in /metrics).
+//
+// The pages a disk tier found at start (disk_blocks_found) are sent as DISK BlockStored once a
+// subscriber has subscribed (XPUB hands subscriptions to its owner; a PUB message sent to no
+// subscriber is lost), ahead of every later event, and without the pages a DISK BlockRemoved
+// took away meanwhile; so a router that subscribes to a restarted replica learns what its disk
+// holds. Sent once: a later subscriber learns from the stream as vLLM's does.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
+#include <vector>
 
 #include "kv/kv_event_sink.h"
 #include "kv_events/kv_event_queue.h"
@@ -49,6 +58,7 @@ class ZmqKVEventPublisher final : public KVEventSink {
   void disk_block_stored(uint64_t hash, std::optional<uint64_t> parent_hash,
                          std::span<const TokenId> tokens) override;
   void disk_block_removed(uint64_t hash) override;
+  void disk_blocks_found(std::vector<KVFoundBlock> blocks) override;
   KVEventCounts counts() const override;
 
  private:
@@ -56,6 +66,12 @@ class ZmqKVEventPublisher final : public KVEventSink {
   void run();
   // Sends one message; false if the socket stayed full until shutdown.
   bool send(const std::string& payload);
+  // Reads the subscriptions XPUB passed on; true once one has arrived.
+  bool subscribed();
+  // The found pages not removed since, once a subscriber is there.
+  void send_found();
+  // Takes the pages `batch` removes from disk out of the found pages not sent yet.
+  void forget_found(const KVEventBatch& batch);
 
   const KVEventPublisherConfig config_;
   void* context_;  // zmq context
@@ -64,6 +80,11 @@ class ZmqKVEventPublisher final : public KVEventSink {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> sequence_{0};     // next message's number
   std::atomic<uint64_t> undelivered_{0};  // events in messages given up at shutdown
+  std::atomic<uint64_t> found_sent_{0};   // found pages' events handed to the socket
+  bool subscribed_ = false;               // the sending thread's
+  std::mutex found_mutex_;
+  std::vector<KVFoundBlock> found_;             // disk_blocks_found, until sent
+  std::unordered_set<uint64_t> found_removed_;  // hashes removed from disk before they were sent
   std::thread thread_;
 };
 

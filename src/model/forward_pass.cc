@@ -83,6 +83,13 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
   f->scores_.resize(static_cast<size_t>(limits.threads) * f->scores_per_thread_);
   f->value_cache_rows_ = kernels::paged_attention_value_cache_rows(shape, limits.max_context - 1);
   f->value_cache_.resize(static_cast<size_t>(limits.threads * f->value_cache_rows_ * c.head_dim_v));
+  f->decode_scores_per_head_ =
+      (kernels::decode_scores_floats(limits.max_context - 1) + 15) / 16 * 16;
+  f->decode_scores_.resize(static_cast<size_t>(c.n_kv_heads * f->decode_scores_per_head_ + 16));
+  f->decode_maxima_.resize(
+      static_cast<size_t>(c.n_kv_heads * limits.threads * kernels::kAttentionLanes));
+  f->decode_private_per_thread_ = (kernels::decode_private_floats(shape) + 15) / 16 * 16;
+  f->decode_private_.resize(static_cast<size_t>(limits.threads * f->decode_private_per_thread_));
   f->token_sequence_.resize(T);
   f->output_tokens_.resize(T);
   f->output_sequences_.resize(limits.max_sequences);
@@ -531,12 +538,43 @@ void ForwardPass::add_to_residual(const WeightVector& post_norm, int64_t n, Thre
 // blocks of up to kAttentionLanes queries — the (token, head) pairs of one sequence whose heads
 // share one KV head — so each K/V row read serves all of them (kernels/paged_attention.h; a
 // query's result does not depend on its block, so the batch does not change it).
-void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool) {
+// The block of a sequence's queries [q_begin, q_end) over KV head kvh (token i of the sequence,
+// head kvh * group + g, in order of i * group + g) and the K/V they read.
+ForwardPass::AttentionBlock ForwardPass::attention_block_of(int64_t il, const ForwardSequence& s,
+                                                            KvPages& kv, int64_t kvh,
+                                                            int64_t q_begin, int64_t q_end,
+                                                            int64_t metric_from) {
   const ModelConfig& c = config_;
   const int64_t group = c.n_heads / c.n_kv_heads;
   const bool sliding = c.layers[il].sliding_window;
-  const kernels::AttentionShape shape{c.head_dim, c.head_dim_v, c.attention_scale};
   const float* sinks = model_.weights().layers[il].attn_sinks.data;  // [n_heads], or none
+  AttentionBlock b{
+      kernels::PagedKv{kv.keys(0, il, kvh), kv.values(0, il, kvh), kv.page_stride(), kv.page_size(),
+                       kv.layer_pages(s.page_table, il).data(), kv.format()},
+      {}};
+  kernels::AttentionQueries& queries = b.queries;
+  queries.has_sinks = sinks != nullptr;
+  queries.n = q_end - q_begin;
+  for (int64_t qi = q_begin; qi < q_end; ++qi) {
+    const int64_t i = qi / group, h = kvh * group + qi % group;
+    const int64_t t = s.token_begin + i;
+    const int64_t pos = s.start_pos + i;
+    const int64_t lane = qi - q_begin;
+    queries.q[lane] = &q_[t * c.q_dim() + h * c.head_dim];
+    queries.first[lane] = sliding ? first_visible_slot(s, il, kvh, pos) : 0;
+    queries.last[lane] = slot_of(s, il, kvh, pos);
+    queries.out[lane] = &attn_out_[t * c.n_heads * c.head_dim_v + h * c.head_dim_v];
+    if (qi >= metric_from) queries.metric_lanes |= 1u << lane;
+    if (sinks != nullptr) queries.sink[lane] = sinks[h];  // gpt-oss: the head's sink logit
+  }
+  return b;
+}
+
+void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool) {
+  if (attend_decode_in_parts(il, batch, kv, pool)) return;
+  const ModelConfig& c = config_;
+  const int64_t group = c.n_heads / c.n_kv_heads;
+  const kernels::AttentionShape shape{c.head_dim, c.head_dim_v, c.attention_scale};
   constexpr int64_t kLanes = kernels::kAttentionLanes;
   auto blocks_of = [&](const ForwardSequence& s) {
     return c.n_kv_heads * ((s.n_tokens * group + kLanes - 1) / kLanes);
@@ -567,32 +605,11 @@ void ForwardPass::attend(int64_t il, const ForwardBatch& batch, KvPages& kv, Thr
         const bool adds_metric = s.metric_tokens > 0 && (block + 1) * kLanes > metric_from;
         const int64_t owner = adds_metric ? base + kvh * per_head : base + item;
         if (owner % count != index) continue;
-        const kernels::PagedKv view{kv.keys(0, il, kvh),
-                                    kv.values(0, il, kvh),
-                                    kv.page_stride(),
-                                    kv.page_size(),
-                                    kv.layer_pages(s.page_table, il).data(),
-                                    kv.format()};
-        kernels::AttentionQueries queries{};
-        queries.has_sinks = sinks != nullptr;
-        // Queries (token i of the sequence, head kvh * group + g) in order of i * group + g.
         const int64_t q_begin = block * kLanes;
         const int64_t q_end = std::min(q_begin + kLanes, s.n_tokens * group);
-        queries.n = q_end - q_begin;
-        for (int64_t qi = q_begin; qi < q_end; ++qi) {
-          const int64_t i = qi / group, h = kvh * group + qi % group;
-          const int64_t t = s.token_begin + i;
-          const int64_t pos = s.start_pos + i;
-          const int64_t lane = qi - q_begin;
-          queries.q[lane] = &q_[t * c.q_dim() + h * c.head_dim];
-          queries.first[lane] = sliding ? first_visible_slot(s, il, kvh, pos) : 0;
-          queries.last[lane] = slot_of(s, il, kvh, pos);
-          queries.out[lane] = &attn_out_[t * c.n_heads * c.head_dim_v + h * c.head_dim_v];
-          if (qi >= metric_from) queries.metric_lanes |= 1u << lane;
-          if (sinks != nullptr) queries.sink[lane] = sinks[h];  // gpt-oss: the head's sink logit
-        }
-        if (adds_metric) queries.metric = s.heads->metric_sums(il, kvh);
-        kernels::paged_attention(isa_, shape, view, queries, scratch, &value_rows);
+        AttentionBlock b = attention_block_of(il, s, kv, kvh, q_begin, q_end, metric_from);
+        if (adds_metric) b.queries.metric = s.heads->metric_sums(il, kvh);
+        kernels::paged_attention(isa_, shape, b.kv, b.queries, scratch, &value_rows);
       }
       base += n_blocks;
     }

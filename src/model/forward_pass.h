@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/paged_attention.h"
 #include "kernels/rope.h"
 #include "model/expert_ffn.h"
 #include "model/forward_batch.h"
@@ -103,6 +104,17 @@ class ForwardPass {
   // forward_key_offsets.cc: key_offsets_ from a calibration pass (first run with an int4 cache).
   Status calibrate_key_offsets(ThreadPool& pool);
   void attend(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
+  // A block of one sequence's queries over one KV head and the K/V it reads.
+  struct AttentionBlock {
+    kernels::PagedKv kv;
+    kernels::AttentionQueries queries;
+  };
+  AttentionBlock attention_block_of(int64_t il, const ForwardSequence& s, KvPages& kv, int64_t kvh,
+                                    int64_t q_begin, int64_t q_end, int64_t metric_from);
+  // forward_decode_attention.cc: a lone decoding sequence's attention over a long context, every
+  // KV head's block in parts dealt to every thread (kernels/paged_attention.h). False when the
+  // batch does not take that path (attend() then runs it block by block).
+  bool attend_decode_in_parts(int64_t il, const ForwardBatch& batch, KvPages& kv, ThreadPool& pool);
   // fn(begin, end, thread) over the token rows [0, n_tokens): split over the pool when there are
   // enough rows to pay for its barrier, else all on this thread (thread 0).
   void for_token_rows(int64_t n_tokens, ThreadPool& pool,
@@ -134,6 +146,14 @@ class ForwardPass {
   // one layer's attention (kernels::ValueRowCache).
   std::vector<float> value_cache_;
   int64_t value_cache_rows_ = 0;
+  // Decode attention in parts: [n_kv_heads][decode_scores_per_head_] shared scores (64-byte
+  // aligned blocks), [n_kv_heads][threads][kAttentionLanes] each part's maxima, and
+  // [threads][decode_private_per_thread_] each thread's own scratch.
+  std::vector<float> decode_scores_;
+  int64_t decode_scores_per_head_ = 0;
+  std::vector<float> decode_maxima_;
+  std::vector<float> decode_private_;
+  int64_t decode_private_per_thread_ = 0;
   std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch
   // The batch of the tokens whose final state is read (output_batch), sized at creation.
   std::vector<int32_t> output_tokens_;             // [T]

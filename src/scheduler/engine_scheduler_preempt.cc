@@ -51,17 +51,15 @@ PreemptionChoice EngineScheduler::swap_out_or_recompute(const SequenceState& seq
   // sequence's last token is never computed, so a re-admission computes at least that one and
   // has logits to sample from), and only from a sequence whose slots hold positions (not
   // KV-compressed) that may start after a cached prefix (no pooled embedding).
-  const int32_t page_size = kv_.page_size();
-  const int32_t full_pages = seq.num_computed_tokens / page_size;
-  const int32_t pages = (seq.num_computed_tokens + page_size - 1) / page_size;  // a partial one too
   PreemptionChoice choice;
-  if (tier_ && pages > 0 && !seq.kv_compressed() && !seq.embeds()) {
+  if (tier_ && seq.num_computed_tokens > 0 && !seq.kv_compressed() && !seq.embeds()) {
     const KVDiskStats disk = tier_->store().stats();
+    const SwapPages moved =
+        tier_->swap_pages(seq.id, seq.cache_namespace, seq.tokens, seq.num_computed_tokens);
     PreemptionCostInputs in;
     in.tokens = seq.num_computed_tokens;
-    in.pages = pages;
-    in.pages_to_write =
-        pages - full_pages + tier_->pages_not_on_disk(seq.cache_namespace, seq.tokens, full_pages);
+    in.pages = moved.pages;
+    in.pages_to_write = moved.to_write;
     in.file_bytes = tier_->store().file_bytes();
     if (disk.write_seconds > 0)
       in.disk.write_bytes_per_second = double(disk.bytes_written) / disk.write_seconds;
@@ -74,7 +72,7 @@ PreemptionChoice EngineScheduler::swap_out_or_recompute(const SequenceState& seq
     stats_.last_preemption = choice;
   }
   if (choice.mode == PreemptionMode::kSwap) {
-    tier_->swap_out(seq.cache_namespace, seq.tokens, kv_.pages(seq.id, 0), seq.num_computed_tokens);
+    tier_->swap_out(seq.id, seq.cache_namespace, seq.tokens, seq.num_computed_tokens);
     ++stats_.preemptions_swapped;
   } else {
     ++stats_.preemptions_recomputed;
@@ -95,16 +93,18 @@ int32_t EngineScheduler::swapped_tail_tokens(const SequenceState& seq, const Cac
 }
 
 void EngineScheduler::restore_swapped_tail(SequenceState& seq) {
-  // Rule: the sequence takes a page of its own for the tail's tokens and the executor copies the
-  // tier's page into it before the step's items run (as a copy-on-write); the tier lets go of
-  // its page once the step is reported.
+  // Rule: the sequence takes a page row of its own for the tail's tokens and the executor copies
+  // the tier's pages into it before the step's items run (as a copy-on-write); the tier lets go
+  // of them once the step is reported.
   const SwapTail tail = *tier_->tail_for(seq.id);
   tier_->take_tail(seq.id);
   if (!kv_.append(seq.id, tail.num_tokens, &plan_.page_copies)) {
     assert(false && "admitted without room for its swapped tail");
     return;
   }
-  plan_.page_copies.push_back(PageCopy{tail.page, kv_.pages(seq.id, 0).back()});
+  for (int32_t g = 0; g < kv_.layout().num_groups(); ++g)
+    plan_.page_copies.push_back(
+        PageCopy{kv_.pages(tail.holder, g)[0], kv_.pages(seq.id, g).back()});
   seq.num_computed_tokens += tail.num_tokens;
   ++stats_.swapped_tails_restored;
 }

@@ -34,7 +34,8 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
 bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& prefix) {
   // Rule: one read per admission; a request whose pages are being read waits for them; an ask
   // that found nothing on disk is repeated only once the RAM hit has changed, one that found no
-  // page to read into at the next attempt.
+  // page to read into at the next attempt — and a swapped sequence waits for that room (being
+  // admitted without its pages would recompute them, what the swap was chosen to avoid).
   if (tier_->loading_for(seq.id)) return true;
   if (seq.tier_fetched || !may_skip_cached_prefix(seq) ||
       seq.tier_asked_at_pages == prefix.num_pages)
@@ -45,7 +46,7 @@ bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& pre
                                                      prefix.pages, max_pages, seq.swapped_tokens);
   if (fetched == PrefixDiskTier::Fetch::kNoneOnDisk) seq.tier_asked_at_pages = prefix.num_pages;
   seq.tier_fetched = fetched == PrefixDiskTier::Fetch::kReading;
-  return seq.tier_fetched;
+  return seq.tier_fetched || (fetched == PrefixDiskTier::Fetch::kNoRoom && seq.swapped_tokens > 0);
 }
 
 void EngineScheduler::count_prefix_pages(CachedPrefix& prefix) const {

@@ -41,7 +41,7 @@ struct DiskBandwidth {
 
 struct PreemptionCostInputs {
   int64_t tokens = 0;          // the sequence's computed tokens (what recomputing redoes)
-  int64_t pages = 0;           // its full pages (what swapping reads back)
+  int64_t pages = 0;           // the pages it holds, every group's (what swapping reads back)
   int64_t pages_to_write = 0;  // of those, not on disk yet
   uint64_t file_bytes = 0;     // one page's file
   DiskBandwidth disk;

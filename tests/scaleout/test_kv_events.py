@@ -6,7 +6,9 @@ sequence number, msgpack batch), each batch decoded with vLLM's own struct defin
 reports in /metrics: every stored page chains to a parent stored before it, every removed hash was
 stored, the hashes left equal the cached pages, the counts equal the cache's insertions and
 evictions, /reset_prefix_cache sends AllBlocksCleared, and a restarted server numbers its messages
-from 0 again.
+from 0 again. With a disk tier, a restarted server tells a router that subscribes after it started
+which pages its directory holds (medium DISK), as a chain of pages the router can rebuild a
+prompt's block keys from.
 """
 import threading
 import time
@@ -192,6 +194,41 @@ def test_a_restarted_server_numbers_its_messages_from_zero_again():
                 assert server.stop() == 0
     finally:
         sub.close()
+
+
+def test_a_restarted_server_announces_the_pages_its_disk_holds(tmp_path):
+    directory = str(tmp_path / "kv")
+    prompt = SHARED + "Question: what is seven times eight?"
+    first = Server(*SERVER_ARGS, "--kv-cache-dir", directory)
+    try:
+        complete(first.client(), prompt)
+        ids = tokenize(first, prompt)
+    finally:
+        assert first.stop() == 0  # its cached pages are written back to the directory
+    port = free_port()
+    server = Server(*SERVER_ARGS, "--kv-cache-dir", directory, "--kv-events-endpoint",
+                    f"tcp://*:{port}")
+    try:
+        time.sleep(0.3)  # up before its router: a PUB sends nothing to a subscriber not there yet
+        sub = Subscriber(f"tcp://127.0.0.1:{port}", bind=False)
+        try:
+            messages = sub.collect(at_least=1)
+        finally:
+            sub.close()
+        events = [e for _, _, batch in messages for e in batch.events]
+        assert events and all(isinstance(e, BlockStored) and e.medium == "DISK" for e in events)
+        assert all(e.block_size == PAGE and len(e.token_ids) == PAGE for e in events)
+        # The prompt's pages, each chained to the one before, as the first life announced them.
+        by_parent_and_tokens = {(e.parent_block_hash, tuple(e.token_ids)): e.block_hashes[0]
+                                for e in events}
+        parent = None
+        for start in range(0, (len(ids) - 1) // PAGE * PAGE, PAGE):
+            key = (parent, tuple(ids[start:start + PAGE]))
+            assert key in by_parent_and_tokens, f"page at token {start} of the prompt"
+            parent = by_parent_and_tokens[key]
+        assert len(events) == server.metrics()["drift:kv_events_total"]
+    finally:
+        assert server.stop() == 0
 
 
 def test_a_bad_endpoint_is_a_clear_startup_error():

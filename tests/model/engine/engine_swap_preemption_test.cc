@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "disk_tier_runs.h"
 #include "engine/engine.h"
 #include "runtime/load_engine.h"
 #include "test_models.h"
@@ -19,15 +20,7 @@ namespace drift {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char pattern[] = "/tmp/drift-model-swap-XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using test::TempDir;
 
 // The first (admitted first, so never the victim) is the longer by less than a page: it crosses
 // each page boundary first, so when the pool runs out it preempts the second mid-page, leaving a

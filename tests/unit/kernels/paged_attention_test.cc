@@ -574,3 +574,109 @@ TEST(PagedAttention, MetricIsSquaredAttentionSummedOverQueries) {
 
 }  // namespace
 }  // namespace drift::kernels
+
+namespace drift::kernels {
+namespace {
+
+// A decode block computed in parts (paged_attention.h, "Decode attention in parts"): each pass's
+// parts run in reverse order, as threads may; `metric`: the KV-Compress sums the block adds to.
+std::vector<std::vector<float>> run_in_parts(Isa isa, const KvSetup& s,
+                                             const std::vector<Query>& block, int parts,
+                                             const std::vector<float>* sinks,
+                                             std::vector<float>* metric) {
+  const int64_t last = block[0].last;
+  std::vector<float> scores_memory(decode_scores_floats(last) + 16);
+  float* scores =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scores_memory.data()) + 63) / 64 * 64);
+  std::vector<float> maxima(parts * kAttentionLanes, 99.0f);
+  std::vector<std::vector<float>> priv(parts,
+                                       std::vector<float>(decode_private_floats(s.shape), -5.0f));
+  std::vector<std::vector<float>> out(block.size(), std::vector<float>(s.shape.head_dim_v, -7.0f));
+  AttentionQueries qs{};
+  qs.n = static_cast<int64_t>(block.size());
+  for (size_t i = 0; i < block.size(); ++i) {
+    qs.q[i] = s.q.data() + block[i].index * s.shape.head_dim;
+    qs.first[i] = block[i].first;
+    qs.last[i] = block[i].last;
+    qs.out[i] = out[i].data();
+    if (sinks != nullptr) qs.sink[i] = (*sinks)[i];
+  }
+  qs.has_sinks = sinks != nullptr;
+  if (metric != nullptr) {
+    qs.metric = metric->data();
+    qs.metric_lanes = 0x5u;
+  }
+  const DecodeParts dp{scores, maxima.data(), parts};
+  const PagedKv kv = s.kv();
+  for (int p = parts - 1; p >= 0; --p) decode_scores(isa, s.shape, kv, qs, dp, p, priv[p].data());
+  for (int p = parts - 1; p >= 0; --p) decode_weights(isa, kv, qs, dp, p);
+  for (int p = parts - 1; p >= 0; --p) decode_values(isa, s.shape, kv, qs, dp, p, priv[p].data());
+  return out;
+}
+
+// In parts, a decode block gives the outputs (and the metric) of one call on the same ISA, bit
+// for bit, whatever the number of parts: more parts than position or dimension units too, ranges
+// that start inside a unit, sinks, every format (the rotated ones too), every group size.
+TEST(PagedAttention, DecodeInPartsEqualsOneCallBitwise) {
+  uint32_t seed = 77;
+  std::vector<Isa> isas = isas_under_test();
+  isas.push_back(Isa::kScalar);
+  for (KvFormat format : kFormats) {
+    const bool int4 = format == KvFormat::kInt4;  // whole groups of 32 only
+    for (auto [head_dim, head_dim_v] : {std::pair<int64_t, int64_t>{64, 64},
+                                        {256, 256},
+                                        {128, int4 ? 224 : 200},
+                                        {64, int4 ? 96 : 40}}) {
+      for (int64_t positions : {20, 333}) {
+        const KvSetup s = make_setup(head_dim, head_dim_v, positions, 8, seed++, 16, format);
+        for (int64_t n : {1, 3, 8}) {
+          for (int64_t first : {int64_t{5}, positions / 2}) {
+            std::vector<Query> block;
+            for (int64_t i = 0; i < n; ++i) block.push_back({i, first, positions - 1});
+            const std::vector<float> sinks = sinks_for(static_cast<size_t>(n));
+            for (bool with_sinks : {false, true}) {
+              const std::vector<float>* sk = with_sinks ? &sinks : nullptr;
+              for (Isa isa : isas) {
+                const auto want = run(isa, s, block, sk);
+                std::vector<float> start(positions, 0.25f);
+                const auto want_metric = run_metric(isa, s, block, 0x5u, start);
+                for (int parts : {1, 2, 3, 40}) {
+                  std::vector<float> metric = start;
+                  const auto got =
+                      run_in_parts(isa, s, block, parts, sk, with_sinks ? nullptr : &metric);
+                  for (int64_t i = 0; i < n; ++i)
+                    for (int64_t d = 0; d < head_dim_v; ++d)
+                      ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
+                          << isa_label(isa) << " " << format_name(format) << " heads=" << n
+                          << " head_dim=" << head_dim << "/" << head_dim_v << " range [" << first
+                          << ", " << positions - 1 << "] sinks=" << with_sinks << " parts=" << parts
+                          << " d=" << d;
+                  if (!with_sinks)
+                    for (int64_t p = 0; p < positions; ++p)
+                      ASSERT_EQ(bits(metric[p]), bits(want_metric[p]))
+                          << isa_label(isa) << " " << format_name(format) << " parts=" << parts
+                          << " metric p=" << p;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Only decode blocks split: queries of different ranges (a prefill's) take one call.
+TEST(PagedAttention, OnlyDecodeBlocksSplit) {
+  const KvSetup s = make_setup(64, 64, 40, 8, 3, 16, KvFormat::kF16);
+  AttentionQueries qs{};
+  qs.n = 2;
+  qs.first[0] = qs.first[1] = 0;
+  qs.last[0] = qs.last[1] = 39;
+  EXPECT_TRUE(decode_splits(s.kv(), qs));
+  qs.last[1] = 38;
+  EXPECT_FALSE(decode_splits(s.kv(), qs));
+}
+
+}  // namespace
+}  // namespace drift::kernels

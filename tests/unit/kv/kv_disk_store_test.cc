@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -340,6 +341,56 @@ TEST(KVDiskStore, APartialPageReadsBackOnlyForItsOwnTokens) {
   ASSERT_EQ(removed.size(), 1u) << "the failed read dropped it";
   EXPECT_TRUE(removed[0].key.partial) << "indexed at start as partial";
   EXPECT_FALSE(store->write(p.key, std::span<const TokenId>(), p.bytes)) << "no tokens at all";
+}
+
+// A sliding-window group's page of a row has the row's digest, parent and tokens and bytes of its
+// own: it is its own file, named by (digest, group), and a read or a lookup of another group never
+// finds it.
+TEST(KVDiskStore, APageOfAnotherKVGroupIsAFileOfItsOwn) {
+  TempDir dir;
+  TestPage p = page(2);
+  TestPage sliding = p;
+  sliding.key.group = 2;
+  std::reverse(sliding.bytes.begin(), sliding.bytes.end());
+  {
+    auto store = open_store(config_of(dir.path));
+    ASSERT_TRUE(store->write(p.key, p.tokens, p.bytes));
+    ASSERT_TRUE(store->write(sliding.key, sliding.tokens, sliding.bytes));
+    store->drain();
+    EXPECT_TRUE(store->contains(p.key.digest, p.key.parent, 7, 2));
+    EXPECT_FALSE(store->contains(p.key.digest, p.key.parent, 7, 1));
+    EXPECT_TRUE(store->holds(p.key.digest, 2));
+    EXPECT_FALSE(store->holds(p.key.digest, 1));
+    EXPECT_TRUE(
+        fs::exists(fs::path(store->folder()) / (kv_disk_name(p.key.digest, 2).hex() + ".kvp")));
+    EXPECT_NE(kv_disk_name(p.key.digest, 2), kv_digest_next(p.key.digest, {{2}}))
+        << "never the name of a page of tokens";
+  }
+  KVDiskStoreConfig c = config_of(dir.path);
+  c.keep_pages_found = true;
+  auto store = open_store(c);
+  EXPECT_EQ(store->stats().pages_indexed_at_start, 2u);
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(read_back(*store, sliding, out));
+  EXPECT_EQ(out, sliding.bytes);
+  ASSERT_TRUE(read_back(*store, p, out));
+  EXPECT_EQ(out, p.bytes);
+  TestPage wrong_group = sliding;
+  wrong_group.key.group = 1;
+  out.assign(kPageBytes, 0);
+  store->read(wrong_group.key, wrong_group.tokens, out);
+  store->drain();
+  std::vector<std::pair<uint64_t, bool>> done;
+  store->take_completed(done);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].second) << "no page of group 1 there";
+  // Found at start, for routers: the group-0 page only (a router matches text, one page of it).
+  const std::vector<KVDiskFoundPage> found = store->take_pages_found_at_start();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].key.digest, p.key.digest);
+  EXPECT_EQ(found[0].key.hash, p.key.hash);
+  EXPECT_EQ(found[0].tokens, p.tokens);
+  EXPECT_TRUE(store->take_pages_found_at_start().empty()) << "handed over once";
 }
 
 }  // namespace

@@ -140,6 +140,42 @@ TEST(KVSlidingGroups, SharingPutsNoPageBelowASlidingWindow) {
   EXPECT_INVARIANTS(kv);
 }
 
+// A load from the disk tier appends rows that hold some pages from RAM and take others for its
+// reads: every shared page leaves the cached list before a page is taken, so a take never
+// evicts a page the rows share.
+TEST(KVSlidingGroups, AppendRowsSharesBeforeItTakes) {
+  KVCacheManager kv = make(6, 4, 4);
+  ASSERT_TRUE(kv.open(1, 12).ok());
+  ASSERT_TRUE(kv.append(1, 12));  // full 0,1,2; sliding 3,4,5: every page in use
+  for (PageId p = 0; p < 6; ++p) ASSERT_TRUE(kv.mark_cacheable(p).ok());
+  ASSERT_TRUE(kv.release(1));
+  ASSERT_EQ(kv.cached_pages_in_order(), (Pages{5, 2, 4, 1, 3, 0})) << "last row, last group first";
+  ASSERT_TRUE(kv.open(2, 12).ok());
+  Pages row = {kTakePage, 5};  // page 5 is the first the pool would reclaim
+  ASSERT_TRUE(kv.append_rows(2, row).ok());
+  EXPECT_EQ(row, (Pages{2, 5})) << "the take reclaimed the page after it";
+  EXPECT_EQ(pages_of(kv, 2, 0), (Pages{2}));
+  EXPECT_EQ(pages_of(kv, 2, 1), (Pages{5}));
+  EXPECT_EQ(kv.payer(5), SeqId{2});
+  EXPECT_INVARIANTS(kv);
+
+  const int32_t available = kv.num_available_pages();
+  Pages full_group_without_page = {X, kTakePage};
+  EXPECT_FALSE(kv.append_rows(2, full_group_without_page).ok());
+  Pages hole_after_a_page = {kTakePage, X};
+  EXPECT_FALSE(kv.append_rows(2, hole_after_a_page).ok());
+  Pages too_many = {kTakePage, kTakePage, kTakePage, kTakePage, kTakePage, kTakePage};
+  EXPECT_FALSE(kv.append_rows(2, too_many).ok()) << "4 pages are left";
+  EXPECT_EQ(kv.num_available_pages(), available) << "nothing changed";
+  EXPECT_EQ(kv.num_tokens(2), 4);
+  ASSERT_TRUE(kv.open(3, 8).ok());
+  Pages below_the_window = {0, X, kTakePage, kTakePage};  // two rows
+  ASSERT_TRUE(kv.append_rows(3, below_the_window).ok());
+  EXPECT_EQ(pages_of(kv, 3, 1)[0], X);
+  EXPECT_EQ(kv.num_tokens(3), 8);
+  EXPECT_INVARIANTS(kv);
+}
+
 TEST(KVSlidingGroups, ThePaymentForASharedSlidingPageMovesToTheHolderThatStays) {
   KVCacheManager kv = make(24, 4, 4);
   ASSERT_TRUE(kv.open(1, 32).ok());

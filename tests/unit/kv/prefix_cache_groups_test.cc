@@ -4,6 +4,7 @@
 // share, and reports group 0's pages only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -156,6 +157,45 @@ TEST(PrefixCacheGroups, EventsReportGroup0sPagesOnly) {
   ASSERT_EQ(sink.events.size(), 5u);
   EXPECT_EQ(sink.events.back(), "removed " + std::to_string(h));
   EXPECT_TRUE(cache.check_invariants().ok());
+}
+
+// What the disk tier is told of a sliding page the pool reclaims: its group and its row's
+// group-0 digests and tokens, so that the file is named and checked as a reader of that row
+// computes it.
+TEST(PrefixCacheGroups, AReclaimedSlidingPageIsDescribedByItsRow) {
+  struct Recorder : PrefixSpillListener {
+    std::vector<EvictedPrefixPage> pages;
+    std::vector<Tokens> tokens;
+    void on_prefix_page_evicted(const EvictedPrefixPage& page) override {
+      pages.push_back(page);
+      tokens.emplace_back(page.tokens.begin(), page.tokens.end());
+    }
+  } spilled;
+  KVCacheManager kv = make_kv(6);
+  PrefixCache cache(kv);
+  cache.set_spill_listener(&spilled);
+  const Tokens t = tokens(12);
+  run_and_register(kv, cache, 1, t);  // rows 0-2; its sliding page of row 0 left the window
+  std::vector<EvictedPrefixPage> rows(3);
+  for (int32_t i = 0; i < 3; ++i) rows[size_t(i)] = cache.describe(kv.pages(1, 0)[size_t(i)]);
+  ASSERT_TRUE(kv.release(1));
+  ASSERT_TRUE(kv.open(2, 24).ok());
+  ASSERT_TRUE(kv.append(2, 12));  // takes every cached page
+  ASSERT_EQ(spilled.pages.size(), 6u);
+  int sliding = 0;
+  for (size_t k = 0; k < spilled.pages.size(); ++k) {
+    const EvictedPrefixPage& e = spilled.pages[k];
+    const auto row =
+        size_t(std::find(t.begin(), t.end(), spilled.tokens[k][0]) - t.begin()) / size_t(kPageSize);
+    EXPECT_EQ(e.digest, rows[row].digest) << "page " << e.page;
+    EXPECT_EQ(e.parent_digest, rows[row].parent_digest) << "page " << e.page;
+    EXPECT_EQ(e.hash, rows[row].hash);
+    if (e.group == 0) continue;
+    ++sliding;
+    EXPECT_EQ(e.group, 1);
+    EXPECT_FALSE(e.parent_hash.has_value()) << "no KV event names it";
+  }
+  EXPECT_EQ(sliding, 3);
 }
 
 }  // namespace

@@ -109,13 +109,7 @@ TEST(DiskTierScheduler, CorruptPagesAreRecomputedNeverUsed) {
     first.ask(1, kDocument);
     crowd_out(first, 10);
   }
-  damage_files(dir.path, [](const fs::path& file) {  // the last byte of the K/V
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(-1, std::ios::end);
-    const char c = char(f.get());
-    f.seekp(-1, std::ios::end);
-    f.put(char(c ^ 0x40));
-  });
+  damage_files(dir.path, testing::flip_last_byte);
   TieredDriver second(dir.path);
   EXPECT_EQ(second.ask(2, kDocument), second.reference(2, kDocument));
   EXPECT_EQ(second.tier().stats().pages_loaded, 0u);
@@ -171,6 +165,50 @@ TEST(DiskTierScheduler, TheBudgetHoldsWhilePagesSpill) {
   // What is left is a run of the most recently evicted pages; the document reads what remains of
   // its chain (none, or a prefix of it) and still answers the same.
   EXPECT_EQ(d.ask(2, kDocument), d.reference(2, kDocument));
+}
+
+}  // namespace
+}  // namespace drift
+
+namespace drift {
+namespace {
+
+// A RAM hit whose cached pages are more than the pool can spare, because other sequences'
+// reservations hold the rest: dropping rows until the load fits must stop at the hit, never
+// shape a load of fewer rows than the hit (which once threw out of the engine's worker and
+// failed every request). The document is then computed past its hit, the same tokens.
+TEST(DiskTierScheduler, AHitLargerThanTheRoomLeftLoadsNothingAndIsComputed) {
+  TempDir dir;
+  TieredDriver d(dir.path);
+  EXPECT_EQ(d.ask(1, kDocument), d.reference(1, kDocument));
+  // Take pages until the document's last two pages have left RAM (LRU: its chain's leaves).
+  std::vector<PageId> chain;
+  auto ram_pages = [&] {
+    return d.prefix().match(d.prefix().root(0), kDocument, 7, chain).num_pages;
+  };
+  ASSERT_TRUE(d.kv().open(99, 4096).ok());
+  while (ram_pages() > 5) ASSERT_TRUE(d.kv().append(99, testing::kPageSize).has_value());
+  d.store().drain();
+  ASSERT_EQ(ram_pages(), 5);
+  // Reserve all but one available page for another sequence.
+  ASSERT_TRUE(d.kv().open(98, 4096).ok());
+  const int32_t spare = d.kv().num_available_pages() - 1;
+  ASSERT_GT(spare, 0);
+  ASSERT_TRUE(d.kv().reserve(98, KVUsageEstimate{spare * testing::kPageSize, spare, 0}).ok());
+  ASSERT_EQ(d.kv().num_available_pages(), 1);
+
+  SequenceRequest r;
+  r.id = 2;
+  r.prompt = kDocument;
+  r.max_new_tokens = 3;
+  ASSERT_TRUE(d.scheduler().add(std::move(r)).ok());
+  for (int i = 0; i < 5; ++i) d.step(false);  // the fetch finds no room; the test's pages held
+  d.kv().release(98);
+  d.kv().release(99);
+  for (int i = 0; i < 1000 && d.scheduler().has_unfinished(); ++i) d.step();
+  ASSERT_FALSE(d.scheduler().has_unfinished());
+  EXPECT_EQ(d.generated(2), d.reference(2, kDocument));
+  EXPECT_TRUE(d.kv().check_invariants().ok());
 }
 
 }  // namespace

@@ -8,8 +8,9 @@
 // sequence's history, slot mapping matches the block table, and the K/V that an item attends over
 // (positions before its chunk; in a sliding-window KV group only those its window sees) are in the
 // pages each group's block table names — a freed page is never read. It keeps a shadow of every
-// slot — the position and token written there and a hash of the whole prefix up to it, which is
-// what K/V depends on — and verifies each read against the reader's own history, so a page that
+// slot — the group, position and token written there and a hash of the whole prefix up to it,
+// which is what K/V depends on — and verifies each read against the reader's own history and
+// group, so a page that
 // was evicted, reused or rewritten under a live sequence (or a wrong prefix cache hit) fails the
 // read. Every page of a plan must be in use, and no step may write into a page that another
 // sequence holds (shared pages are read-only), except to fill a page that other items of the same
@@ -205,6 +206,7 @@ class FakeExecutor : public Executor, public KVPageMemory {
  private:
   struct Slot {
     SeqId seq = ~SeqId{0};  // the writer, for messages only: shared pages are read by others
+    int32_t group = -1;     // the KV group whose layers wrote it
     int32_t position = -1;
     TokenId token = -1;
     uint64_t prefix = 0;  // hash of the writer's tokens at positions 0..position
@@ -241,10 +243,12 @@ class FakeExecutor : public Executor, public KVPageMemory {
         return;
       }
       const Slot& s = slot(pages, p);
-      if (s.prefix != prefix || s.position != p || s.token != item.history[size_t(p)]) {
+      if (s.prefix != prefix || s.position != p || s.token != item.history[size_t(p)] ||
+          s.group != g) {
         ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " group " << g
                       << " reads position " << p << " from a slot holding position " << s.position
-                      << " of seq " << s.seq << (s.prefix != prefix ? " with another prefix" : "");
+                      << " of seq " << s.seq << " group " << s.group
+                      << (s.prefix != prefix ? " with another prefix" : "");
         return;
       }
     }
@@ -269,7 +273,7 @@ class FakeExecutor : public Executor, public KVPageMemory {
       if (page == kNoPage) return;
       const TokenId token = plan.token_ids[size_t(item.token_offset + k)];  // a draft's too
       prefix = extend(prefix, token);
-      slot(pages, p) = Slot{item.seq_id, p, token, prefix};
+      slot(pages, p) = Slot{item.seq_id, g, p, token, prefix};
     }
   }
 
@@ -299,7 +303,7 @@ class FakeExecutor : public Executor, public KVPageMemory {
         if (kv_.refcount(page) != 1)
           ADD_FAILURE() << "step " << plan.step << " seq " << item.seq_id << " writes slot " << at
                         << " into page " << page << " with refcount " << kv_.refcount(page);
-        slot(pages, at) = Slot{item.seq_id, p, item.history[size_t(p)], 0};
+        slot(pages, at) = Slot{item.seq_id, g, p, item.history[size_t(p)], 0};
       }
     }
     for (int32_t k = 0; k < item.num_tokens; ++k) table.push_back(item.start_position + k);

@@ -74,6 +74,7 @@ SERVE_PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev libpcr
 # What the tests add: gtest; clang and its sanitizer runtimes (the fuzzers); the venv's Python
 # (pytest suites, the Python module's headers); Debian's word list (plausible-text checks);
 # matplotlib (bench plots); chromium (the web page's browser tests, driven by the venv's
-# Playwright); systemd (`systemd-analyze verify` of deploy/drift.service).
+# Playwright); systemd (`systemd-analyze verify` of deploy/drift.service); Universal Ctags (the
+# functions scripts/check_sizes.py measures).
 TEST_PACKAGES=(libgtest-dev clang libclang-rt-14-dev python3-pytest python3-venv python3-dev
-               wamerican python3-matplotlib chromium systemd)
+               wamerican python3-matplotlib chromium systemd universal-ctags)

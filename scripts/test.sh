@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of drift on a fresh Debian 12 machine (set-up included):
-#   1. set-up (packages, both models, the venv, the release tree) — scripts/setup_test.sh
+#   1. set-up (packages, both models, the venv, the release tree) — scripts/setup_test.sh, and
+#      the size rules (scripts/check_sizes.py, ~2 s)
 #   2. all tests of the release build (unit + model + the pytest suites), via ctest
 #   3. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   4. the engine, server and util unit tests under ThreadSanitizer (build-tsan/)
@@ -52,6 +53,8 @@ set +m
 trap 'kill -- -"$trees_pid" 2>/dev/null || true; rm -rf "$logs"' EXIT
 
 failed=()
+say "== sizes (scripts/check_sizes.py: files over 800 lines, functions over 100)"
+python3 scripts/check_sizes.py || failed+=("sizes")
 say "== release tests (ctest -j$JOBS: unit, model and the pytest suites)"
 ctest --test-dir build --output-on-failure -j "$JOBS" || failed+=("release tests")
 

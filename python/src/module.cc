@@ -113,10 +113,12 @@ NB_MODULE(_drift, m) {
       "check_sampling",
       [](const nb::dict& fields) {
         // The engine's own check of a request's sampling, on the fields set (unset ones take
-        // neutral values here and the engine's defaults when the request runs).
+        // neutral values here and the engine's defaults when the request runs). Its stop
+        // strings' messages name no field: SamplingParams calls it "stop".
         Status s = SamplingDefaults{}.resolve(sampling_from(fields)).validate();
-        if (s.ok()) s = validate_stop_strings(stop_strings_from(fields));
         if (!s.ok()) throw nb::value_error(s.message().c_str());
+        s = validate_stop_strings(stop_strings_from(fields));
+        if (!s.ok()) throw nb::value_error(("stop: " + s.message()).c_str());
       },
       "Raises ValueError naming the first invalid sampling field.");
 

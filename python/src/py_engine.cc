@@ -24,6 +24,7 @@ bool is_invalid_input(RejectReason reason) {
     case RejectReason::kInvalidPrompt:
     case RejectReason::kInvalidGrammar:
     case RejectReason::kInvalidLogitBias:
+    case RejectReason::kInvalidStop:
     case RejectReason::kEmptyPrompt:
     case RejectReason::kTokenOutsideVocabulary:
     case RejectReason::kPromptTooLong:

@@ -14,7 +14,9 @@
 //   kHarmony  gpt-oss: a message to functions.NAME on the commentary channel, whose content is the
 //             arguments; read from the reply's tokens by harmony_parser.h (its markers are
 //             tokens), never from its text, so the text functions here treat it as content.
-// Parsing never fails: a reply that is not a well-formed call in the model's syntax is content.
+// Each syntax's markers and JSON shape are said once, in tool_call_format.h, which the grammar
+// that demands calls (tool_call_grammar.h) is written from too. Parsing never fails: a reply that
+// is not a well-formed call in the model's syntax is content.
 #pragma once
 
 #include <cstddef>

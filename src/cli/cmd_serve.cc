@@ -140,176 +140,28 @@ server::ResponseStoreLimits response_store_limits(const ServeOptions& o) {
           .ttl = std::chrono::seconds(int64_t(o.responses_ttl_seconds))};
 }
 
-class ServeCommand {
- public:
-  explicit ServeCommand(ServeOptions o) : o_(std::move(o)) {}
+server::HttpServerConfig http_config(const ServeOptions& o) {
+  server::HttpServerConfig http;
+  http.host = o.host;
+  http.port = uint16_t(o.port);
+  http.max_body_bytes = o.max_body_bytes;
+  http.max_connections = o.max_connections;
+  http.max_connections_per_client = o.max_connections_per_client;
+  auto ms = [](double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1e3)); };
+  http.header_timeout = ms(o.header_timeout_seconds);
+  http.idle_timeout = ms(o.idle_timeout_seconds);
+  http.body_timeout = ms(o.body_timeout_seconds);
+  return http;
+}
 
-  int run() {
-    auto path = resolve_model_path(o_.model);
-    if (!path.ok()) return fail(path.error().message);
-    raise_fd_limit();
-    std::signal(SIGPIPE, SIG_IGN);
-    const std::string name = o_.served_model_name.value_or(std::filesystem::path(*path).stem());
+int fail(const std::string& message) {
+  fmt::print(stderr, "error: {}\n", message);
+  return 1;
+}
 
-    asio::io_context io(1);
-    server::OpenAIService service(io, {.served_model_name = name,
-                                       .api_key = o_.api_key,
-                                       .pooling = *parse_pooling_mode(o_.pooling),
-                                       .web_ui = !o_.no_webui,
-                                       .responses = response_store_limits(o_)});
-    server::HttpServerConfig http;
-    http.host = o_.host;
-    http.port = uint16_t(o_.port);
-    http.max_body_bytes = o_.max_body_bytes;
-    http.max_connections = o_.max_connections;
-    http.max_connections_per_client = o_.max_connections_per_client;
-    auto ms = [](double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1e3)); };
-    http.header_timeout = ms(o_.header_timeout_seconds);
-    http.idle_timeout = ms(o_.idle_timeout_seconds);
-    http.body_timeout = ms(o_.body_timeout_seconds);
-    server::HttpServer server(io, http, [&service](server::HttpRequest r, auto exchange) {
-      service.handle(std::move(r), std::move(exchange));
-    });
-    service.set_http_counters([&server] { return server.counters(); });
-    if (Status s = server.listen(); !s.ok()) return fail(s.message());
-    log_event(spdlog::level::info, "listening",
-              {{"host", o_.host},
-               {"port", int64_t(server.port())},
-               {"model", name},
-               {"model_path", *path}},
-              fmt::format("drift serve: listening on http://{}:{} (model '{}' loading from {})",
-                          o_.host, server.port(), name, *path));
-
-    std::shared_ptr<server::LoadedModel> model;
-    int exit_code = 0;
-    bool stopping = false;
-    asio::signal_set signals(io, SIGINT, SIGTERM);
-    asio::steady_timer drain_deadline(io), poll(io), cost_log(io), health_watch(io);
-    std::thread loader, drainer, aborter;
-
-    // The step cost model, logged every 30 s while steps run (the latency targets use it).
-    uint64_t steps_logged = 0;
-    std::function<void()> log_step_costs = [&] {
-      cost_log.expires_after(std::chrono::seconds(30));
-      cost_log.async_wait([&](const boost::system::error_code& ec) {
-        if (ec || stopping || !model) return;
-        const EngineMetrics m = model->engine->metrics();
-        if (m.step_costs_calibrated && m.steps != steps_logged) {
-          steps_logged = m.steps;
-          spdlog::info(
-              "drift serve: step cost ({} threads): {:.2f} ms per step + {:.3f} ms per prefill "
-              "token + {:.3f} ms per decode sequence + {:.2f} ns per attended position; last "
-              "step {:.1f} ms (predicted {:.1f} ms), prefill budget {} tokens",
-              m.threads, m.step_costs.per_step * 1e3, m.step_costs.per_prefill_token * 1e3,
-              m.step_costs.per_decode_sequence * 1e3, m.step_costs.per_attended_position * 1e9,
-              m.last_step_seconds * 1e3, m.last_step_predicted_seconds * 1e3,
-              m.prefill_token_budget);
-        }
-        log_step_costs();
-      });
-    };
-
-    // Drain: refuse new work, let the engine finish what it accepted, then wait for the last
-    // responses to be written before the loop stops.
-    std::function<void()> wait_for_responses = [&] {
-      if ((service.active_generations() == 0 && server.busy_connections() == 0) ||
-          std::chrono::steady_clock::now() > give_up_) {
-        io.stop();
-        return;
-      }
-      poll.expires_after(std::chrono::milliseconds(20));
-      poll.async_wait([&](const boost::system::error_code&) { wait_for_responses(); });
-    };
-    auto begin_drain = [&] {
-      if (stopping) return;
-      stopping = true;
-      if (model) {
-        const EngineMetrics m = model->engine->metrics();
-        spdlog::info(
-            "drift serve: draining (up to {} s; a second signal exits at once): {} requests "
-            "running, {} queued (refused now)",
-            o_.drain_timeout_seconds, m.num_running, m.num_waiting);
-      } else {
-        spdlog::info("drift serve: stopping while the model loads");
-      }
-      server.drain();
-      service.set_draining();
-      cost_log.cancel();
-      if (!model) return;  // still loading: the loader stops the loop when it is done
-      drain_deadline.expires_after(
-          std::chrono::milliseconds(int64_t(o_.drain_timeout_seconds * 1e3)));
-      drain_deadline.async_wait([&](const boost::system::error_code& ec) {
-        if (ec) return;
-        spdlog::warn("drift serve: drain timeout; cancelling the remaining requests");
-        aborter = std::thread([&] { model->engine->shutdown(ShutdownMode::kAbort); });
-      });
-      drainer = std::thread([&] {
-        model->engine->shutdown(ShutdownMode::kDrainStarted);
-        asio::post(io, [&] {
-          drain_deadline.cancel();
-          give_up_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-          wait_for_responses();
-        });
-      });
-    };
-    // A failed engine cannot recover in this process: say why on /health for a while (every
-    // request already ended with an error, new ones are refused), then exit for a restart.
-    std::function<void()> watch_health = [&] {
-      health_watch.expires_after(std::chrono::milliseconds(100));
-      health_watch.async_wait([&](const boost::system::error_code& ec) {
-        if (ec || stopping) return;
-        if (model->engine->healthy()) return watch_health();
-        stopping = true;
-        exit_code = kExitEngineFailed;
-        spdlog::error(
-            "drift serve: the engine failed and ended every request with an error; /health "
-            "answers 503 for {} s, then the process exits {} (restart it)",
-            o_.unhealthy_exit_delay_seconds, kExitEngineFailed);
-        server.drain();
-        cost_log.cancel();
-        drain_deadline.expires_after(
-            std::chrono::milliseconds(int64_t(o_.unhealthy_exit_delay_seconds * 1e3)));
-        drain_deadline.async_wait([&](const boost::system::error_code& ec) {
-          if (ec) return;
-          give_up_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-          wait_for_responses();
-        });
-      });
-    };
-    std::function<void()> wait_for_signal = [&] {
-      signals.async_wait([&](const boost::system::error_code& ec, int signal_number) {
-        if (ec) return;
-        if (stopping) {
-          // The operator does not want to wait for the drain.
-          spdlog::warn("drift serve: second signal ({}): exiting now, cutting {} requests",
-                       signal_number, service.active_generations());
-          spdlog::default_logger()->flush();
-          std::_Exit(1);
-        }
-        begin_drain();
-        wait_for_signal();
-      });
-    };
-    wait_for_signal();
-
-    loader = std::thread([&] {
-      auto loaded = load_model(*path, o_);
-      asio::post(io, [&, loaded = std::move(loaded)]() mutable {
-        if (!loaded.ok()) {
-          spdlog::error("drift serve: {}", loaded.error().message);
-          exit_code = 1;
-          io.stop();
-          return;
-        }
-        model = std::move(*loaded);
-        if (stopping) {
-          io.stop();
-          return;
-        }
-        service.set_ready(model);
-        const EngineSetup& s = model->engine->setup();
-        log_event(
-            spdlog::level::info, "ready",
+// What the engine was set up with, once the model is loaded.
+void log_ready(const EngineSetup& s) {
+  log_event(spdlog::level::info, "ready",
             {{"context_tokens", int64_t(s.max_model_len)},
              {"context_bound", context_bound_name(s.max_model_len_bound)},
              {"kv_tokens", s.kv_tokens},
@@ -330,46 +182,226 @@ class ServeCommand {
                 s.default_max_tokens ? std::to_string(*s.default_max_tokens)
                                      : std::string("until a stop or the end of the context"),
                 sampling_defaults_base_name(s.sampling.base), s.sampling.describe()));
-        auto ms = [](const std::optional<double>& seconds) {
-          return seconds ? fmt::format("{:g} ms", *seconds * 1e3) : std::string("off");
-        };
-        spdlog::info(
-            "drift serve: latency targets: inter-token {}, first token {}, refuse above "
-            "predicted first token {}",
-            ms(s.latency.target_itl_seconds), ms(s.latency.target_ttft_seconds),
-            ms(s.latency.max_ttft_seconds));
-        log_step_costs();
-        watch_health();
-      });
-    });
+  auto ms = [](const std::optional<double>& seconds) {
+    return seconds ? fmt::format("{:g} ms", *seconds * 1e3) : std::string("off");
+  };
+  spdlog::info(
+      "drift serve: latency targets: inter-token {}, first token {}, refuse above "
+      "predicted first token {}",
+      ms(s.latency.target_itl_seconds), ms(s.latency.target_ttft_seconds),
+      ms(s.latency.max_ttft_seconds));
+}
 
-    io.run();
-    loader.join();
-    if (drainer.joinable()) drainer.join();
-    if (aborter.joinable()) aborter.join();
-    if (model) model->engine->shutdown(ShutdownMode::kAbort);
-    if (exit_code == 0) {
-      const server::OpenAIService::CutSummary cut = service.cut_by_shutdown();
-      log_event(spdlog::level::info, "stopped",
-                {{"cut_requests", int64_t(cut.requests)},
-                 {"cut_before_first_token", int64_t(cut.before_first_token)},
-                 {"cut_tokens", int64_t(cut.tokens)}},
-                fmt::format("drift serve: stopped; the shutdown cut {} requests ({} of them before "
-                            "their first token), which had generated {} tokens",
-                            cut.requests, cut.before_first_token, cut.tokens));
-    }
-    return exit_code;
+// One run of the server: the I/O loop and what its handlers share. Every handler runs on the
+// loop's thread; the model loads, and the engine drains and aborts, on threads of their own.
+class ServeRun {
+ public:
+  ServeRun(const ServeOptions& o, std::string path, std::string name)
+      : o_(o),
+        path_(std::move(path)),
+        name_(std::move(name)),
+        service_(io_, {.served_model_name = name_,
+                       .api_key = o.api_key,
+                       .pooling = *parse_pooling_mode(o.pooling),
+                       .web_ui = !o.no_webui,
+                       .responses = response_store_limits(o)}),
+        server_(io_, http_config(o), [this](server::HttpRequest r, auto exchange) {
+          service_.handle(std::move(r), std::move(exchange));
+        }) {}
+
+  // Listens, loads the model and serves until a drain or a failure stops the loop; the exit
+  // code.
+  int run() {
+    service_.set_http_counters([this] { return server_.counters(); });
+    if (Status s = server_.listen(); !s.ok()) return fail(s.message());
+    log_event(spdlog::level::info, "listening",
+              {{"host", o_.host},
+               {"port", int64_t(server_.port())},
+               {"model", name_},
+               {"model_path", path_}},
+              fmt::format("drift serve: listening on http://{}:{} (model '{}' loading from {})",
+                          o_.host, server_.port(), name_, path_));
+    wait_for_signal();
+    start_loading();
+    io_.run();
+    loader_.join();
+    if (drainer_.joinable()) drainer_.join();
+    if (aborter_.joinable()) aborter_.join();
+    if (model_) model_->engine->shutdown(ShutdownMode::kAbort);
+    if (exit_code_ == 0) log_stopped();
+    return exit_code_;
   }
 
  private:
-  static int fail(const std::string& message) {
-    fmt::print(stderr, "error: {}\n", message);
-    return 1;
+  // The step cost model, logged every 30 s while steps run (the latency targets use it).
+  void log_step_costs() {
+    cost_log_.expires_after(std::chrono::seconds(30));
+    cost_log_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || stopping_ || !model_) return;
+      const EngineMetrics m = model_->engine->metrics();
+      if (m.step_costs_calibrated && m.steps != steps_logged_) {
+        steps_logged_ = m.steps;
+        spdlog::info(
+            "drift serve: step cost ({} threads): {:.2f} ms per step + {:.3f} ms per prefill "
+            "token + {:.3f} ms per decode sequence + {:.2f} ns per attended position; last "
+            "step {:.1f} ms (predicted {:.1f} ms), prefill budget {} tokens",
+            m.threads, m.step_costs.per_step * 1e3, m.step_costs.per_prefill_token * 1e3,
+            m.step_costs.per_decode_sequence * 1e3, m.step_costs.per_attended_position * 1e9,
+            m.last_step_seconds * 1e3, m.last_step_predicted_seconds * 1e3, m.prefill_token_budget);
+      }
+      log_step_costs();
+    });
   }
 
-  const ServeOptions o_;
+  // After a drain: waits for the last responses to be written, then stops the loop.
+  void wait_for_responses() {
+    if ((service_.active_generations() == 0 && server_.busy_connections() == 0) ||
+        std::chrono::steady_clock::now() > give_up_) {
+      io_.stop();
+      return;
+    }
+    poll_.expires_after(std::chrono::milliseconds(20));
+    poll_.async_wait([this](const boost::system::error_code&) { wait_for_responses(); });
+  }
+
+  // Drain: refuse new work, let the engine finish what it accepted, then wait for the last
+  // responses to be written before the loop stops.
+  void begin_drain() {
+    if (stopping_) return;
+    stopping_ = true;
+    if (model_) {
+      const EngineMetrics m = model_->engine->metrics();
+      spdlog::info(
+          "drift serve: draining (up to {} s; a second signal exits at once): {} requests "
+          "running, {} queued (refused now)",
+          o_.drain_timeout_seconds, m.num_running, m.num_waiting);
+    } else {
+      spdlog::info("drift serve: stopping while the model loads");
+    }
+    server_.drain();
+    service_.set_draining();
+    cost_log_.cancel();
+    if (!model_) return;  // still loading: the loader stops the loop when it is done
+    drain_deadline_.expires_after(
+        std::chrono::milliseconds(int64_t(o_.drain_timeout_seconds * 1e3)));
+    drain_deadline_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      spdlog::warn("drift serve: drain timeout; cancelling the remaining requests");
+      aborter_ = std::thread([this] { model_->engine->shutdown(ShutdownMode::kAbort); });
+    });
+    drainer_ = std::thread([this] {
+      model_->engine->shutdown(ShutdownMode::kDrainStarted);
+      asio::post(io_, [this] {
+        drain_deadline_.cancel();
+        give_up_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        wait_for_responses();
+      });
+    });
+  }
+
+  // A failed engine cannot recover in this process: say why on /health for a while (every
+  // request already ended with an error, new ones are refused), then exit for a restart.
+  void watch_health() {
+    health_watch_.expires_after(std::chrono::milliseconds(100));
+    health_watch_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || stopping_) return;
+      if (model_->engine->healthy()) return watch_health();
+      stopping_ = true;
+      exit_code_ = kExitEngineFailed;
+      spdlog::error(
+          "drift serve: the engine failed and ended every request with an error; /health "
+          "answers 503 for {} s, then the process exits {} (restart it)",
+          o_.unhealthy_exit_delay_seconds, kExitEngineFailed);
+      server_.drain();
+      cost_log_.cancel();
+      drain_deadline_.expires_after(
+          std::chrono::milliseconds(int64_t(o_.unhealthy_exit_delay_seconds * 1e3)));
+      drain_deadline_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec) return;
+        give_up_ = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        wait_for_responses();
+      });
+    });
+  }
+
+  void wait_for_signal() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int signal_number) {
+      if (ec) return;
+      if (stopping_) {
+        // The operator does not want to wait for the drain.
+        spdlog::warn("drift serve: second signal ({}): exiting now, cutting {} requests",
+                     signal_number, service_.active_generations());
+        spdlog::default_logger()->flush();
+        std::_Exit(1);
+      }
+      begin_drain();
+      wait_for_signal();
+    });
+  }
+
+  // Loads the model on the loader thread; the loop learns of it in on_loaded.
+  void start_loading() {
+    loader_ = std::thread([this] {
+      auto loaded = load_model(path_, o_);
+      asio::post(io_,
+                 [this, loaded = std::move(loaded)]() mutable { on_loaded(std::move(loaded)); });
+    });
+  }
+
+  void on_loaded(Expected<std::shared_ptr<server::LoadedModel>> loaded) {
+    if (!loaded.ok()) {
+      spdlog::error("drift serve: {}", loaded.error().message);
+      exit_code_ = 1;
+      io_.stop();
+      return;
+    }
+    model_ = std::move(*loaded);
+    if (stopping_) {
+      io_.stop();
+      return;
+    }
+    service_.set_ready(model_);
+    log_ready(model_->engine->setup());
+    log_step_costs();
+    watch_health();
+  }
+
+  void log_stopped() {
+    const server::OpenAIService::CutSummary cut = service_.cut_by_shutdown();
+    log_event(spdlog::level::info, "stopped",
+              {{"cut_requests", int64_t(cut.requests)},
+               {"cut_before_first_token", int64_t(cut.before_first_token)},
+               {"cut_tokens", int64_t(cut.tokens)}},
+              fmt::format("drift serve: stopped; the shutdown cut {} requests ({} of them before "
+                          "their first token), which had generated {} tokens",
+                          cut.requests, cut.before_first_token, cut.tokens));
+  }
+
+  const ServeOptions& o_;
+  const std::string path_;
+  const std::string name_;
+  asio::io_context io_{1};
+  server::OpenAIService service_;
+  server::HttpServer server_;
+  std::shared_ptr<server::LoadedModel> model_;
+  int exit_code_ = 0;
+  bool stopping_ = false;
+  asio::signal_set signals_{io_, SIGINT, SIGTERM};
+  asio::steady_timer drain_deadline_{io_}, poll_{io_}, cost_log_{io_}, health_watch_{io_};
+  std::thread loader_, drainer_, aborter_;
+  uint64_t steps_logged_ = 0;
   std::chrono::steady_clock::time_point give_up_;
 };
+
+// Resolves the model, then serves it (ServeRun).
+int serve(const ServeOptions& o) {
+  auto path = resolve_model_path(o.model);
+  if (!path.ok()) return fail(path.error().message);
+  raise_fd_limit();
+  std::signal(SIGPIPE, SIG_IGN);
+  const std::string name = o.served_model_name.value_or(std::filesystem::path(*path).stem());
+  return ServeRun(o, *path, name).run();
+}
 
 }  // namespace
 
@@ -543,7 +575,7 @@ void register_serve(CLI::App& app) {
       fmt::print("{}", describe_option_origins(*origins, {"api-key"}));
       return;
     }
-    int code = ServeCommand(*o).run();
+    int code = serve(*o);
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

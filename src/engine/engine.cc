@@ -57,6 +57,7 @@ Engine::Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<con
     : setup_(setup),
       vocab_size_(vocab_size),
       codec_(std::move(codec)),
+      judge_(setup_, vocab_size, codec_->harmony_tokens().has_value()),
       executor_resources_(std::move(executor_resources)),
       executor_(std::move(executor)),
       kv_(std::move(kv)),
@@ -194,20 +195,20 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
   auto stream = std::make_shared<RequestStream>(id, std::move(on_event));
 
   int32_t prompt_tokens = 0;
-  AcceptedRequest accepted;
+  std::optional<AcceptedRequest> accepted;
   std::optional<Rejection> refused = accept(request, id, stream, accepted, prompt_tokens);
   // Made before the push: once queued, the request's events may flow at once.
   RequestHandle handle(stream, gateway_, prompt_tokens);
+  int64_t max_new = 0;
   if (!refused) {
-    accepted.stream = stream;
-    accepted.submitted = submitted;
-    std::optional<std::string> session = accepted.session_id;
-    refused = gateway_->push(accepted);
+    accepted->submitted = submitted;
+    max_new = accepted->sequence.request().max_new_tokens;
+    std::optional<std::string> session = accepted->session_id;
+    refused = gateway_->push(*accepted);
     if (refused && session) sessions_.end_turn(*session, id, {}, false, EngineClock::now());
   }
   if (refused) {
-    const int64_t max_new = accepted.sequence.max_new_tokens;
-    log_.record(ProgressEvent::kReject, id, kv_pages_to_hold(prompt_tokens, max_new),
+    log_.record(ProgressEvent::kReject, id, judge_.kv_pages_to_hold(prompt_tokens, max_new),
                 setup_.num_kv_pages);
     board_.count_rejected_at_submit();
     Finish finish;
@@ -227,41 +228,20 @@ RequestHandle Engine::submit(Request request, EventCallback on_event) {
 
 std::optional<Rejection> Engine::accept(Request& request, RequestId id,
                                         const std::shared_ptr<RequestStream>& stream,
-                                        AcceptedRequest& accepted, int32_t& prompt_tokens) {
-  // Rule: everything decidable from the request and the configuration is decided here, at once,
-  // with a message that gives the sizes; the worker only admits.
-  if (request.id && *request.id >= kFirstEngineAssignedId)
-    return make_rejection(RejectReason::kInvalidRequest,
-                          "request id {} is reserved: ids from 2^63 up are assigned by the engine",
-                          id);
-  if (request.priority != 0 && setup_.scheduler.policy != SchedulerPolicy::kPriority)
-    // The value is not echoed: front ends may flip its sign (vLLM's "lower is served earlier").
-    return make_rejection(RejectReason::kPriorityNotScheduled,
-                          "a request priority needs the priority scheduling policy (--policy "
-                          "priority); this engine runs {}",
-                          scheduler_policy_name(setup_.scheduler.policy));
-  if (request.kv_keep && !(*request.kv_keep > 0.0 && *request.kv_keep <= 1.0))
-    return make_rejection(RejectReason::kInvalidRequest, "kv_keep must be in (0, 1], got {}",
-                          *request.kv_keep);
-  if (std::optional<Rejection> refused = check_embedding_request(request)) return refused;
-  if (std::optional<Rejection> refused = check_output_request(request)) return refused;
-  SequenceRequest& seq = accepted.sequence;
-  seq.id = id;
-  seq.sampling = setup_.sampling.resolve(request.sampling);
-  if (Status s = seq.sampling.validate(); !s.ok())
-    return make_rejection(RejectReason::kInvalidRequest, "sampling: {}", s.message());
-  for (const LogitBias& b : seq.sampling.logit_bias)
-    if (b.token >= vocab_size_)
-      return make_rejection(RejectReason::kInvalidLogitBias,
-                            "logit_bias token {} is outside the vocabulary of {}", b.token,
-                            vocab_size_);
+                                        std::optional<AcceptedRequest>& accepted,
+                                        int32_t& prompt_tokens) {
+  // Rule: the judge decides whether the request can run (admission_judge.h); between its steps
+  // the engine compiles the grammar, tokenizes the prompt and begins the session's turn.
+  std::optional<AdmissionJudge::Fields> fields;
+  if (std::optional<Rejection> refused = judge_.judge_fields(request, id, fields)) return refused;
+  std::shared_ptr<TokenConstraint> constraint;
   if (request.compiled_grammar) {
-    seq.constraint = request.compiled_grammar->clone();
+    constraint = request.compiled_grammar->clone();
   } else if (request.grammar) {
     Expected<std::unique_ptr<TokenConstraint>> matcher = codec_->compile_grammar(*request.grammar);
     if (!matcher.ok())
       return make_rejection(RejectReason::kInvalidGrammar, "{}", matcher.error().message);
-    seq.constraint = std::move(*matcher);
+    constraint = std::move(*matcher);
   }
   const EngineClock::time_point now = EngineClock::now();
   // A turn that continues a conversation gets no second BOS in the middle of it.
@@ -273,20 +253,20 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
           : encode(std::move(request.prompt), continues_session);
   if (!prompt.ok())
     return make_rejection(reject_reason_for_prompt(prompt.error()), "{}", prompt.error().message);
-  seq.prompt = std::move(*prompt);
-  prompt_tokens = int32_t(std::min<size_t>(seq.prompt.size(), INT32_MAX));
+  prompt_tokens = int32_t(std::min<size_t>(prompt->size(), INT32_MAX));
+  std::optional<AdmissionJudge::Size> size;
   if (request.session_id) {
-    // The session's history goes before the input; the whole prompt is sized under its lock.
+    // The session's history goes before the input; the whole prompt is judged under its lock.
     std::optional<Rejection> sizing;
-    auto size_turn = [&](std::span<const TokenId> prompt) -> Expected<int32_t> {
-      prompt_tokens = int32_t(std::min<size_t>(prompt.size(), INT32_MAX));
-      sizing = size_request(request, prompt, seq.max_new_tokens);
+    auto size_turn = [&](std::span<const TokenId> whole) -> Expected<int32_t> {
+      prompt_tokens = int32_t(std::min<size_t>(whole.size(), INT32_MAX));
+      sizing = judge_.judge_size(*fields, whole, size);
       if (sizing) return Error{sizing->message};
-      return seq.max_new_tokens;
+      return size->max_new_tokens();
     };
     SessionStore::Refusal why = SessionStore::Refusal::kInvalidId;
     Expected<std::vector<TokenId>> turn =
-        sessions_.begin_turn(*request.session_id, id, stream, seq.prompt, size_turn, now, &why);
+        sessions_.begin_turn(*request.session_id, id, stream, *prompt, size_turn, now, &why);
     if (!turn.ok()) {
       if (sizing) return sizing;
       const RejectReason reason = why == SessionStore::Refusal::kBusy ? RejectReason::kSessionBusy
@@ -295,51 +275,19 @@ std::optional<Rejection> Engine::accept(Request& request, RequestId id,
                                       : RejectReason::kInvalidRequest;
       return Rejection{reason, turn.error().message, std::nullopt};
     }
-    seq.prompt = std::move(*turn);
-    accepted.session_id = request.session_id;
-  } else if (std::optional<Rejection> sizing =
-                 size_request(request, seq.prompt, seq.max_new_tokens)) {
+    prompt = std::move(turn);
+  } else if (std::optional<Rejection> sizing = judge_.judge_size(*fields, *prompt, size)) {
     return sizing;
-  }
-  seq.priority = request.priority;
-  seq.kv_keep = request.kv_keep;
-  if (request.pooling != PoolingMode::kNone) {
-    seq.pooling = request.pooling;
-    seq.embedding.resize(size_t(setup_.embedding_size));  // here, so that no step allocates it
   }
   OutputProcessor::ReplyReading reading;
   if (request.reply_format == ReplyFormat::kHarmony) reading.harmony = codec_->harmony_tokens();
   reading.tool_call_syntax = request.tool_call_syntax;
   reading.parallel_tool_calls = request.parallel_tool_calls;
-  accepted.output = std::make_unique<OutputProcessor>(codec_->start_stream(),
-                                                      std::move(request.stop), std::move(reading));
-  return std::nullopt;
-}
-
-std::optional<Rejection> Engine::check_embedding_request(const Request& request) const {
-  // Rule: an embedding request generates nothing, so nothing that shapes a generation applies.
-  if (request.pooling == PoolingMode::kNone) return std::nullopt;
-  if (setup_.embedding_size < 1)
-    return make_rejection(RejectReason::kInvalidRequest, "this engine's model makes no embeddings");
-  if (request.max_tokens)
-    return make_rejection(RejectReason::kInvalidRequest,
-                          "an embedding request generates no tokens, so it takes no "
-                          "max_tokens");
-  if (request.session_id)
-    return make_rejection(RejectReason::kInvalidRequest,
-                          "an embedding request cannot be a session turn");
-  return std::nullopt;
-}
-
-std::optional<Rejection> Engine::check_output_request(const Request& request) const {
-  // Rule: what shapes the reply (stop strings, its format) is checked before any tokenizing.
-  // (Its messages carry no request id: they go to clients as they are.)
-  if (Status s = validate_stop_strings(request.stop); !s.ok())
-    return Rejection{RejectReason::kInvalidRequest, s.message(), std::nullopt};
-  if (request.reply_format == ReplyFormat::kHarmony && !codec_->harmony_tokens())
-    return Rejection{RejectReason::kInvalidRequest,
-                     "reply_format: this model's replies are not in the harmony format",
-                     std::nullopt};
+  accepted.emplace(AcceptedRequest{
+      judge_.admit(std::move(*fields), *size, std::move(*prompt), std::move(constraint)), stream,
+      std::make_unique<OutputProcessor>(codec_->start_stream(), std::move(request.stop),
+                                        std::move(reading)),
+      EngineClock::time_point{}, request.session_id});
   return std::nullopt;
 }
 
@@ -377,69 +325,6 @@ Expected<std::string> Engine::token_text(TokenId token) const {
   if (token < 0 || token >= vocab_size_)
     return make_error("token {} is outside the vocabulary of {}", token, vocab_size_);
   return codec_->token_text(token);
-}
-
-std::optional<Rejection> Engine::size_request(const Request& request,
-                                              std::span<const TokenId> prompt,
-                                              int32_t& sized_max_new_tokens) const {
-  const int64_t prompt_len = int64_t(prompt.size());
-  if (prompt_len == 0) return make_rejection(RejectReason::kEmptyPrompt, "the prompt is empty");
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= vocab_size_)
-      return make_rejection(RejectReason::kTokenOutsideVocabulary,
-                            "prompt token {} at position {} is outside the vocabulary of {}",
-                            prompt[i], i, vocab_size_);
-  }
-  const int64_t max_len = setup_.max_model_len;
-  const int64_t kv_tokens = setup_.kv_tokens;
-  if (request.pooling != PoolingMode::kNone) {
-    // Nothing is generated: the prompt may fill the context, and only it needs pages.
-    if (prompt_len > max_len)
-      return make_rejection(RejectReason::kPromptTooLong,
-                            "the input has {} tokens, but max_model_len is {}", prompt_len,
-                            max_len);
-    const int64_t pages = kv_pages_to_hold(prompt_len, 0);
-    if (pages > setup_.num_kv_pages)
-      return make_rejection(RejectReason::kExceedsKvCache,
-                            "the request can never fit in the KV cache: {} input tokens need {} "
-                            "pages of {} tokens, but the cache has {} pages",
-                            prompt_len, pages, setup_.kv_layout.page_size, setup_.num_kv_pages);
-    sized_max_new_tokens = 0;
-    return std::nullopt;
-  }
-  if (prompt_len >= max_len)
-    return make_rejection(RejectReason::kPromptTooLong,
-                          "the prompt has {} tokens, but max_model_len is {}: no room to generate",
-                          prompt_len, max_len);
-  int32_t max_new_tokens = 0;
-  if (request.max_tokens) {
-    if (*request.max_tokens < 1)
-      return make_rejection(RejectReason::kInvalidRequest, "max_tokens must be >= 1, got {}",
-                            *request.max_tokens);
-    if (prompt_len + *request.max_tokens > max_len)
-      return make_rejection(RejectReason::kMaxTokensTooLong,
-                            "{} prompt tokens + {} max_tokens = {} exceed max_model_len {}",
-                            prompt_len, *request.max_tokens, prompt_len + *request.max_tokens,
-                            max_len);
-    max_new_tokens = *request.max_tokens;
-  } else {
-    // The default never makes a request too long: it shrinks to what is left.
-    const int64_t room = std::min(max_len, kv_tokens) - prompt_len;
-    const int64_t cap = setup_.default_max_tokens.value_or(std::numeric_limits<int32_t>::max());
-    max_new_tokens = int32_t(std::clamp<int64_t>(room, 1, cap));
-  }
-  // kv_keep < 1 bounds what a long sequence holds: judged as the scheduler will admit it.
-  const int64_t pages = kv_pages_to_hold(
-      prompt_len, max_new_tokens, request.kv_keep.value_or(setup_.scheduler.kv_compress.keep));
-  if (pages > setup_.num_kv_pages)
-    return make_rejection(
-        RejectReason::kExceedsKvCache,
-        "the request can never fit in the KV cache: {} prompt + {} max new tokens need {} pages of "
-        "{} tokens, but the cache has {} pages ({} tokens)",
-        prompt_len, max_new_tokens, pages, setup_.kv_layout.page_size, setup_.num_kv_pages,
-        kv_tokens);
-  sized_max_new_tokens = max_new_tokens;
-  return std::nullopt;
 }
 
 }  // namespace drift

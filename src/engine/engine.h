@@ -16,9 +16,10 @@
 // kShuttingDown / kUnhealthy once closed (503). An immediate rejection is decided on the
 // submitting thread: its event is queued (or passed to the callback) before submit returns.
 //
-// The engine alone shapes a prompt: it tokenizes text and conversations (with its TextCodec),
-// decides whether a turn gets BOS, and checks token ids, context and KV limits. Programs ask it
-// for tokenize/detokenize too, so they never build a second tokenizer.
+// The engine alone shapes a prompt: it tokenizes text and conversations (with its TextCodec) and
+// decides whether a turn gets BOS; its judge (admission_judge.h) alone checks token ids, context
+// and KV limits, and admits what the scheduler runs. Programs ask it for tokenize/detokenize too,
+// so they never build a second tokenizer.
 //
 // A server attaches by submitting with a callback that posts each TokenEvent to its own event
 // loop (the callback runs on the engine's worker thread, so it must only hand the event over; see
@@ -32,6 +33,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/admission_judge.h"
 #include "engine/draft_model.h"
 #include "engine/engine_config.h"
 #include "engine/engine_metrics.h"
@@ -145,28 +147,14 @@ class Engine {
   Engine(const EngineSetup& setup, int32_t vocab_size, std::shared_ptr<const TextCodec> codec,
          std::shared_ptr<const void> executor_resources, std::unique_ptr<Executor> executor,
          KVCacheManager kv);
-  // Tokenizes, validates and sizes a request into `accepted` on the submitting thread (and begins
-  // its session turn), or says why it cannot run; `prompt_tokens` is set as soon as the prompt is
-  // known (for the usage of a rejection).
+  // Tokenizes the request and has the judge admit it into `accepted` on the submitting thread
+  // (and begins its session turn), or says why it cannot run; `prompt_tokens` is set as soon as
+  // the prompt is known (for the usage of a rejection).
   std::optional<Rejection> accept(Request& request, RequestId id,
                                   const std::shared_ptr<RequestStream>& stream,
-                                  AcceptedRequest& accepted, int32_t& prompt_tokens);
-  // Why an embedding request (Request::pooling) cannot run, from its fields alone; nullopt for
-  // one that can, and for a generation request.
-  std::optional<Rejection> check_embedding_request(const Request& request) const;
-  // Why the request's stop strings or reply format cannot be used; nullopt when they can.
-  std::optional<Rejection> check_output_request(const Request& request) const;
+                                  std::optional<AcceptedRequest>& accepted, int32_t& prompt_tokens);
   // The prompt's token ids; a turn that continues a session gets no BOS/EOS.
   Expected<std::vector<TokenId>> encode(Prompt prompt, bool continues_session) const;
-  // The most KV pages a sequence holds at once: the capacity scheduler's own estimate
-  // (scheduler/capacity_scheduler.h), kv_keep included, so that a request the engine accepts is
-  // one the scheduler admits, and one it refuses is one the scheduler could never run.
-  int64_t kv_pages_to_hold(int64_t prompt_len, int64_t max_new_tokens, double kv_keep = 1.0) const {
-    return estimate_kv_usage(setup_.kv_layout, setup_.scheduler.kv_compress,
-                             setup_.scheduler.max_step_tokens(), prompt_len, max_new_tokens,
-                             kv_keep)
-        .num_pages;
-  }
   // Opens the disk tier of setup_.kv_disk_dir under the prefix cache, and restores the sessions
   // saved there.
   Status open_disk_tier(const ModelFacts& model);
@@ -176,13 +164,11 @@ class Engine {
   int32_t staging_rows(uint64_t page_bytes) const;
   // Where the sessions' histories are kept across restarts (with a disk tier).
   std::string sessions_path() const { return disk_store_->folder() + "/sessions"; }
-  // Sets the max_new_tokens of a request with this prompt, or says why it cannot run.
-  std::optional<Rejection> size_request(const Request& request, std::span<const TokenId> prompt,
-                                        int32_t& sized_max_new_tokens) const;
 
   const EngineSetup setup_;
   const int32_t vocab_size_;
   const std::shared_ptr<const TextCodec> codec_;
+  const AdmissionJudge judge_;                            // over setup_: the one judge of requests
   const std::shared_ptr<const void> executor_resources_;  // outlives the executor that reads it
   const std::unique_ptr<Executor> executor_;
   ProgressLog log_;

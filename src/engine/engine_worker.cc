@@ -104,8 +104,8 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
   // Rule: a taken request enters the scheduler, or ends at once with the reason it cannot.
   const EngineClock::time_point now = EngineClock::now();
   for (AcceptedRequest& request : requests) {
-    const RequestId id = request.sequence.id;
-    const int32_t prompt_tokens = int32_t(request.sequence.prompt.size());
+    const RequestId id = request.sequence.request().id;
+    const int32_t prompt_tokens = int32_t(request.sequence.request().prompt.size());
     if (!healthy()) {
       log_.record(ProgressEvent::kReject, id, 0, kv_.num_pages());
       reject(request, prompt_tokens, {RejectReason::kUnhealthy, unhealthy_reason_, std::nullopt});
@@ -129,12 +129,8 @@ void EngineWorker::admit(std::vector<AcceptedRequest>& requests) {
                             "request id {} is in use by an unfinished request", id));
       continue;
     }
-    const int32_t max_new_tokens = request.sequence.max_new_tokens;
-    if (Status s = scheduler_.add(std::move(request.sequence)); !s.ok()) {
-      // add() logged the rejection (accept() has checked the sizes it checks again).
-      reject(request, prompt_tokens, {RejectReason::kInvalidRequest, s.message(), std::nullopt});
-      continue;
-    }
+    const int32_t max_new_tokens = request.sequence.request().max_new_tokens;
+    scheduler_.add(std::move(request.sequence));  // admitted by the judge: never refused
     LiveRequest& live = live_[id];
     live.stream = std::move(request.stream);
     live.output = std::move(request.output);
@@ -349,7 +345,7 @@ void EngineWorker::end_session_turn(const std::optional<std::string>& session, R
 }
 
 void EngineWorker::reject(AcceptedRequest& request, int32_t prompt_tokens, Rejection why) {
-  end_session_turn(request.session_id, request.sequence.id, {}, false);
+  end_session_turn(request.session_id, request.sequence.request().id, {}, false);
   TokenEvent event;
   Finish finish;
   finish.reason = FinishReason::kRejected;

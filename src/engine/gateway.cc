@@ -18,7 +18,7 @@ std::optional<Rejection> Gateway::push(AcceptedRequest& request) {
                                    "(max_queued_requests is {}); retry later",
                                    queued, max_queued_),
                        1.0};
-    const int64_t prompt = int64_t(request.sequence.prompt.size());
+    const int64_t prompt = int64_t(request.sequence.request().prompt.size());
     const int64_t backlog = backlog_tokens_ + queued_prompt_tokens_;
     if (max_ttft_ && seconds_per_prefill_token_ > 0 && backlog > 0) {
       const double ttft = predict_ttft_seconds(backlog, prompt, seconds_per_prefill_token_);

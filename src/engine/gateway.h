@@ -15,17 +15,18 @@
 
 #include "engine/output_processor.h"
 #include "engine/request_stream.h"
-#include "scheduler/sequence_state.h"
+#include "scheduler/admitted_request.h"
 #include "util/error.h"
 
 namespace drift {
 
 using EngineClock = std::chrono::steady_clock;
 
-// A request that submit accepted: tokenized, validated and sized. The worker hands `sequence` to
-// the scheduler and keeps the rest to deliver its events.
+// A request that submit accepted: tokenized and admitted by the engine's judge
+// (admission_judge.h). The worker hands `sequence` to the scheduler and keeps the rest to deliver
+// its events.
 struct AcceptedRequest {
-  SequenceRequest sequence;
+  AdmittedRequest sequence;
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<OutputProcessor> output;
   EngineClock::time_point submitted;

@@ -7,13 +7,15 @@
 namespace drift {
 
 Status validate_stop_strings(const std::vector<std::string>& stop) {
+  // The messages name no field: each API calls it its own (stop, stop_sequences, options.stop),
+  // and a server's error names that field beside them.
   if (stop.size() > kMaxStopStrings)
-    return make_error("stop: at most {} stop strings, got {}", kMaxStopStrings, stop.size());
+    return make_error("at most {} stop strings may be given, got {}", kMaxStopStrings, stop.size());
   for (size_t i = 0; i < stop.size(); ++i) {
     if (stop[i].empty() || stop[i].size() > kMaxStopStringBytes)
-      return make_error("stop: each stop string must have 1 to {} bytes, stop[{}] has {}",
+      return make_error("each stop string must have 1 to {} bytes, stop string {} has {}",
                         kMaxStopStringBytes, i, stop[i].size());
-    if (!is_valid_utf8(stop[i])) return make_error("stop: stop[{}] is not valid UTF-8", i);
+    if (!is_valid_utf8(stop[i])) return make_error("stop string {} is not valid UTF-8", i);
   }
   return Status::Ok();
 }

@@ -43,6 +43,8 @@ std::string_view reject_reason_name(RejectReason reason) {
       return "invalid_grammar";
     case RejectReason::kInvalidLogitBias:
       return "invalid_logit_bias";
+    case RejectReason::kInvalidStop:
+      return "invalid_stop";
     case RejectReason::kEmptyPrompt:
       return "empty_prompt";
     case RejectReason::kTokenOutsideVocabulary:

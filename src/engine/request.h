@@ -197,6 +197,7 @@ enum class RejectReason : uint8_t {
                             // the request's (a type error, an undefined method, ... in it)
   kInvalidGrammar,          // the grammar (Request::grammar) does not compile
   kInvalidLogitBias,        // a logit_bias token id is outside the vocabulary
+  kInvalidStop,             // stop strings beyond kMaxStopStrings / kMaxStopStringBytes, or empty
   kEmptyPrompt,             // the prompt has no tokens
   kTokenOutsideVocabulary,  // a prompt token id is negative or >= the vocabulary size
   kPromptTooLong,           // the prompt alone fills max_model_len

@@ -32,17 +32,6 @@ KVUsageEstimate estimate_kv_usage(const KVLayout& layout, const KvCompressConfig
   return usage(std::min(held, length), std::nullopt);
 }
 
-Status CapacityScheduler::check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens,
-                                     double kv_keep) {
-  KVUsageEstimate e = estimate(prompt_len, max_new_tokens, kv_keep);
-  if (e.num_pages <= kv_.num_pages()) return Status::Ok();
-  ++stats_.rejected;
-  return make_error(
-      "request {} can never fit in the KV cache: {} prompt + {} max new tokens need {} pages "
-      "({} bytes) of {} tokens, but the cache has only {} pages",
-      id, prompt_len, max_new_tokens, e.num_pages, e.num_bytes, kv_.page_size(), kv_.num_pages());
-}
-
 int64_t CapacityScheduler::admissible_tokens(const SequenceState& seq, const CachedPrefix& prefix,
                                              int64_t held_back) const {
   const int64_t pending = int64_t(seq.total_len()) - int64_t(prefix.num_pages) * kv_.page_size();

@@ -21,7 +21,6 @@ namespace drift {
 struct CapacityStats {
   uint64_t admitted = 0;   // admissions, re-admissions after preemption included
   uint64_t blocked = 0;    // steps in which the head of the waiting queue did not fit
-  uint64_t rejected = 0;   // requests that could never fit
   uint64_t preempted = 0;  // preemptions by recompute
 };
 
@@ -64,8 +63,6 @@ class CapacityScheduler {
 
   AdmissionMode mode() const { return mode_; }
 
-  // An error, giving the sizes, if a request could never complete even alone in the cache.
-  Status check_fits(SeqId id, int32_t prompt_len, int32_t max_new_tokens, double kv_keep = 1.0);
   // The most KV a sequence ever holds: prompt + max_new_tokens in its full groups and at most the
   // window plus one step in its sliding groups (KVLayout::pages_to_hold); or, compressed with
   // kv_keep < 1 (each step's excess over its target compressed once it reaches a page; no page

@@ -61,43 +61,13 @@ EngineScheduler::EngineScheduler(const SchedulerConfig& config, std::vector<Toke
 
 // ---- Requests ----
 
-Status EngineScheduler::add(SequenceRequest request) {
-  // Rule: reject at once what could never run, with the reason; queue the rest in policy order.
+void EngineScheduler::add(AdmittedRequest admitted) {
+  // Rule: the engine's judge has decided that the request can run (admitted_request.h); it joins
+  // the waiting queue in policy order.
+  SequenceRequest& request = admitted.request_;
+  assert(!seqs_.contains(request.id) && "the worker adds no id in use");
   const int64_t prompt_len = int64_t(request.prompt.size());
-  auto reject = [&](Error error) -> Status {
-    KVUsageEstimate e = kv_.estimate(prompt_len, request.max_new_tokens);
-    log_.record(ProgressEvent::kReject, request.id, e.num_pages, kv_.num_pages());
-    return error;
-  };
-  if (seqs_.contains(request.id))
-    return reject(make_error("request {} is already queued or running", request.id));
-  if (prompt_len == 0) return reject(make_error("request {} has an empty prompt", request.id));
   const bool embeds = request.pooling != PoolingMode::kNone;
-  if (embeds && (request.max_new_tokens != 0 || request.embedding.empty()))
-    return reject(make_error(
-        "request {}: an embedding request generates nothing and needs room for its vector "
-        "(max_new_tokens {}, {} floats)",
-        request.id, request.max_new_tokens, request.embedding.size()));
-  if (!embeds && request.max_new_tokens < 1)
-    return reject(make_error("request {}: max_new_tokens must be >= 1, got {}", request.id,
-                             request.max_new_tokens));
-  if (prompt_len + request.max_new_tokens > config_.max_model_len)
-    return reject(
-        make_error("request {}: {} prompt tokens + {} max new tokens exceed max_model_len {}",
-                   request.id, prompt_len, request.max_new_tokens, config_.max_model_len));
-  for (TokenId t : request.prompt)
-    if (t < 0) return reject(make_error("request {}: negative token id {}", request.id, t));
-  if (Status s = request.sampling.validate(); !s.ok())
-    return reject(make_error("request {}: {}", request.id, s.message()));
-  // An embedding keeps its whole prompt: its pooled vector reads every position's final state.
-  const double kv_keep = embeds ? 1.0 : request.kv_keep.value_or(config_.kv_compress.keep);
-  if (!(kv_keep > 0.0 && kv_keep <= 1.0))
-    return reject(make_error("request {}: kv_keep must be in (0, 1], got {}", request.id, kv_keep));
-  if (Status s =
-          capacity_.check_fits(request.id, int32_t(prompt_len), request.max_new_tokens, kv_keep);
-      !s.ok())
-    return reject(s.error());
-
   SequenceState& seq = seqs_[request.id];
   seq.id = request.id;
   seq.prompt_len = int32_t(prompt_len);
@@ -110,7 +80,8 @@ Status EngineScheduler::add(SequenceRequest request) {
   seq.cache_namespace = request.cache_namespace;
   seq.pooling = request.pooling;
   seq.embedding = std::move(request.embedding);
-  seq.kv_keep = kv_keep;
+  seq.kv_keep = request.kv_keep;
+  assert(check_admitted(seq).ok());
   // Not in a compressed sequence: a rollback would not restore its slots (design notes). A
   // sequence with a grammar speculates too: its drafts are first the tokens the grammar forces.
   seq.speculates = config_.spec.enabled() && !embeds && !seq.kv_compressed();
@@ -122,7 +93,6 @@ Status EngineScheduler::add(SequenceRequest request) {
   enqueue_waiting(seq);
   if (!embeds) pool_.record(seq.tokens, 0, seq.cache_namespace);  // drafts for later requests
   log_.record(ProgressEvent::kEnqueue, seq.id, seq.prompt_len, seq.max_new_tokens);
-  return Status::Ok();
 }
 
 std::optional<SequenceOutcome> EngineScheduler::end_early(SeqId id, FinishReason reason) {
@@ -634,9 +604,35 @@ const SequenceState* EngineScheduler::find(SeqId id) const {
   return it == seqs_.end() ? nullptr : &it->second;
 }
 
+Status EngineScheduler::check_admitted(const SequenceState& seq) const {
+  // What an AdmittedRequest promises (admitted_request.h), of a sequence as add() built it.
+  auto broken = [&](std::string what) {
+    return make_error("scheduler: sequence {} was admitted with {}", seq.id, what);
+  };
+  if (seq.prompt_len < 1) return broken("an empty prompt");
+  for (TokenId t : seq.prompt())
+    if (t < 0) return broken(fmt::format("negative token id {}", t));
+  if (seq.embeds() ? seq.max_new_tokens != 0 || seq.embedding.empty() : seq.max_new_tokens < 1)
+    return broken(fmt::format(
+        "max_new_tokens {} for {}", seq.max_new_tokens,
+        seq.embeds() ? "an embedding (0, and room for its vector)" : "a generation (at least 1)"));
+  if (int64_t(seq.prompt_len) + seq.max_new_tokens > config_.max_model_len)
+    return broken(fmt::format("{} prompt + {} max new tokens, beyond max_model_len {}",
+                              seq.prompt_len, seq.max_new_tokens, config_.max_model_len));
+  if (Status s = seq.sampling.validate(); !s.ok()) return broken(s.message());
+  if (!(seq.kv_keep > 0.0 && seq.kv_keep <= 1.0))
+    return broken(fmt::format("kv_keep {}, outside (0, 1]", seq.kv_keep));
+  const KVUsageEstimate worst = capacity_.estimate(seq.prompt_len, seq.max_new_tokens, seq.kv_keep);
+  if (worst.num_pages > kv_.num_pages())
+    return broken(fmt::format("a worst case of {} pages, more than the pool's {}", worst.num_pages,
+                              kv_.num_pages()));
+  return Status::Ok();
+}
+
 Status EngineScheduler::check_invariants() const {
   DRIFT_RETURN_IF_ERROR(kv_.check_invariants());
   if (prefix_) DRIFT_RETURN_IF_ERROR(prefix_->check_invariants());
+  for (const auto& [id, seq] : seqs_) DRIFT_RETURN_IF_ERROR(check_admitted(seq));
   if (waiting_.size() + running_.size() != seqs_.size())
     return make_error("scheduler: {} waiting + {} running != {} sequences", waiting_.size(),
                       running_.size(), seqs_.size());

@@ -3,7 +3,7 @@
 // The engine worker drives it, one step at a time, from one thread:
 //
 //   for (;;) {
-//     for (request : gateway.new_requests())  if (!scheduler.add(request)) reject(request, why)
+//     for (request : gateway.new_requests())  scheduler.add(request)  // admitted by the judge
 //     for (id : gateway.cancels())            emit(scheduler.cancel(id))
 //     const StepPlan& plan = scheduler.schedule_step();
 //     if (plan.empty()) { wait for requests; continue; }
@@ -61,6 +61,7 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/prefix_cache.h"
 #include "kv/prefix_disk_tier.h"
+#include "scheduler/admitted_request.h"
 #include "scheduler/capacity_scheduler.h"
 #include "scheduler/draft_proposer.h"
 #include "scheduler/ngram_drafter.h"
@@ -151,10 +152,10 @@ class EngineScheduler {
                                                            PrefixDiskTier* tier = nullptr,
                                                            DraftProposer* draft_model = nullptr);
 
-  // Queues a request. An error rejects it at once, with a reason: a duplicate id, an empty
-  // prompt, max_new_tokens < 1, prompt + max_new_tokens beyond max_model_len, invalid sampling
-  // parameters, or a size that could never fit in the KV cache.
-  Status add(SequenceRequest request);
+  // Queues a request the engine's judge admitted. It never refuses: what could never run was
+  // refused by the judge, and what an admitted request promises (admitted_request.h) is asserted
+  // here and checked by check_invariants().
+  void add(AdmittedRequest request);
 
   // Ends the sequence in whatever phase, freeing everything it holds, and returns its outcome
   // (finish = kCancelled). nullopt if the id is not known (never added, already finished or
@@ -228,9 +229,10 @@ class EngineScheduler {
   const PrefixCache* prefix_cache() const { return prefix_; }
   const NgramPool& ngram_pool() const { return pool_; }
   const PrefixDiskTier* disk_tier() const { return tier_; }
-  // The KV (and prefix cache) invariants plus the scheduler's own: every sequence in exactly the
-  // queue its phase says, queues sorted, budgets of the running set respected, KV held exactly by
-  // running sequences and matching their computed tokens when no plan is outstanding.
+  // The KV (and prefix cache) invariants plus the scheduler's own: every sequence keeping what
+  // its admission promised (admitted_request.h), in exactly the queue its phase says, queues
+  // sorted, budgets of the running set respected, KV held exactly by running sequences and
+  // matching their computed tokens when no plan is outstanding.
   Status check_invariants() const;
 
  private:
@@ -239,6 +241,8 @@ class EngineScheduler {
                   PrefixDiskTier* tier, DraftProposer* draft_model);
 
   std::optional<SequenceOutcome> end_early(SeqId id, FinishReason reason);
+  // Whether `seq` keeps what an AdmittedRequest promises, as add() built it.
+  Status check_admitted(const SequenceState& seq) const;
 
   // Step composition, one phase each.
   void begin_step();

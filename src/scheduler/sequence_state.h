@@ -1,4 +1,5 @@
-// A request as the scheduler receives it, and the state of its sequence from arrival to finish.
+// A request as the scheduler receives it (inside an AdmittedRequest, admitted_request.h), and the
+// state of its sequence from arrival to finish.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,7 @@ enum class FinishReason : uint8_t {
   kLength,     // max_new_tokens were generated
   kCancelled,  // cancel()
   kError,      // the executor failed on this sequence
-  kRejected,   // add() refused the request (for the engine's events; the scheduler keeps no state)
+  kRejected,   // the engine refused the request (its events only: the scheduler never saw it)
 };
 
 std::string_view sequence_phase_name(SequencePhase phase);
@@ -55,8 +56,9 @@ struct SequenceRequest {
   PoolingMode pooling = PoolingMode::kNone;
   std::vector<float> embedding;
   // KV-Compress: each KV head keeps at most this fraction (0, 1] of the positions once the
-  // sequence is longer than kv_compress_min_tokens; unset: the scheduler's default.
-  std::optional<double> kv_keep;
+  // sequence is longer than kv_compress.min_tokens (1: never compressed). The engine's judge
+  // resolves it: the request's own, else the configured kv_compress.keep; 1 for an embedding.
+  double kv_keep = 1.0;
 };
 
 // Where a speculative draft came from: the sequence's own prompt and output, the n-gram pool

@@ -358,7 +358,7 @@ MaybeError read_stop_sequences(const Json& body, std::vector<std::string>& out) 
   if (!v->is_array()) return wrong_type("stop_sequences", "an array of strings", *v);
   std::vector<const Json*> items;
   for (const Json& s : *v) items.push_back(&s);
-  return read_stop_strings(items, "stop_sequences", "stop sequence", "an array of strings", out);
+  return read_stop_strings(items, "stop_sequences", "an array of strings", out);
 }
 
 MaybeError read_options(const Json& body, GenerationOptions& o) {
@@ -373,6 +373,7 @@ MaybeError read_options(const Json& body, GenerationOptions& o) {
   if (auto e = get_int(body, "top_k", 0, std::numeric_limits<int32_t>::max(), i)) return e;
   if (i) o.sampling.top_k = int32_t(*i);
   if (auto e = read_stop_sequences(body, o.stop)) return e;
+  o.stop_param = "stop_sequences";
   if (const Json* stream = field(body, "stream")) {
     if (!stream->is_boolean()) return wrong_type("stream", "a boolean", *stream);
     o.stream = stream->get<bool>();

@@ -94,7 +94,7 @@ void EmbeddingRun::on_event(size_t index, TokenEvent event) {
   const Finish& f = *event.finish;
   switch (f.reason) {
     case FinishReason::kRejected:
-      return fail(error_for_rejection(f, "input"));
+      return fail(error_for_rejection(f, {.prompt = "input"}));
     case FinishReason::kCancelled:
       return fail(
           unavailable(f.message.empty() ? "the request was cancelled by the server" : f.message));

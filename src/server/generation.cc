@@ -76,8 +76,8 @@ void Generation::on_event(size_t index, TokenEvent event) {
                        event.finish->reason == FinishReason::kCancelled)) {
     const Finish& f = *event.finish;
     if (f.reason == FinishReason::kRejected)
-      return fail(
-          error_for_rejection(f, spec_.meta.chat ? "messages" : "prompt", spec_.grammar_param));
+      return fail(error_for_rejection(
+          f, {spec_.meta.chat ? "messages" : "prompt", spec_.grammar_param, spec_.stop_param}));
     if (f.reason == FinishReason::kCancelled) {
       // Cut by the server (shutdown, a killed session): the log counts what was generated.
       for (const ChoiceState& other : choices_)

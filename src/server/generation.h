@@ -57,8 +57,9 @@ struct GenerationSpec {
     bool counts_prompt_tokens = true;
   };
   std::vector<Choice> choices;
-  // The body field of the choices' grammar, named if the engine refuses it.
+  // The body fields of the choices' grammar and stop strings, named if the engine refuses them.
   std::string grammar_param = "response_format";
+  std::string stop_param = "stop";
   // Set when the request asked for logprobs: the text of a token id, for the response.
   TokenTextFn token_text;
   // Chat with a harmony model: the engine reads each reply (Request::reply_format kHarmony) into

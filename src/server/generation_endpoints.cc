@@ -4,6 +4,7 @@
 // Starting the generation (start_generation) stays with the service, which counts it.
 #include <fmt/format.h>
 
+#include "chat/tool_call_grammar.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/guided_decoding.h"
@@ -13,7 +14,6 @@
 #include "server/openai_service.h"
 #include "server/rejection_error.h"
 #include "server/request_json.h"
-#include "server/tool_call_grammar.h"
 #include "server/tool_request.h"
 
 namespace drift::server {
@@ -217,6 +217,7 @@ std::variant<ApiError, GenerationSpec> OpenAIService::generation_spec(Generation
   spec.include_usage = options.include_usage;
   spec.harmony = parsed.harmony;
   if (options.constraint) spec.grammar_param = options.constraint->param;
+  spec.stop_param = options.stop_param;
   if (options.logprobs) {
     options.sampling.logprobs = *options.logprobs;
     spec.token_text = [model = model_](int32_t id) {

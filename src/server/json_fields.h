@@ -107,25 +107,16 @@ std::optional<ApiError> read_bool_field(const Json& object, std::string_view nam
   return std::nullopt;
 }
 
-// Appends the stop strings `items` (the elements of field `name`) to `out`, within the engine's
-// bounds (kMaxStopStrings of 1 to kMaxStopStringBytes bytes each); `noun` names one in a message.
+// Appends the stop strings `items` (the elements of field `name`) to `out`. Only their type is
+// checked here: their number and sizes are the engine's to judge (a kInvalidStop refusal, which
+// names the field: rejection_error.h).
 template <typename Json>
 std::optional<ApiError> read_stop_strings(const std::vector<const Json*>& items,
-                                          std::string_view name, std::string_view noun,
-                                          std::string_view expected,
+                                          std::string_view name, std::string_view expected,
                                           std::vector<std::string>& out) {
-  if (items.size() > kMaxStopStrings)
-    return bad_request(fmt::format("'{}' may hold at most {} strings, got {}", name,
-                                   kMaxStopStrings, items.size()),
-                       name);
   for (const Json* s : items) {
     if (!s->is_string()) return wrong_type(name, expected, *s);
-    const std::string& text = s->template get_ref<const std::string&>();
-    if (text.empty() || text.size() > kMaxStopStringBytes)
-      return bad_request(fmt::format("each {} must have 1 to {} bytes, got {}", noun,
-                                     kMaxStopStringBytes, text.size()),
-                         name);
-    out.push_back(text);
+    out.push_back(s->template get_ref<const std::string&>());
   }
   return std::nullopt;
 }

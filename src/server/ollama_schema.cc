@@ -97,9 +97,9 @@ MaybeError read_option_values(const Json& o, GenerationOptions& out,
     if (!stop->is_array()) return wrong_type("options.stop", "an array of strings", *stop);
     std::vector<const Json*> items;
     for (const Json& s : *stop) items.push_back(&s);
-    if (auto e = read_stop_strings(items, "options.stop", "stop string", "an array of strings",
-                                   out.stop))
+    if (auto e = read_stop_strings(items, "options.stop", "an array of strings", out.stop))
       return e;
+    out.stop_param = "options.stop";
   }
   return std::nullopt;
 }

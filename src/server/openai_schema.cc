@@ -91,7 +91,7 @@ MaybeError parse_stop(const json& body, std::vector<std::string>& out) {
   } else {
     return wrong_type("stop", "a string or an array of strings", *v);
   }
-  return read_stop_strings(items, "stop", "stop string", "a string or an array of strings", out);
+  return read_stop_strings(items, "stop", "a string or an array of strings", out);
 }
 
 // Everything both endpoints share. Logprobs differ per endpoint and are parsed by the callers.

@@ -31,8 +31,9 @@ struct GenerationOptions {
   // temperature, top_p/k, min_p, penalties, seed, ignore_eos; the fields the body does not give
   // stay unset and take the engine's defaults.
   SamplingSettings sampling;
-  int32_t n = 1;                  // in [1, kMaxChoices], the engine's bound (request.h)
-  std::vector<std::string> stop;  // non-empty strings, within the engine's bounds (request.h)
+  int32_t n = 1;                    // in [1, kMaxChoices], the engine's bound (request.h)
+  std::vector<std::string> stop;    // the engine judges their number and sizes (request.h)
+  std::string stop_param = "stop";  // the body field they came from, named if the engine refuses
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt text precedes each choice's text

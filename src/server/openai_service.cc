@@ -98,6 +98,41 @@ void access_log(const HttpRequest& r, int status, int64_t prompt_tokens, int64_t
              {"e2e_ms", seconds_since(r.received) * 1e3}});
 }
 
+struct RouteEntry {
+  std::string_view path;
+  std::string_view method;
+  Route route;
+};
+constexpr RouteEntry kRoutes[] = {
+    {"/health", "GET", Route::kHealth},
+    {"/metrics", "GET", Route::kMetrics},
+    {"/v1/models", "GET", Route::kModels},
+    {"/tokenize", "POST", Route::kTokenize},
+    {"/detokenize", "POST", Route::kDetokenize},
+    {"/v1/completions", "POST", Route::kCompletions},
+    {"/v1/chat/completions", "POST", Route::kChatCompletions},
+    {"/v1/embeddings", "POST", Route::kEmbeddings},
+    {"/v1/engine/events", "GET", Route::kEngineEvents},
+    {"/reset_prefix_cache", "POST", Route::kResetPrefixCache},
+    {"/v1/messages", "POST", Route::kAnthropicMessages},
+    {"/v1/messages/count_tokens", "POST", Route::kAnthropicCountTokens},
+    {"/api/chat", "POST", Route::kOllamaChat},
+    {"/api/generate", "POST", Route::kOllamaGenerate},
+    {"/api/embed", "POST", Route::kOllamaEmbed},
+    {"/api/embeddings", "POST", Route::kOllamaEmbeddings},
+    {"/api/tags", "GET", Route::kOllamaTags},
+    {"/api/show", "POST", Route::kOllamaShow},
+    {"/api/ps", "GET", Route::kOllamaPs},
+    {"/api/version", "GET", Route::kOllamaVersion},
+    {"/v1/responses", "POST", Route::kResponses},
+};
+
+const RouteEntry* find_route(std::string_view path) {
+  for (const RouteEntry& e : kRoutes)
+    if (e.path == path) return &e;
+  return nullptr;
+}
+
 }  // namespace
 
 std::string OpenAIService::next_response_id(std::string_view prefix) {
@@ -181,34 +216,6 @@ void OpenAIService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
 void OpenAIService::route(const HttpRequest& request,
                           const std::shared_ptr<HttpExchange>& exchange) {
   const std::string_view path = path_of(request.target);
-  struct Entry {
-    std::string_view path;
-    std::string_view method;
-    Route route;
-  };
-  static constexpr Entry kRoutes[] = {
-      {"/health", "GET", Route::kHealth},
-      {"/metrics", "GET", Route::kMetrics},
-      {"/v1/models", "GET", Route::kModels},
-      {"/tokenize", "POST", Route::kTokenize},
-      {"/detokenize", "POST", Route::kDetokenize},
-      {"/v1/completions", "POST", Route::kCompletions},
-      {"/v1/chat/completions", "POST", Route::kChatCompletions},
-      {"/v1/embeddings", "POST", Route::kEmbeddings},
-      {"/v1/engine/events", "GET", Route::kEngineEvents},
-      {"/reset_prefix_cache", "POST", Route::kResetPrefixCache},
-      {"/v1/messages", "POST", Route::kAnthropicMessages},
-      {"/v1/messages/count_tokens", "POST", Route::kAnthropicCountTokens},
-      {"/api/chat", "POST", Route::kOllamaChat},
-      {"/api/generate", "POST", Route::kOllamaGenerate},
-      {"/api/embed", "POST", Route::kOllamaEmbed},
-      {"/api/embeddings", "POST", Route::kOllamaEmbeddings},
-      {"/api/tags", "GET", Route::kOllamaTags},
-      {"/api/show", "POST", Route::kOllamaShow},
-      {"/api/ps", "GET", Route::kOllamaPs},
-      {"/api/version", "GET", Route::kOllamaVersion},
-      {"/v1/responses", "POST", Route::kResponses},
-  };
   // The web page's files need no key: the page asks for it and sends it with its API calls.
   if (serve_web_page(request, exchange)) return;
   if (path.starts_with(kSessionsPrefix)) {
@@ -222,9 +229,7 @@ void OpenAIService::route(const HttpRequest& request,
     return delete_session(request, exchange);
   }
   if (is_response_path(path)) return response_by_id(request, exchange);
-  const Entry* entry = nullptr;
-  for (const Entry& e : kRoutes)
-    if (e.path == path) entry = &e;
+  const RouteEntry* entry = find_route(path);
   if (!entry) return reply_error(request, exchange, not_found(fmt::format("no route {}", path)));
   // HEAD is GET without the body (the HTTP layer drops it), RFC 9110 9.3.2.
   const bool head_of_get = request.method == "HEAD" && entry->method == "GET";
@@ -249,14 +254,19 @@ void OpenAIService::route(const HttpRequest& request,
         request, exchange,
         unavailable(draining_ ? "the server is shutting down" : "the model is still loading"));
   if (draining_) return reply_error(request, exchange, unavailable("the server is shutting down"));
-  switch (entry->route) {
+  dispatch(entry->route, request, exchange);
+}
+
+void OpenAIService::dispatch(Route route, const HttpRequest& request,
+                             const std::shared_ptr<HttpExchange>& exchange) {
+  switch (route) {
     case Route::kTokenize:
       return tokenize(request, exchange);
     case Route::kDetokenize:
       return detokenize(request, exchange);
     case Route::kCompletions:
     case Route::kChatCompletions: {
-      const bool chat = entry->route == Route::kChatCompletions;
+      const bool chat = route == Route::kChatCompletions;
       return completions(request, exchange, [this, chat](const std::string& body) {
         return parse_generation_request(body, chat);
       });
@@ -281,7 +291,7 @@ void OpenAIService::route(const HttpRequest& request,
     case Route::kOllamaShow:
     case Route::kOllamaPs:
     case Route::kOllamaVersion:
-      return ollama(entry->route, request, exchange);
+      return ollama(route, request, exchange);
     case Route::kEngineEvents:
       return engine_events(request, exchange);
     case Route::kResetPrefixCache:

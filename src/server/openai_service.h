@@ -141,6 +141,9 @@ class OpenAIService {
 
  private:
   void route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // The handler of a route found, checked (method, key, readiness) and not answered by route().
+  void dispatch(Route route, const HttpRequest& request,
+                const std::shared_ptr<HttpExchange>& exchange);
   void health(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void metrics(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void models(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);

@@ -132,12 +132,9 @@ void write_kv_tiers(Writer& w, const EngineMetrics& m) {
             double(p.tails_restored));
 }
 
-}  // namespace
-
-std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
-                              std::string_view model_name) {
-  Writer w(model_name);
-  // ---- vLLM's names ----
+// vLLM's names for requests, the KV and prefix caches and tokens, which routers and dashboards
+// written for vLLM read.
+void write_vllm_requests(Writer& w, const EngineMetrics& m) {
   w.gauge("vllm:num_requests_running", "Requests admitted: prefilling or decoding.", m.num_running);
   w.gauge("vllm:num_requests_waiting", "Requests submitted and not yet admitted.", m.num_waiting);
   const double kv_usage = m.kv_pages_total > 0 ? double(m.kv_pages_used) / m.kv_pages_total : 0.0;
@@ -176,6 +173,10 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
     w.sample("vllm:request_success_total",
              fmt::format(",finished_reason=\"{}\"", finish_reason_name(r)), double(m.finished(r)));
   }
+}
+
+// Speculative decoding: vLLM's counts, then drift's by draft source.
+void write_spec_decode(Writer& w, const EngineMetrics& m) {
   // Speculative decoding, as vLLM counts it: drafts (decodes that carried one), draft tokens,
   // accepted draft tokens, and those by position in the draft (up to the last position used).
   w.counter("vllm:spec_decode_num_drafts_total", "Decodes that carried a draft to verify.",
@@ -225,6 +226,9 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
            double(m.spec_auto_steps_without_drafts));
   w.gauge("drift:spec_decode_pool_bytes", "Memory of the shared n-gram pool (fixed at start).",
           double(m.spec_pool_bytes));
+}
+
+void write_latency_histograms(Writer& w, const EngineMetrics& m) {
   w.histogram("vllm:time_to_first_token_seconds", "Time to first token, from submit.",
               m.time_to_first_token);
   w.histogram("vllm:inter_token_latency_seconds", "Gaps between consecutive tokens.",
@@ -233,7 +237,11 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
               m.end_to_end);
   w.histogram("vllm:request_queue_time_seconds", "Time from submit to the first scheduled step.",
               m.queue_time);
-  // ---- drift's own ----
+}
+
+// The engine's own gauges and counts: health, KV pages, steps, embeddings, the prefix cache, the
+// KV tiers and the KV events.
+void write_engine(Writer& w, const EngineMetrics& m) {
   w.gauge("drift:healthy", "1 while the engine can serve, 0 after a fatal executor failure.",
           m.healthy ? 1 : 0);
   w.gauge("drift:kv_pages_total", "KV cache pages.", m.kv_pages_total);
@@ -273,6 +281,9 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
     w.counter("drift:kv_event_batches_total", "KV event messages published.",
               double(m.kv_events->batches));
   }
+}
+
+void write_step_costs(Writer& w, const EngineMetrics& m) {
   // The step cost model, per model (model_name) and thread count: what the latency targets are
   // computed from.
   w.gauge("drift:step_cost_calibrated",
@@ -296,6 +307,10 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.gauge("drift:last_step_predicted_seconds",
           "The step cost model's prediction of the last step's time, made before it ran.",
           m.last_step_predicted_seconds);
+}
+
+// Sessions, HTTP and the Responses API's store.
+void write_sessions_and_http(Writer& w, const EngineMetrics& m, const ServerStats& s) {
   w.gauge("drift:sessions_open", "Conversation sessions open.", m.sessions.open);
   w.gauge("drift:session_tokens", "Tokens held by sessions (running turns at their worst case).",
           double(m.sessions.tokens));
@@ -321,6 +336,21 @@ std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
   w.counter("drift:stored_response_evictions_total",
             "Stored responses dropped for the count or byte cap, or their TTL.",
             double(s.stored_response_evictions));
+}
+
+}  // namespace
+
+std::string render_prometheus(const EngineMetrics& m, const ServerStats& s,
+                              std::string_view model_name) {
+  Writer w(model_name);
+  // ---- vLLM's names ----
+  write_vllm_requests(w, m);
+  write_spec_decode(w, m);
+  write_latency_histograms(w, m);
+  // ---- drift's own ----
+  write_engine(w, m);
+  write_step_costs(w, m);
+  write_sessions_and_http(w, m, s);
   return w.take();
 }
 

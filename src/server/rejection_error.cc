@@ -10,8 +10,7 @@ namespace drift::server {
 namespace {
 
 ApiError error_for(RejectReason reason, const std::string& message,
-                   std::optional<double> retry_after_seconds, std::string_view prompt_param,
-                   std::string_view grammar_param) {
+                   std::optional<double> retry_after_seconds, const RequestFields& fields) {
   switch (reason) {
     case RejectReason::kOverloaded: {
       ApiError e = overloaded(message);
@@ -27,7 +26,7 @@ ApiError error_for(RejectReason reason, const std::string& message,
     case RejectReason::kPromptTooLong:
     case RejectReason::kInvalidPrompt:
     case RejectReason::kChatTemplateRefused:
-      return bad_request(message, prompt_param);
+      return bad_request(message, fields.prompt);
     case RejectReason::kChatTemplateFailed: {
       // The operator's template (the GGUF's or --chat-template) failed on a conversation it
       // should render: a server error, which a client cannot fix by changing the request.
@@ -39,9 +38,11 @@ ApiError error_for(RejectReason reason, const std::string& message,
       return e;
     }
     case RejectReason::kInvalidGrammar:
-      return bad_request(message, grammar_param);
+      return bad_request(message, fields.grammar);
     case RejectReason::kInvalidLogitBias:
       return bad_request(message, "logit_bias");
+    case RejectReason::kInvalidStop:
+      return bad_request(message, fields.stop);
     case RejectReason::kPriorityNotScheduled:
       return bad_request(message, "priority");
     case RejectReason::kMaxTokensTooLong:
@@ -68,16 +69,15 @@ ApiError error_for(RejectReason reason, const std::string& message,
 
 }  // namespace
 
-ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param,
-                             std::string_view grammar_param) {
+ApiError error_for_rejection(const Finish& finish, const RequestFields& fields) {
   // A rejection without a kind would be an engine bug; it stays a client error, as before kinds.
   return error_for(finish.reject_reason.value_or(RejectReason::kInvalidRequest), finish.message,
-                   finish.retry_after_seconds, prompt_param, grammar_param);
+                   finish.retry_after_seconds, fields);
 }
 
 ApiError error_for_prompt(const Error& error, std::string_view prompt_param) {
-  return error_for(reject_reason_for_prompt(error), error.message, std::nullopt, prompt_param,
-                   "response_format");
+  return error_for(reject_reason_for_prompt(error), error.message, std::nullopt,
+                   {.prompt = prompt_param});
 }
 
 }  // namespace drift::server

@@ -11,6 +11,7 @@
 //   kMaxTokensTooLong                            -> 400 naming "max_tokens"
 //   kInvalidGrammar                              -> 400 naming the grammar's field
 //   kInvalidLogitBias                            -> 400 naming "logit_bias"
+//   kInvalidStop                                 -> 400 naming the stop strings' field
 //   kPriorityNotScheduled                        -> 400 naming "priority"
 //   kSessionBusy                                 -> 409 "session_busy" (a turn is running)
 //   kSessionLimit                                -> 429 "session_limit" + Retry-After: 1
@@ -26,11 +27,15 @@
 
 namespace drift::server {
 
-// `finish` has reason kRejected. `prompt_param`: the body field that held the prompt.
-// `grammar_param`: the body field the request's grammar came from (response_format, guided_json,
-// ...), named by a kInvalidGrammar refusal.
-ApiError error_for_rejection(const Finish& finish, std::string_view prompt_param = "prompt",
-                             std::string_view grammar_param = "response_format");
+// The body fields a refusal names, as the request's API calls them.
+struct RequestFields {
+  std::string_view prompt = "prompt";            // "prompt", "messages", "input", ...
+  std::string_view grammar = "response_format";  // response_format, guided_json, ...
+  std::string_view stop = "stop";                // stop, stop_sequences, options.stop
+};
+
+// `finish` has reason kRejected.
+ApiError error_for_rejection(const Finish& finish, const RequestFields& fields = {});
 
 // A prompt the engine could not encode (Engine::tokenize), refused as a submit would refuse it
 // (reject_reason_for_prompt).

@@ -20,6 +20,7 @@
 #include "kv_events/kv_event_queue.h"
 #include "model/model.h"
 #include "scheduler/model_drafter.h"
+#include "test_admission.h"
 #include "test_models.h"
 #include "util/cpu_features.h"
 
@@ -58,6 +59,112 @@ class QueueSink final : public KVEventSink {
   KVEventQueue queue_;
 };
 
+// The scheduler of the decode tests: 4 sequences, and with `spec` drafts from the n-gram pool or
+// (`draft_model`) a draft model.
+SchedulerConfig decode_scheduler_config(bool spec, bool draft_model) {
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = 128;
+  sc.max_num_seqs = 4;
+  sc.max_model_len = spec ? 1280 : 256;  // room for 60 steps of drafts, most accepted
+  if (spec) {
+    sc.spec.mode = draft_model ? SpecMode::kDraft : SpecMode::kNgram;
+    // The shared pool records every committed token and, keyed by more tokens than the own-history
+    // drafter ever matches, is asked for a draft at every decode.
+    sc.spec.pool_entries = 1 << 16;
+    sc.spec.pool_context = 8;
+  }
+  return sc;
+}
+
+// An executor on 2 threads over `kv`'s pages, sized for the scheduler's steps.
+CpuExecutorConfig executor_config(const SchedulerConfig& sc, const KVCacheManager& kv,
+                                  kernels::KvFormat format) {
+  CpuExecutorConfig ec;
+  ec.threads = 2;
+  ec.num_pages = kv.num_pages();
+  ec.page_size = kv.page_size();
+  ec.kv_format = format;
+  ec.max_batch_tokens = sc.max_num_batched_tokens;
+  ec.max_batch_sequences = sc.max_num_seqs;
+  ec.max_context = sc.max_model_len;
+  return ec;
+}
+
+// Four requests whose decodes cross page boundaries inside the measured steps: two greedy, two
+// sampled with the engine's default sampling (top-k 40, top-p, min-p, temperature) and a
+// repetition penalty; two ask for logprobs (the chosen token's only, and 5 alternatives). None
+// of it may allocate. With n-gram drafts, the prompts repeat themselves.
+void add_decode_requests(EngineScheduler& scheduler, bool spec, bool draft_model) {
+  auto defaults = resolve_sampling_defaults({}, {}, SamplingDefaultsBase::kModel);
+  ASSERT_TRUE(defaults.ok());
+  for (SeqId id = 1; id <= 4; ++id) {
+    SequenceRequest r;
+    r.id = id;
+    for (int32_t i = 0; i < 20 + 9 * int32_t(id); ++i)
+      r.prompt.push_back(100 + int32_t(id) * 50 + (spec && !draft_model ? i % 7 : i));
+    r.max_new_tokens = spec ? 1100 : 40;
+    if (id <= 2) {
+      r.sampling.temperature = 0;
+    } else {
+      r.sampling = defaults->params;
+      r.sampling.repetition_penalty = 1.1f;
+      r.sampling.seed = id;
+    }
+    if (id % 2 == 0) r.sampling.logprobs = id == 2 ? 0 : 5;
+    scheduler.add(testing::admitted(std::move(r)));
+  }
+}
+
+// The model's layers in KV groups by attention kind when `hybrid` (kv/kv_groups.h), else one.
+Expected<KVGrouping> model_kv_grouping(const ModelConfig& mc, bool hybrid) {
+  std::vector<int32_t> windows;
+  for (int64_t il = 0; il < mc.n_layers; ++il)
+    windows.push_back(mc.layers[il].sliding_window ? int32_t(mc.sliding_window) : 0);
+  return group_kv_layers(windows, hybrid);
+}
+
+// Prefills everything, then a few decodes (first-touch of buffers, pool threads): afterwards the
+// four sequences decode.
+template <typename Step>
+void warm_up(EngineScheduler& scheduler, Step& step) {
+  for (int i = 0; i < 4 && scheduler.num_waiting() + scheduler.num_running() > 0; ++i) {
+    step();
+    if (scheduler.num_waiting() == 0) break;
+  }
+  for (int i = 0; i < 3; ++i) step();
+  for (SeqId id = 1; id <= 4; ++id)
+    ASSERT_EQ(scheduler.find(id)->phase, SequencePhase::kDecode) << id;
+}
+
+// Runs up to `steps` steps while all four sequences decode, counting the heap allocations they
+// make; returns the steps run.
+template <typename Step>
+int count_decode_steps(Step& step, int steps, uint64_t& allocations) {
+  const uint64_t before = g_allocations.load();
+  g_counting.store(true);
+  int decode_steps = 0;
+  for (; decode_steps < steps; ++decode_steps) {
+    StepReport report = step();
+    if (report.decode_tokens != 4) break;
+  }
+  g_counting.store(false);
+  allocations = g_allocations.load() - before;
+  return decode_steps;
+}
+
+// The measured steps verified drafts: some accepted, some rejected and rolled back, and with a
+// draft model, some of its own accepted.
+void expect_drafts_verified(const SchedulerStats& before, const SchedulerStats& after,
+                            bool draft_model) {
+  EXPECT_GT(after.spec_accepted_tokens, before.spec_accepted_tokens) << "drafts accepted";
+  EXPECT_GT(after.spec_draft_tokens - before.spec_draft_tokens,
+            after.spec_accepted_tokens - before.spec_accepted_tokens)
+      << "and some rejected (rolled back)";
+  if (draft_model)
+    EXPECT_GT(after.spec_draft_model_accepted_tokens, before.spec_draft_model_accepted_tokens)
+        << "the draft model drafted in the measured steps";
+}
+
 // With the KV cache in `format` (int8/int4 quantize each K/V row and rotate queries in the
 // attention scratch: neither may allocate), on the model at `path` (SmolLM2 by default), and
 // optionally a prefix cache that registers the pages the decodes fill and reports them as KV
@@ -79,21 +186,8 @@ void expect_decode_steps_allocate_nothing(
   ASSERT_TRUE(model.ok()) << model.error().message;
   const ModelConfig& mc = (*model)->config();
 
-  SchedulerConfig sc;
-  sc.max_num_batched_tokens = 128;
-  sc.max_num_seqs = 4;
-  sc.max_model_len = spec ? 1280 : 256;  // room for 60 steps of drafts, most accepted
-  if (spec) {
-    sc.spec.mode = draft_model ? SpecMode::kDraft : SpecMode::kNgram;
-    // The shared pool records every committed token and, keyed by more tokens than the own-history
-    // drafter ever matches, is asked for a draft at every decode.
-    sc.spec.pool_entries = 1 << 16;
-    sc.spec.pool_context = 8;
-  }
-  std::vector<int32_t> windows;
-  for (int64_t il = 0; il < mc.n_layers; ++il)
-    windows.push_back(mc.layers[il].sliding_window ? int32_t(mc.sliding_window) : 0);
-  auto grouping = group_kv_layers(windows, hybrid);
+  const SchedulerConfig sc = decode_scheduler_config(spec, draft_model);
+  auto grouping = model_kv_grouping(mc, hybrid);
   ASSERT_TRUE(grouping.ok());
   const KVLayout layout = kv_layout_with_groups(
       KVLayout{int32_t(mc.n_layers), int32_t(mc.n_kv_heads), int32_t(mc.head_dim), 16}, *grouping);
@@ -114,13 +208,8 @@ void expect_decode_steps_allocate_nothing(
   std::unique_ptr<CpuExecutor> draft_executor;
   std::unique_ptr<ModelDrafter> drafter;
   if (draft_model) {
-    CpuExecutorConfig dc;
-    dc.threads = 2;
-    dc.num_pages = draft_kv->num_pages();
-    dc.page_size = draft_layout.page_size;
-    dc.kv_format = format;
+    CpuExecutorConfig dc = executor_config(sc, *draft_kv, format);
     dc.max_batch_tokens = drafter_config.max_pass_tokens();
-    dc.max_batch_sequences = sc.max_num_seqs;
     dc.max_context = sc.max_model_len + sc.spec.max_draft_tokens;
     auto created = CpuExecutor::create(**model, dc);
     ASSERT_TRUE(created.ok()) << created.error().message;
@@ -131,14 +220,7 @@ void expect_decode_steps_allocate_nothing(
   auto scheduler =
       EngineScheduler::create(sc, {}, *kv, log, prefix_cache.get(), nullptr, drafter.get());
   ASSERT_TRUE(scheduler.ok());
-  CpuExecutorConfig ec;
-  ec.threads = 2;
-  ec.num_pages = kv->num_pages();
-  ec.page_size = layout.page_size;
-  ec.kv_format = format;
-  ec.max_batch_tokens = sc.max_num_batched_tokens;
-  ec.max_batch_sequences = sc.max_num_seqs;
-  ec.max_context = sc.max_model_len;
+  CpuExecutorConfig ec = executor_config(sc, *kv, format);
   ec.max_draft_tokens = sc.spec.max_plan_draft_tokens();
   if (grouping->num_groups() > 1)
     ec.kv_placement =
@@ -146,28 +228,7 @@ void expect_decode_steps_allocate_nothing(
   auto executor = CpuExecutor::create(**model, ec);
   ASSERT_TRUE(executor.ok()) << executor.error().message;
 
-  // Four requests whose decodes cross page boundaries inside the measured steps: two greedy, two
-  // sampled with the engine's default sampling (top-k 40, top-p, min-p, temperature) and a
-  // repetition penalty; two ask for logprobs (the chosen token's only, and 5 alternatives). None
-  // of it may allocate.
-  auto defaults = resolve_sampling_defaults({}, {}, SamplingDefaultsBase::kModel);
-  ASSERT_TRUE(defaults.ok());
-  for (SeqId id = 1; id <= 4; ++id) {
-    SequenceRequest r;
-    r.id = id;
-    for (int32_t i = 0; i < 20 + 9 * int32_t(id); ++i)
-      r.prompt.push_back(100 + int32_t(id) * 50 + (spec && !draft_model ? i % 7 : i));
-    r.max_new_tokens = spec ? 1100 : 40;
-    if (id <= 2) {
-      r.sampling.temperature = 0;
-    } else {
-      r.sampling = defaults->params;
-      r.sampling.repetition_penalty = 1.1f;
-      r.sampling.seed = id;
-    }
-    if (id % 2 == 0) r.sampling.logprobs = id == 2 ? 0 : 5;
-    ASSERT_TRUE((*scheduler)->add(std::move(r)).ok());
-  }
+  add_decode_requests(**scheduler, spec, draft_model);
   ExecutionResult result;
   auto on_plan = [](const StepPlan&) {};
   // The worker's latency machinery is part of the step: the budget from the cost model before
@@ -189,47 +250,24 @@ void expect_decode_steps_allocate_nothing(
     }
     return report;
   };
-  // Warm-up: prefill everything, then a few decodes (first-touch of buffers, pool threads).
-  for (int i = 0; i < 4 && (*scheduler)->num_waiting() + (*scheduler)->num_running() > 0; ++i) {
-    step();
-    if ((*scheduler)->num_waiting() == 0) break;
-  }
-  for (int i = 0; i < 3; ++i) step();
-  for (SeqId id = 1; id <= 4; ++id)
-    ASSERT_EQ((*scheduler)->find(id)->phase, SequencePhase::kDecode) << id;
+  warm_up(**scheduler, step);
+  if (::testing::Test::HasFatalFailure()) return;
 
   const int32_t first_len = (*scheduler)->find(1)->total_len();
   const uint64_t events_before = sink.counts().events;
   const SchedulerStats spec_before = (*scheduler)->stats();
-  uint64_t before = g_allocations.load();
-  g_counting.store(true);
   // With drafts, enough steps that some are rejected and rolled back: a sequence that has fallen
   // into a loop gets every draft accepted for a while.
   const int counted_steps = spec ? 60 : 20;
-  int decode_steps = 0;
-  for (; decode_steps < counted_steps; ++decode_steps) {
-    StepReport report = step();
-    if (report.decode_tokens != 4) break;
-  }
-  g_counting.store(false);
-  const uint64_t allocations = g_allocations.load() - before;
+  uint64_t allocations = 0;
+  const int decode_steps = count_decode_steps(step, counted_steps, allocations);
   EXPECT_EQ(decode_steps, counted_steps);
   EXPECT_EQ(allocations, 0u) << "heap allocations in " << decode_steps << " decode steps";
   EXPECT_TRUE(costs.calibrated()) << "the cost model saw prefill and decode steps";
   // Page boundaries were crossed (16 tokens per page).
   EXPECT_GT((*scheduler)->find(1)->total_len() / 16, first_len / 16);
   if (kv_events) EXPECT_GT(sink.counts().events, events_before) << "pages filled and reported";
-  if (spec) {
-    const SchedulerStats& after = (*scheduler)->stats();
-    EXPECT_GT(after.spec_accepted_tokens, spec_before.spec_accepted_tokens) << "drafts accepted";
-    EXPECT_GT(after.spec_draft_tokens - spec_before.spec_draft_tokens,
-              after.spec_accepted_tokens - spec_before.spec_accepted_tokens)
-        << "and some rejected (rolled back)";
-    if (draft_model)
-      EXPECT_GT(after.spec_draft_model_accepted_tokens,
-                spec_before.spec_draft_model_accepted_tokens)
-          << "the draft model drafted in the measured steps";
-  }
+  if (spec) expect_drafts_verified(spec_before, (*scheduler)->stats(), draft_model);
   if (hybrid) {
     ASSERT_GT(layout.num_groups(), 1);
     EXPECT_EQ(kv->pages(1, 1)[0], kNoPage) << "the sliding group freed what left its window";
@@ -279,7 +317,7 @@ TEST(EngineStepAllocation, EmbeddingStepsAllocateNothing) {
     r.max_new_tokens = pooling == PoolingMode::kNone ? 60 : 0;
     r.pooling = pooling;
     if (pooling != PoolingMode::kNone) r.embedding.resize(size_t(mc.n_embd));
-    ASSERT_TRUE((*scheduler)->add(std::move(r)).ok());
+    (*scheduler)->add(testing::admitted(std::move(r)));
   };
   ExecutionResult result;
   auto on_plan = [](const StepPlan&) {};

@@ -16,7 +16,6 @@
 namespace drift {
 namespace {
 
-using test::kControl;
 using test::TinyVocab;
 
 struct Fixture {
@@ -31,19 +30,14 @@ struct Fixture {
   }
 
   Tokenizer build() {
-    TinyVocab vocab("gpt2");
-    vocab.set_pre("gpt-2");
-    vocab.add_byte_level_alphabet();  // byte b is token b
-    end = vocab.add("<|endoftext|>", kControl);
+    TinyVocab vocab = test::byte_level_vocab_with_end(end);  // byte b is token b
     digits12 = vocab.add("12");
     yes = vocab.add("yes");
     vocab.add("ye");
     vocab.add_merge("1 2");
     vocab.add_merge("y e");
     vocab.add_merge("ye s");
-    test::GgufBuilder gguf = vocab.gguf();
-    gguf.add_uint32("tokenizer.ggml.eos_token_id", uint32_t(end));
-    Expected<Tokenizer> t = test::load_tokenizer(gguf);
+    Expected<Tokenizer> t = test::load_tokenizer_with_eos(vocab, end);
     EXPECT_TRUE(t.ok()) << t.error().message;
     return std::move(*t);
   }

@@ -1,7 +1,11 @@
-// The engine judges whether a request can ever fit in the KV cache by the capacity scheduler's
+// The engine's judge (engine/admission_judge.h) is the one place a request is admitted or
+// refused. It judges whether a request can ever fit in the KV cache by the capacity scheduler's
 // own estimate (kv_keep included), so a request that fits only compressed is admitted and runs,
-// and one that cannot fit even compressed is refused at submit.
+// and one that cannot fit even compressed is refused at submit; what it admits is the only kind
+// of request the scheduler takes.
 #include <gtest/gtest.h>
+
+#include <type_traits>
 
 #include "engine/engine.h"
 #include "engine_fakes.h"
@@ -39,6 +43,31 @@ TEST(EngineAdmissionJudge, ARequestThatFitsOnlyCompressedIsAdmittedAndRuns) {
   Completion c = finish_within(h);
   ASSERT_EQ(c.finish.reason, FinishReason::kLength) << c.finish.message;
   EXPECT_EQ(c.tokens.size(), 100u);
+}
+
+TEST(EngineAdmissionJudge, KvKeepOutsideZeroToOneIsRefusedWithTheField) {
+  FakeEngine fake = make_fake_engine(compressing_config());
+  for (double keep : {0.0, -0.5, 1.5}) {
+    Request r = token_request(1, 8, 2);
+    r.kv_keep = keep;
+    RequestHandle h = fake.engine->submit(std::move(r));
+    Completion c = finish_within(h);
+    ASSERT_EQ(c.finish.reason, FinishReason::kRejected);
+    EXPECT_EQ(c.finish.reject_reason, RejectReason::kInvalidRequest);
+    EXPECT_EQ(c.finish.message, fmt::format("kv_keep must be in (0, 1], got {}", keep));
+  }
+  EXPECT_EQ(fake.engine->metrics().steps, 0u) << "nothing reached the scheduler";
+}
+
+// Nothing but an issuer (the judge; tests that run the scheduler alone) can make an
+// AdmittedRequest, and EngineScheduler::add takes nothing else.
+TEST(EngineAdmissionJudge, OnlyAnIssuerMakesWhatTheSchedulerTakes) {
+  static_assert(!std::is_constructible_v<AdmittedRequest, SequenceRequest>);
+  static_assert(!std::is_default_constructible_v<AdmittedRequest>);
+  static_assert(
+      !std::is_invocable_v<decltype(&EngineScheduler::add), EngineScheduler&, SequenceRequest>);
+  static_assert(!std::is_constructible_v<AdmissionJudge::Fields>);
+  static_assert(!std::is_constructible_v<AdmissionJudge::Size>);
 }
 
 }  // namespace

@@ -155,8 +155,8 @@ TEST(EngineStopStrings, BadStopStringsAreRefusedByTheEngine) {
     RequestHandle h = fake.engine->submit(std::move(r));
     Completion c = finish_within(h);
     EXPECT_EQ(c.finish.reason, FinishReason::kRejected);
-    EXPECT_EQ(c.finish.reject_reason, RejectReason::kInvalidRequest);
-    EXPECT_TRUE(c.finish.message.starts_with("stop:")) << c.finish.message;
+    EXPECT_EQ(c.finish.reject_reason, RejectReason::kInvalidStop);
+    EXPECT_NE(c.finish.message.find("stop string"), std::string::npos) << c.finish.message;
   }
   Request harmony = token_request(2, 4, 2);
   harmony.reply_format = ReplyFormat::kHarmony;  // the fake codec has no harmony markers

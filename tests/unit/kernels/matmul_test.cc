@@ -235,52 +235,43 @@ Exact exact_dot_lowbit(Format f, const uint8_t* w, const uint8_t* x, int64_t k) 
   return e;
 }
 
-Exact exact_dot(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
-  if (f == Format::kQ2_K || f == Format::kQ3_K || f == Format::kIQ4_NL || f == Format::kIQ4_XS ||
-      f == Format::kMXFP4)
-    return exact_dot_lowbit(f, w, x, k);
+// Formats of 32-element blocks against Q8_0 (Q8_1 for those with a min).
+Exact exact_dot_q32(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
   Exact e;
   const FormatInfo& info = format_info(f);
   const int64_t nb = k / info.block_size;
-  if (info.block_size == 1) {
-    std::vector<float> wf(k), xf(k);
-    dequantize_row(f, w, wf.data(), k);
-    dequantize_row(f, x, xf.data(), k);
-    for (int64_t i = 0; i < k; ++i) {
-      e.value += double{wf[i]} * xf[i];
-      e.magnitude += std::fabs(double{wf[i]} * xf[i]);
+  const bool has_min = f == Format::kQ4_1 || f == Format::kQ5_1;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = w + b * info.block_bytes;
+    const uint8_t* xb = x + b * (has_min ? 36 : 34);
+    const auto* qa = reinterpret_cast<const int8_t*>(xb + (has_min ? 4 : 2));
+    int q[32];
+    q32_values(f, wb, q);
+    // d_w * d_a of two fp16 values is exact in fp32 (11 x 11 significant bits).
+    const double s = double{fp16_to_f32(u16(wb))} * fp16_to_f32(u16(xb));
+    for (int l = 0; l < 8; ++l) {
+      int64_t p = 0;
+      for (int j = 4 * l; j < 4 * l + 4; ++j) p += q[j] * qa[j];
+      e.value += s * static_cast<double>(p);
+      e.magnitude += std::fabs(s * static_cast<double>(p));
     }
-    e.roundings = (k + 15) / 16 + 4;
-    return e;
-  }
-  if (info.block_size == 32) {
-    const bool has_min = f == Format::kQ4_1 || f == Format::kQ5_1;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* wb = w + b * info.block_bytes;
-      const uint8_t* xb = x + b * (has_min ? 36 : 34);
-      const auto* qa = reinterpret_cast<const int8_t*>(xb + (has_min ? 4 : 2));
-      int q[32];
-      q32_values(f, wb, q);
-      // d_w * d_a of two fp16 values is exact in fp32 (11 x 11 significant bits).
-      const double s = double{fp16_to_f32(u16(wb))} * fp16_to_f32(u16(xb));
-      for (int l = 0; l < 8; ++l) {
-        int64_t p = 0;
-        for (int j = 4 * l; j < 4 * l + 4; ++j) p += q[j] * qa[j];
-        e.value += s * static_cast<double>(p);
-        e.magnitude += std::fabs(s * static_cast<double>(p));
-      }
-      if (has_min) {
-        const double ms = double{fp16_to_f32(u16(wb + 2))} * fp16_to_f32(u16(xb + 2));
-        e.value += ms;
-        e.magnitude += std::fabs(ms);
-      }
+    if (has_min) {
+      const double ms = double{fp16_to_f32(u16(wb + 2))} * fp16_to_f32(u16(xb + 2));
+      e.value += ms;
+      e.magnitude += std::fabs(ms);
     }
-    // Lane chains of ceil(nb/2) fmas + 4 reduction levels; the min chain nb fmas; + final add.
-    e.roundings = std::max((nb + 1) / 2 + 4, nb) + 1;
-    return e;
   }
-  // K-quants: the 8 integer lanes and 4 min lanes of each super-block (matmul.h), whose float
-  // terms are what the roundings act on.
+  // Lane chains of ceil(nb/2) fmas + 4 reduction levels; the min chain nb fmas; + final add.
+  e.roundings = std::max((nb + 1) / 2 + 4, nb) + 1;
+  return e;
+}
+
+// K-quants against Q8_K: the 8 integer lanes and 4 min lanes of each super-block (matmul.h),
+// whose float terms are what the roundings act on.
+Exact exact_dot_k_quants(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
+  Exact e;
+  const FormatInfo& info = format_info(f);
+  const int64_t nb = k / info.block_size;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = w + b * info.block_bytes;
     const auto* a = reinterpret_cast<const BlockQ8_K*>(x + b * sizeof(BlockQ8_K));
@@ -336,6 +327,27 @@ Exact exact_dot(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
   // levels, the final subtraction once.
   e.roundings = nb + 6;
   return e;
+}
+
+Exact exact_dot(Format f, const uint8_t* w, const uint8_t* x, int64_t k) {
+  if (f == Format::kQ2_K || f == Format::kQ3_K || f == Format::kIQ4_NL || f == Format::kIQ4_XS ||
+      f == Format::kMXFP4)
+    return exact_dot_lowbit(f, w, x, k);
+  Exact e;
+  const FormatInfo& info = format_info(f);
+  if (info.block_size == 1) {
+    std::vector<float> wf(k), xf(k);
+    dequantize_row(f, w, wf.data(), k);
+    dequantize_row(f, x, xf.data(), k);
+    for (int64_t i = 0; i < k; ++i) {
+      e.value += double{wf[i]} * xf[i];
+      e.magnitude += std::fabs(double{wf[i]} * xf[i]);
+    }
+    e.roundings = (k + 15) / 16 + 4;
+    return e;
+  }
+  if (info.block_size == 32) return exact_dot_q32(f, w, x, k);
+  return exact_dot_k_quants(f, w, x, k);
 }
 
 TEST_P(MatmulFormat, ScalarReferenceWithinDerivedBoundOfExactArithmetic) {

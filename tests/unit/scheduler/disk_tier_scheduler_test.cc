@@ -201,7 +201,7 @@ TEST(DiskTierScheduler, AHitLargerThanTheRoomLeftLoadsNothingAndIsComputed) {
   r.id = 2;
   r.prompt = kDocument;
   r.max_new_tokens = 3;
-  ASSERT_TRUE(d.scheduler().add(std::move(r)).ok());
+  d.scheduler().add(testing::admitted(std::move(r)));
   for (int i = 0; i < 5; ++i) d.step(false);  // the fetch finds no room; the test's pages held
   d.kv().release(98);
   d.kv().release(99);

@@ -43,6 +43,7 @@
 #include "kv/kv_eviction.h"
 #include "scheduler/engine_scheduler.h"
 #include "scheduler/executor.h"
+#include "test_admission.h"
 
 namespace drift::testing {
 
@@ -429,7 +430,6 @@ struct RequestRecord {
   std::vector<float> embedding;
   std::optional<FinishReason> finish;
   std::string message;
-  bool rejected = false;
   bool ended_on_stop_token = false;  // the last token was a stop token (no text)
 };
 
@@ -449,18 +449,13 @@ class Driver {
         scheduler_(make_scheduler(config, std::move(eos), draft_model)),
         executor_(kv_, model, config.kv_compress) {}
 
-  // Submits; records a rejection with its reason.
-  bool submit(SequenceRequest request) {
+  // Submits a request the engine's judge would admit (test_admission.h): one it would refuse
+  // fails the invariants checked after the next step.
+  void submit(SequenceRequest request) {
     RequestRecord& r = records_[request.id];
     r.request = request;
     r.arrival_step = scheduler_->current_step();
-    Status s = scheduler_->add(std::move(request));
-    if (!s.ok()) {
-      r.rejected = true;
-      r.finish = FinishReason::kRejected;
-      r.message = s.message();
-    }
-    return s.ok();
+    scheduler_->add(admitted(std::move(request)));
   }
 
   bool cancel(SeqId id) {

@@ -28,9 +28,9 @@ SchedulerConfig config(int32_t batched_tokens, int32_t seqs, int32_t max_model_l
 
 TEST(LatencyScheduling, APrefillBudgetCutsTheChunkButNotTheDecodes) {
   Driver d(config(64, 4, 256), 64, 4, FakeModel{}, {});
-  ASSERT_TRUE(d.submit(make_request(1, 6, 20)));
+  d.submit(make_request(1, 6, 20));
   d.step();  // request 1 prefilled whole, decodes from now on
-  ASSERT_TRUE(d.submit(make_request(2, 100, 2)));
+  d.submit(make_request(2, 100, 2));
   d.scheduler().set_prefill_token_budget(10);
   EXPECT_EQ(items_of(d.step()), (std::vector<ItemView>{{1, D, 6, 1, true}, {2, P, 0, 10, false}}));
   EXPECT_EQ(items_of(d.step()), (std::vector<ItemView>{{1, D, 7, 1, true}, {2, P, 10, 10, false}}));
@@ -46,12 +46,12 @@ TEST(LatencyScheduling, APrefillBudgetCutsTheChunkButNotTheDecodes) {
 
 TEST(LatencyScheduling, TheLoadNamesWhatTheNextStepWillCost) {
   Driver d(config(64, 4, 256), 64, 4, FakeModel{}, {});
-  ASSERT_TRUE(d.submit(make_request(1, 6, 20)));
+  d.submit(make_request(1, 6, 20));
   d.step();
-  ASSERT_TRUE(d.submit(make_request(2, 100, 2)));
+  d.submit(make_request(2, 100, 2));
   d.scheduler().set_prefill_token_budget(10);
   d.step();  // 1 decodes (now 8 tokens long), 2 has 10 of 100 computed
-  ASSERT_TRUE(d.submit(make_request(3, 30, 2)));
+  d.submit(make_request(3, 30, 2));
   const StepLoad load = d.scheduler().load();
   EXPECT_EQ(load.decoding, 1);
   EXPECT_EQ(load.decode_context, 8);
@@ -64,16 +64,16 @@ TEST(LatencyScheduling, AShortPromptIsNotQueuedBehindALongPrefill) {
   SchedulerConfig c = config(64, 4, 256);
   Driver d(c, 64, 4, FakeModel{}, {});
   d.scheduler().set_prefill_token_budget(16);
-  ASSERT_TRUE(d.submit(make_request(1, 100, 2)));
+  d.submit(make_request(1, 100, 2));
   EXPECT_EQ(items_of(d.step()), (std::vector<ItemView>{{1, P, 0, 16, false}}));
-  ASSERT_TRUE(d.submit(make_request(2, 4, 3)));
+  d.submit(make_request(2, 4, 3));
   // The running prefill leaves room for the 4-token prompt (at most half the prefill budget),
   // which starts and samples in this step instead of after the long prompt's 5 more steps.
   EXPECT_EQ(items_of(d.step()), (std::vector<ItemView>{{1, P, 16, 12, false}, {2, P, 0, 4, true}}));
   EXPECT_EQ(items_of(d.step()), (std::vector<ItemView>{{2, D, 4, 1, true}, {1, P, 28, 16, false}}));
   // A prompt longer than half the budget gets no room held: it waits while the long prefill
   // takes the budget.
-  ASSERT_TRUE(d.submit(make_request(3, 9, 3)));
+  d.submit(make_request(3, 9, 3));
   EXPECT_EQ(items_of(d.step()), (std::vector<ItemView>{{2, D, 5, 1, true}, {1, P, 44, 16, false}}));
   ASSERT_TRUE(d.run_to_completion());
   for (SeqId id : {1, 2, 3}) EXPECT_EQ(d.records()[id].generated, d.reference(id));
@@ -90,9 +90,9 @@ TEST(LatencyScheduling, ASmallRequestPassesALongOneBlockedOnKv) {
     // 16 pages of 4 tokens. Request 1 reserves 40 tokens = 10 pages; request 2 needs 10 more and
     // waits for request 1 to finish; request 3 needs 2.
     Driver d(c, 16, 4, FakeModel{}, {});
-    ASSERT_TRUE(d.submit(make_request(1, 30, 10)));
-    ASSERT_TRUE(d.submit(make_request(2, 30, 10)));
-    ASSERT_TRUE(d.submit(make_request(3, 4, 4)));
+    d.submit(make_request(1, 30, 10));
+    d.submit(make_request(2, 30, 10));
+    d.submit(make_request(3, 4, 4));
     const StepPlan s0 = d.step();
     EXPECT_EQ(d.scheduler().find(2)->phase, SequencePhase::kWaiting);
     if (max_overtakes > 0) {
@@ -125,7 +125,7 @@ TEST(LatencyScheduling, NoStarvationOfALargeRequestUnderAFloodOfSmallOnes) {
     Driver d(c, 16, 4, FakeModel{}, {});
     SeqId next = 10;
     auto flood = [&](int n) {
-      for (int k = 0; k < n; ++k) ASSERT_TRUE(d.submit(make_request(next++, 4, 4, /*priority=*/1)));
+      for (int k = 0; k < n; ++k) d.submit(make_request(next++, 4, 4, /*priority=*/1));
     };
     // A steady stream: 2 small requests (2 pages, 4 steps each) arrive every step, so about 8
     // run at any time and they finish 2 a step — never 12 pages free for the large request.
@@ -134,7 +134,7 @@ TEST(LatencyScheduling, NoStarvationOfALargeRequestUnderAFloodOfSmallOnes) {
       d.step();
     }
     const SeqId large = 1;
-    ASSERT_TRUE(d.submit(make_request(large, 40, 8, /*priority=*/0)));
+    d.submit(make_request(large, 40, 8, /*priority=*/0));
     int steps = 0;
     for (; steps < 200 && d.scheduler().find(large)->phase == SequencePhase::kWaiting; ++steps) {
       flood(2);  // more than the seats serve: a standing queue of small requests

@@ -49,7 +49,7 @@ std::vector<TokenId> tokens(int32_t n, TokenId first = 100) {
 
 TEST(PrefixScheduler, AFinishedRequestsFullPagesServeTheNextRequestsPrefix) {
   Driver d(config(16), 16, 4, FakeModel{}, {}, kCache);
-  ASSERT_TRUE(d.submit(request_with(1, tokens(10), 0, 2)));
+  d.submit(request_with(1, tokens(10), 0, 2));
   EXPECT_EQ(items_of(d.step()), (Items{{1, P, 0, 10, true}}));
   EXPECT_EQ(d.prefix_cache()->num_registered(), 2) << "pages 0 and 1 are full once reported";
   EXPECT_EQ(items_of(d.step()), (Items{{1, D, 10, 1, true}}));
@@ -57,7 +57,7 @@ TEST(PrefixScheduler, AFinishedRequestsFullPagesServeTheNextRequestsPrefix) {
   EXPECT_EQ(d.kv().cached_pages_in_order(), (Pages{1, 0})) << "the partial page 2 is freed";
 
   // 8 shared tokens and 3 of its own: prefill starts at 8 over pages 0 and 1.
-  ASSERT_TRUE(d.submit(request_with(2, tokens(8), 3, 2)));
+  d.submit(request_with(2, tokens(8), 3, 2));
   StepPlan s = d.step();
   EXPECT_EQ(items_of(s), (Items{{2, P, 8, 3, true}}));
   EXPECT_EQ(pages_of(s, 0), (Pages{0, 1, 3}));
@@ -77,16 +77,16 @@ TEST(PrefixScheduler, AFinishedRequestsFullPagesServeTheNextRequestsPrefix) {
 
 TEST(PrefixScheduler, TheLastPromptTokenIsAlwaysComputed) {
   Driver d(config(16), 16, 4, FakeModel{}, {}, kCache);
-  ASSERT_TRUE(d.submit(request_with(1, tokens(8), 0, 1)));
+  d.submit(request_with(1, tokens(8), 0, 1));
   ASSERT_TRUE(d.run_to_completion());
   // The same 8 tokens: both pages are cached, but the last token must be run for its logits, so
   // only the first page is shared and the second is computed again into a fresh page.
-  ASSERT_TRUE(d.submit(request_with(2, tokens(8), 0, 1)));
+  d.submit(request_with(2, tokens(8), 0, 1));
   StepPlan s = d.step();
   EXPECT_EQ(items_of(s), (Items{{2, P, 4, 4, true}}));
   EXPECT_EQ(pages_of(s, 0), (Pages{0, 2}));
   // One more token: both pages are shared.
-  ASSERT_TRUE(d.submit(request_with(3, tokens(9), 0, 1)));
+  d.submit(request_with(3, tokens(9), 0, 1));
   s = d.step();
   EXPECT_EQ(items_of(s), (Items{{3, P, 8, 1, true}}));
   EXPECT_EQ(pages_of(s, 0), (Pages{0, 1, 3}));
@@ -100,11 +100,11 @@ TEST(PrefixScheduler, ARequestWaitsUntilTheStepThatWritesEveryPageItCanShareThen
   c.long_prefill_token_threshold = 8;
   c.max_num_partial_prefills = 2;
   Driver d(c, 16, 4, FakeModel{}, {}, kCache);
-  ASSERT_TRUE(d.submit(request_with(1, tokens(24), 0, 2)));
+  d.submit(request_with(1, tokens(24), 0, 2));
   EXPECT_EQ(items_of(d.step()), (Items{{1, P, 0, 8, false}}));
   // Pages 0 and 1 are cached; 2 could share pages 2-4 too (not page 5: it holds 2's last
   // token), but 1 writes only pages 2 and 3 in the next step: 2 waits rather than compute 4.
-  ASSERT_TRUE(d.submit(request_with(2, tokens(24), 0, 2)));
+  d.submit(request_with(2, tokens(24), 0, 2));
   EXPECT_EQ(items_of(d.step()), (Items{{1, P, 8, 8, false}}));
   EXPECT_EQ(d.scheduler().stats().prefix_waits, 1u);
   // 1's last chunk writes page 4: 2 joins that step, sharing pages 0-4 (0-3 from the cache, 4
@@ -124,7 +124,7 @@ TEST(PrefixScheduler, ARequestWaitsUntilTheStepThatWritesEveryPageItCanShareThen
 
 TEST(PrefixScheduler, ABurstWithOneSystemPromptComputesItOnceInTheStepEveryRequestJoins) {
   Driver d(config(36), 32, 4, FakeModel{}, {}, kCache);
-  for (SeqId id = 1; id <= 4; ++id) ASSERT_TRUE(d.submit(request_with(id, tokens(20), 4, 2)));
+  for (SeqId id = 1; id <= 4; ++id) d.submit(request_with(id, tokens(20), 4, 2));
   StepPlan s = d.step();
   EXPECT_EQ(
       items_of(s),
@@ -146,13 +146,13 @@ TEST(PrefixScheduler, ABurstWithOneSystemPromptComputesItOnceInTheStepEveryReque
 // decodes, the budget protects its stream and they wait for the next step.
 TEST(PrefixScheduler, JoinersGoPastThePrefillBudgetOnlyWhileNothingDecodes) {
   Driver d(config(64), 32, 4, FakeModel{}, {}, kCache);
-  for (SeqId id = 1; id <= 3; ++id) ASSERT_TRUE(d.submit(request_with(id, tokens(20), 4, 2)));
+  for (SeqId id = 1; id <= 3; ++id) d.submit(request_with(id, tokens(20), 4, 2));
   d.scheduler().set_prefill_token_budget(24);
   EXPECT_EQ(items_of(d.step()),
             (Items{{1, P, 0, 24, true}, {2, P, 20, 4, true}, {3, P, 20, 4, true}}));
   // 1-3 decode now: 5 could join 4, which writes their shared prefix, but 4 takes the budget.
-  ASSERT_TRUE(d.submit(request_with(4, tokens(20, 500), 4, 2)));
-  ASSERT_TRUE(d.submit(request_with(5, tokens(20, 500), 4, 2)));
+  d.submit(request_with(4, tokens(20, 500), 4, 2));
+  d.submit(request_with(5, tokens(20, 500), 4, 2));
   EXPECT_EQ(
       items_of(d.step()),
       (Items{{1, D, 24, 1, true}, {2, D, 24, 1, true}, {3, D, 24, 1, true}, {4, P, 0, 24, true}}));
@@ -176,8 +176,8 @@ TEST(PrefixScheduler, NoOneWaitsForOrSharesThePagesOfACompressedPrefill) {
   Driver d(c, 16, 4, FakeModel{}, {}, kCache);
   SequenceRequest compressed = request_with(1, tokens(24), 0, 2);
   compressed.kv_keep = 0.5;
-  ASSERT_TRUE(d.submit(compressed));
-  ASSERT_TRUE(d.submit(request_with(2, tokens(24), 0, 2)));
+  d.submit(compressed);
+  d.submit(request_with(2, tokens(24), 0, 2));
   StepPlan s = d.step();
   EXPECT_EQ(items_of(s), (Items{{1, P, 0, 8, false}, {2, P, 0, 4, false}}));
   EXPECT_EQ(d.scheduler().stats().prefix_waits, 0u);
@@ -194,10 +194,10 @@ TEST(PrefixScheduler, GuaranteedAdmissionCountsSharedPagesOnce) {
   for (bool cache : {false, true}) {
     SCOPED_TRACE(cache ? "cache on" : "cache off");
     Driver d(config(32), 10, 4, FakeModel{}, {}, cache ? kCache : std::nullopt);
-    ASSERT_TRUE(d.submit(request_with(1, tokens(16), 0, 4)));  // 20 tokens: 5 pages
+    d.submit(request_with(1, tokens(16), 0, 4));  // 20 tokens: 5 pages
     EXPECT_EQ(items_of(d.step()), (Items{{1, P, 0, 16, true}}));
     EXPECT_EQ(d.kv().num_available_pages(), 5);
-    ASSERT_TRUE(d.submit(request_with(2, tokens(16), 4, 4)));  // 24 tokens: 6 pages
+    d.submit(request_with(2, tokens(16), 4, 4));  // 24 tokens: 6 pages
     StepPlan s = d.step();
     if (!cache) {
       EXPECT_EQ(items_of(s), (Items{{1, D, 16, 1, true}})) << "6 pages needed, 5 available";
@@ -215,16 +215,16 @@ TEST(PrefixScheduler, GuaranteedAdmissionCountsSharedPagesOnce) {
 
 TEST(PrefixScheduler, CachedPagesCountAsFreeAndAreEvictedLeastRecentFirst) {
   Driver d(config(64), 10, 4, FakeModel{}, {}, kCache);
-  ASSERT_TRUE(d.submit(request_with(1, tokens(16), 0, 1)));
+  d.submit(request_with(1, tokens(16), 0, 1));
   ASSERT_TRUE(d.run_to_completion());
-  ASSERT_TRUE(d.submit(request_with(2, tokens(8, 500), 0, 1)));
+  d.submit(request_with(2, tokens(8, 500), 0, 1));
   ASSERT_TRUE(d.run_to_completion());
   // 1 left its full pages 3, 2, 1, 0 in that order (deepest first), then 2 (a miss) left 5, 4.
   EXPECT_EQ(d.kv().cached_pages_in_order(), (Pages{3, 2, 1, 0, 5, 4}));
   EXPECT_EQ(d.kv().num_free_pages(), 4);
   // 36 + 4 tokens need all 10 pages: admitted, since cached pages count as free; the 4 free pages
   // go first, then the cached ones in order.
-  ASSERT_TRUE(d.submit(request_with(3, tokens(36, 700), 0, 4)));
+  d.submit(request_with(3, tokens(36, 700), 0, 4));
   StepPlan s = d.step();
   EXPECT_EQ(items_of(s), (Items{{3, P, 0, 36, true}}));
   EXPECT_EQ(pages_of(s, 0), (Pages{6, 7, 8, 9, 3, 2, 1, 0, 5}));
@@ -236,11 +236,11 @@ TEST(PrefixScheduler, CachedPagesCountAsFreeAndAreEvictedLeastRecentFirst) {
 
 TEST(PrefixScheduler, ACancelledPrefillLeavesItsWrittenFullPagesCached) {
   Driver d(config(8), 16, 4, FakeModel{}, {}, kCache);
-  ASSERT_TRUE(d.submit(request_with(1, tokens(20), 0, 2)));
+  d.submit(request_with(1, tokens(20), 0, 2));
   EXPECT_EQ(items_of(d.step()), (Items{{1, P, 0, 8, false}}));
   ASSERT_TRUE(d.cancel(1));
   EXPECT_EQ(d.kv().cached_pages_in_order(), (Pages{1, 0}));
-  ASSERT_TRUE(d.submit(request_with(2, tokens(20), 0, 2)));
+  d.submit(request_with(2, tokens(20), 0, 2));
   StepPlan s = d.step();
   EXPECT_EQ(items_of(s), (Items{{2, P, 8, 8, false}}));
   EXPECT_EQ(pages_of(s, 0), (Pages{0, 1, 2, 3}));
@@ -251,11 +251,11 @@ TEST(PrefixScheduler, ACancelledPrefillLeavesItsWrittenFullPagesCached) {
 
 TEST(PrefixScheduler, NamespacesDoNotShare) {
   Driver d(config(16), 16, 4, FakeModel{}, {}, kCache);
-  ASSERT_TRUE(d.submit(request_with(1, tokens(12), 0, 1)));
+  d.submit(request_with(1, tokens(12), 0, 1));
   ASSERT_TRUE(d.run_to_completion());
   SequenceRequest other = request_with(2, tokens(12), 0, 1);
   other.cache_namespace = 7;
-  ASSERT_TRUE(d.submit(other));
+  d.submit(other);
   EXPECT_EQ(items_of(d.step()), (Items{{2, P, 0, 12, true}}));
   d.expect_all_released();
 }
@@ -266,13 +266,13 @@ uint64_t colliding_hash(uint64_t, std::span<const TokenId>) { return 7; }
 
 TEST(PrefixScheduler, AForcedHashCollisionReusesOnlyEqualPages) {
   Driver d(config(16), 16, 4, FakeModel{}, {}, std::optional<PrefixHashFn>(colliding_hash));
-  ASSERT_TRUE(d.submit(request_with(1, tokens(12), 0, 1)));
+  d.submit(request_with(1, tokens(12), 0, 1));
   ASSERT_TRUE(d.run_to_completion());
   std::vector<TokenId> prompt = tokens(12);
   prompt[5] = 999;  // differs in the second page
-  ASSERT_TRUE(d.submit(request_with(2, prompt, 0, 1)));
+  d.submit(request_with(2, prompt, 0, 1));
   EXPECT_EQ(items_of(d.step()), (Items{{2, P, 4, 8, true}}));
-  ASSERT_TRUE(d.submit(request_with(3, tokens(12, 101), 0, 1)));  // differs everywhere
+  d.submit(request_with(3, tokens(12, 101), 0, 1));  // differs everywhere
   EXPECT_EQ(items_of(d.step()), (Items{{3, P, 0, 12, true}}));
   EXPECT_EQ(d.records()[2].generated, d.reference(2));
   d.expect_all_released();

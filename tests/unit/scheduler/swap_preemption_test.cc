@@ -118,7 +118,7 @@ TEST(SwapPreemption, RecomputingRedoesThePreemptedSequencesTokens) {
 TEST(SwapPreemption, ASwappedSequenceCancelledWhileItsPagesAreReadLetsGoOfThem) {
   TempDir dir;
   TieredDriver d(dir.path, KVDigest{11, 22}, 1 << 20, 16, optimistic(PreemptionPolicy::kSwap));
-  for (SequenceRequest& r : two_long_decodes()) ASSERT_TRUE(d.scheduler().add(std::move(r)).ok());
+  for (SequenceRequest& r : two_long_decodes()) d.scheduler().add(testing::admitted(std::move(r)));
   for (int i = 0; i < 200 && !d.tier().loading_for(2); ++i) d.step();
   ASSERT_TRUE(d.tier().loading_for(2)) << "request 2 swapped out, its pages being read back";
   ASSERT_TRUE(d.scheduler().cancel(2).has_value());

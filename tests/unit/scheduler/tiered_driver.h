@@ -75,7 +75,7 @@ class TieredDriver {
     r.id = id;
     r.prompt = prompt;
     r.max_new_tokens = max_new;
-    EXPECT_TRUE(scheduler_->add(std::move(r)).ok());
+    scheduler_->add(admitted(std::move(r)));
     std::vector<TokenId> out;
     for (int i = 0; i < 1000 && scheduler_->has_unfinished(); ++i) {
       store_->drain();  // deterministic: every read has finished before the next step
@@ -94,7 +94,7 @@ class TieredDriver {
 
   // Runs `requests` together to their ends; returns each one's tokens by id.
   std::map<SeqId, std::vector<TokenId>> run_together(std::vector<SequenceRequest> requests) {
-    for (SequenceRequest& r : requests) EXPECT_TRUE(scheduler_->add(std::move(r)).ok());
+    for (SequenceRequest& r : requests) scheduler_->add(admitted(std::move(r)));
     for (int i = 0; i < 1000 && scheduler_->has_unfinished(); ++i) step();
     EXPECT_FALSE(scheduler_->has_unfinished());
     return std::move(generated_);

@@ -80,6 +80,7 @@ TEST(AnthropicSchema, OptionsMapToTheEnginesFields) {
   EXPECT_FLOAT_EQ(*r.options.sampling.top_p, 0.9f);
   EXPECT_EQ(*r.options.sampling.top_k, 7);
   EXPECT_EQ(r.options.stop, (std::vector<std::string>{"END", "\n\n"}));
+  EXPECT_EQ(r.options.stop_param, "stop_sequences") << "named if the engine refuses them";
   EXPECT_TRUE(r.options.stream);
 }
 
@@ -167,8 +168,8 @@ TEST(AnthropicSchema, BadBodiesAreRefusedNamingTheField) {
   body["messages"][0]["role"] = "system";
   EXPECT_EQ(refused(body, "\"user\" or \"assistant\""), "messages[0].role");
   body = minimal();
-  body["stop_sequences"] = {""};
-  EXPECT_EQ(refused(body, "1 to 256 bytes"), "stop_sequences");
+  body["stop_sequences"] = {"END", 3};
+  EXPECT_EQ(refused(body, "an array of strings"), "stop_sequences");
   body = minimal();
   body["frequency_penalty"] = 1;
   EXPECT_EQ(refused(body, "unknown field"), "frequency_penalty");

@@ -83,6 +83,7 @@ TEST(OllamaSchema, OptionsBecomeTheSamplingSettings) {
   EXPECT_FLOAT_EQ(*s.frequency_penalty, -0.5f);
   EXPECT_EQ(r.options.max_tokens, 12);
   EXPECT_EQ(r.options.stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_EQ(r.options.stop_param, "options.stop") << "named if the engine refuses them";
   EXPECT_EQ(r.num_ctx, 2048);
   // -1 (no limit) and -2 (fill the context) leave the bound to the engine.
   EXPECT_FALSE(parse_ok(chat({{"options", {{"num_predict", -1}}}})).options.max_tokens);
@@ -96,7 +97,7 @@ TEST(OllamaSchema, BadOptionsAreRefusedByName) {
   EXPECT_EQ(refused(chat({{"options", {{"num_predict", 0}}}})), "options.num_predict");
   EXPECT_EQ(refused(chat({{"options", {{"num_predict", -3}}}})), "options.num_predict");
   EXPECT_EQ(refused(chat({{"options", {{"stop", "x"}}}})), "options.stop");
-  EXPECT_EQ(refused(chat({{"options", {{"stop", {""}}}}})), "options.stop");
+  EXPECT_EQ(refused(chat({{"options", {{"stop", {"x", 3}}}}})), "options.stop");
   EXPECT_EQ(refused(chat({{"options", {{"warp", 9}}}}), "not an option"), "options.warp");
   EXPECT_EQ(refused(chat({{"options", {{"mirostat", 2}}}}), "not supported"), "options.mirostat");
   EXPECT_EQ(refused(chat({{"options", {{"typical_p", 0.5}}}})), "options.typical_p");

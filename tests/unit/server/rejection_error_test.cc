@@ -52,8 +52,9 @@ TEST(RejectionError, AClosedEngineIs503WithRetryAfter) {
 TEST(RejectionError, PromptRefusalsNameTheFieldThatHeldThePrompt) {
   for (RejectReason r : {RejectReason::kEmptyPrompt, RejectReason::kTokenOutsideVocabulary,
                          RejectReason::kPromptTooLong, RejectReason::kInvalidPrompt}) {
-    EXPECT_EQ(error_for_rejection(rejected(r), "prompt").param, "prompt") << reject_reason_name(r);
-    ApiError chat = error_for_rejection(rejected(r), "messages");
+    EXPECT_EQ(error_for_rejection(rejected(r), {.prompt = "prompt"}).param, "prompt")
+        << reject_reason_name(r);
+    ApiError chat = error_for_rejection(rejected(r), {.prompt = "messages"});
     EXPECT_EQ(chat.status, 400) << reject_reason_name(r);
     EXPECT_EQ(chat.param, "messages") << reject_reason_name(r);
   }
@@ -68,6 +69,16 @@ TEST(RejectionError, ABusySessionIs409AndASessionCapIs429WithRetryAfter) {
   EXPECT_EQ(cap.status, 429);
   EXPECT_EQ(cap.code, "session_limit");
   EXPECT_EQ(cap.retry_after_seconds, 1);
+}
+
+// The engine alone bounds stop strings; its refusal names the field of the request's API.
+TEST(RejectionError, StopStringRefusalsNameTheFieldThatHeldThem) {
+  const Finish f = rejected(RejectReason::kInvalidStop, "at most 16 stop strings may be given");
+  EXPECT_EQ(error_for_rejection(f).param, "stop");
+  const ApiError anthropic = error_for_rejection(f, {.stop = "stop_sequences"});
+  EXPECT_EQ(anthropic.status, 400);
+  EXPECT_EQ(anthropic.param, "stop_sequences");
+  EXPECT_EQ(anthropic.message, "at most 16 stop strings may be given");
 }
 
 TEST(RejectionError, OtherRefusalsAre400NamingTheirField) {
@@ -111,8 +122,10 @@ TEST(RejectionError, ABrokenServerTemplateIs500AndItsRefusalIs400WithItsMessage)
             400);
   // The same mapping for a refusal that arrives as the engine's finish.
   EXPECT_EQ(error_for_rejection(rejected(RejectReason::kChatTemplateFailed)).status, 500);
-  EXPECT_EQ(error_for_rejection(rejected(RejectReason::kChatTemplateRefused), "messages").param,
-            "messages");
+  EXPECT_EQ(
+      error_for_rejection(rejected(RejectReason::kChatTemplateRefused), {.prompt = "messages"})
+          .param,
+      "messages");
 }
 
 }  // namespace

@@ -86,4 +86,21 @@ inline Expected<Tokenizer> load_tokenizer(const GgufBuilder& metadata) {
   return Tokenizer::from_gguf(gguf.file);
 }
 
+// GPT-2's byte-level alphabet, byte b as token b, and an end-of-text control token whose id goes
+// to `end` (the grammars' tests feed text a byte at a time); callers may add tokens and merges.
+inline TinyVocab byte_level_vocab_with_end(int32_t& end) {
+  TinyVocab vocab("gpt2");
+  vocab.set_pre("gpt-2");
+  vocab.add_byte_level_alphabet();
+  end = vocab.add("<|endoftext|>", kControl);
+  return vocab;
+}
+
+// The tokenizer of `vocab` with `eos` its end-of-sequence token.
+inline Expected<Tokenizer> load_tokenizer_with_eos(const TinyVocab& vocab, int32_t eos) {
+  GgufBuilder gguf = vocab.gguf();
+  gguf.add_uint32("tokenizer.ggml.eos_token_id", uint32_t(eos));
+  return load_tokenizer(gguf);
+}
+
 }  // namespace drift::test

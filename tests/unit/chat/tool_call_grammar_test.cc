@@ -1,11 +1,11 @@
 // Which tool requests get a constraint, and that it names the functions the reply may call with
 // their parameter schemas, in the syntax the model writes. (That the grammars compile and hold
 // is checked through the server with the real matcher: tests/server/test_tools.py.)
-#include "server/tool_call_grammar.h"
+#include "chat/tool_call_grammar.h"
 
 #include <gtest/gtest.h>
 
-namespace drift::server {
+namespace drift {
 namespace {
 
 using Json = jinja::Json;
@@ -68,4 +68,4 @@ TEST(ToolCallGrammar, ANamedFunctionAndNoParallelCallsNarrowIt) {
 }
 
 }  // namespace
-}  // namespace drift::server
+}  // namespace drift

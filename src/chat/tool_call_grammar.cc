@@ -1,8 +1,10 @@
-#include "server/tool_call_grammar.h"
+#include "chat/tool_call_grammar.h"
 
 #include <fmt/format.h>
 
-namespace drift::server {
+#include "chat/tool_call_format.h"
+
+namespace drift {
 namespace {
 
 using Json = jinja::Json;
@@ -52,42 +54,56 @@ Json call_schema(const ToolCallGrammarRequest& r, std::string_view arguments_key
 
 std::string json_rule(const Json& schema) { return "%json " + schema.dump(); }
 
+// A call in marked blocks (kBlocks): each call between its markers, with the templates' padding;
+// parallel calls separated by that padding too.
+std::string blocks_grammar(const ToolCallFormat& f, const ToolCallGrammarRequest& r) {
+  const std::string separator = literal(f.padding);
+  const std::string calls = r.parallel_tool_calls ? fmt::format("call ({} call){{0,{}}}", separator,
+                                                                kMaxConstrainedToolCalls - 1)
+                                                  : std::string("call");
+  return fmt::format("start: {}\ncall: {} arguments {}\narguments: {}\n", calls,
+                     literal(std::string(f.open) + std::string(f.padding)),
+                     literal(std::string(f.padding) + std::string(f.close)),
+                     json_rule(call_schema(r, f.arguments_key)));
+}
+
+// The generic JSON reply (kGeneric): a call, or (when none is required) a response in text.
+std::string generic_grammar(const ToolCallFormat& f, const ToolCallGrammarRequest& r) {
+  auto object_of = [](std::string_view key, Json value) {
+    Json properties = Json::object();
+    properties[std::string(key)] = std::move(value);
+    return Json{{"type", "object"},
+                {"properties", std::move(properties)},
+                {"required", Json::array({std::string(key)})},
+                {"additionalProperties", false}};
+  };
+  Json call = object_of(kGenericCallKey, call_schema(r, f.arguments_key));
+  if (r.required) return "start: " + json_rule(call) + "\n";
+  Json response = object_of(kGenericResponseKey, Json{{"type", "string"}});
+  return "start: " + json_rule(Json{{"anyOf", Json::array({call, response})}}) + "\n";
+}
+
 }  // namespace
 
 std::optional<std::string> tool_call_grammar(const ToolCallGrammarRequest& r) {
   if (!r.tools || r.tools->empty()) return std::nullopt;
-  switch (r.syntax) {
-    case ToolCallSyntax::kHermes: {
+  const ToolCallFormat& f = tool_call_format(r.syntax);
+  switch (f.shape) {
+    case ToolCallShape::kBlocks:
+      // "auto": the model may answer in text. Blocks opened by a control token cannot be written.
+      if (!r.required || f.open_is_token) return std::nullopt;
+      return blocks_grammar(f, r);
+    case ToolCallShape::kObject:
+      // Its marker, if any, is optional: the grammar writes the call without it.
       if (!r.required) return std::nullopt;
-      std::string g =
-          "start: " +
-          std::string(r.parallel_tool_calls
-                          ? fmt::format("call (\"\\n\" call){{0,{}}}", kMaxConstrainedToolCalls - 1)
-                          : "call") +
-          "\ncall: " + literal("<tool_call>\n") + " arguments " + literal("\n</tool_call>") +
-          "\narguments: " + json_rule(call_schema(r, "arguments")) + "\n";
-      return g;
-    }
-    case ToolCallSyntax::kLlama3:
-      if (!r.required) return std::nullopt;
-      return "start: " + json_rule(call_schema(r, "parameters")) + "\n";
-    case ToolCallSyntax::kMistral:
-    case ToolCallSyntax::kHarmony:
+      return "start: " + json_rule(call_schema(r, f.arguments_key)) + "\n";
+    case ToolCallShape::kList:        // the list must follow its marker, a control token (Mistral)
+    case ToolCallShape::kFromTokens:  // channels are tokens
       return std::nullopt;
-    case ToolCallSyntax::kGeneric: {
-      Json call = Json{{"type", "object"},
-                       {"properties", Json{{"tool_call", call_schema(r, "arguments")}}},
-                       {"required", Json::array({"tool_call"})},
-                       {"additionalProperties", false}};
-      if (r.required) return "start: " + json_rule(call) + "\n";
-      Json response = Json{{"type", "object"},
-                           {"properties", Json{{"response", Json{{"type", "string"}}}}},
-                           {"required", Json::array({"response"})},
-                           {"additionalProperties", false}};
-      return "start: " + json_rule(Json{{"anyOf", Json::array({call, response})}}) + "\n";
-    }
+    case ToolCallShape::kGeneric:
+      return generic_grammar(f, r);
   }
   return std::nullopt;
 }
 
-}  // namespace drift::server
+}  // namespace drift

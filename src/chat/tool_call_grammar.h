@@ -5,7 +5,9 @@
 // the system message asks for ({"tool_call": ...} or {"response": ...}), as llama.cpp does: a
 // model that never saw tools in training otherwise rarely writes a parseable call.
 //
-// The result is a grammar in llguidance's Lark syntax, whose %json rules take JSON schemas.
+// The grammar is written from the syntax's ToolCallFormat (tool_call_format.h), the description
+// the parser reads replies by, so that the two cannot disagree on markers or the JSON's shape. It
+// is in llguidance's Lark syntax, whose %json rules take JSON schemas.
 #pragma once
 
 #include <optional>
@@ -14,7 +16,7 @@
 #include "chat/tool_call_syntax.h"
 #include "jinja/json.h"
 
-namespace drift::server {
+namespace drift {
 
 // Calls a constrained reply may hold (parallel_tool_calls): a small model, once in the call
 // syntax, may otherwise repeat calls until max_tokens.
@@ -22,7 +24,7 @@ inline constexpr int kMaxConstrainedToolCalls = 8;
 
 struct ToolCallGrammarRequest {
   ToolCallSyntax syntax = ToolCallSyntax::kGeneric;
-  const jinja::Json* tools = nullptr;  // validated OpenAI tool objects (tool_request.h)
+  const jinja::Json* tools = nullptr;  // validated OpenAI tool objects (server/tool_request.h)
   bool required = false;               // "required" or a named function
   std::optional<std::string> named_function;
   bool parallel_tool_calls = true;
@@ -33,4 +35,4 @@ struct ToolCallGrammarRequest {
 // channels).
 std::optional<std::string> tool_call_grammar(const ToolCallGrammarRequest& request);
 
-}  // namespace drift::server
+}  // namespace drift

@@ -1,7 +1,8 @@
 // `drift bench`: single-stream speed as llama-bench measures it — prefill of a P-token prompt
 // (pp, one batch) and decode of N tokens one at a time (tg) — over R repetitions after a
-// warm-up, printed as a table and as JSON, with the memory-bandwidth ceiling for decode. The KV
-// pages are split into KV groups as `drift serve` splits them (kv/kv_groups.h; one group with
+// warm-up, printed as a table and as JSON, with the memory-bandwidth ceiling for decode (the
+// weights' bytes plus the K/V bytes a step reads at its depth). The KV pages are split into KV
+// groups as `drift serve` splits them (kv/kv_groups.h; one group with
 // --no-hybrid-kv), each layer reading through its group's page list; nothing is freed (one
 // sequence, repeated from position 0).
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,6 +99,26 @@ Expected<KvPages> bench_kv_pages(const ModelConfig& c, int64_t context, KVDtype 
                                     : KvLayerPlacement{});
 }
 
+// The K/V bytes one decode step reads on average over positions [depth, depth + gen): each layer
+// reads every cached position it attends to (a sliding layer at most its window), in `dtype`'s
+// page bytes (scales included). With the weights' bytes this is the step's memory traffic.
+double kv_bytes_per_decode_token(const ModelConfig& c, KVDtype dtype, int64_t depth, int64_t gen) {
+  KVLayout one_layer{.num_layers = 1,
+                     .num_kv_heads = int32_t(c.n_kv_heads),
+                     .head_dim = int32_t(c.head_dim),
+                     .page_size = 16,
+                     .dtype = dtype};
+  if (!one_layer.validate().ok()) return 0;
+  const double bytes_per_position = double(one_layer.bytes_per_page()) / one_layer.page_size;
+  double positions = 0;  // summed over layers, averaged over the decode steps
+  for (const LayerConfig& layer : c.layers) {
+    const int64_t window =
+        layer.sliding_window ? c.sliding_window : std::numeric_limits<int64_t>::max();
+    for (int64_t i = 0; i < gen; ++i) positions += double(std::min(depth + i + 1, window));
+  }
+  return gen > 0 ? bytes_per_position * positions / double(gen) : 0;
+}
+
 // o.repetitions rounds of the prompt's prefill (pp) and o.gen_tokens decode steps after o.depth
 // cached positions (tg), each round's rate in tokens per second appended.
 Status measure(Runner& runner, const std::vector<int32_t>& prompt, const BenchOptions& o,
@@ -179,7 +201,8 @@ int run_bench(const BenchOptions& o) {
 
   const double bandwidth = measure_read_bandwidth(pool);
   const double bytes_per_token = static_cast<double>((*model)->weights().matrix_bytes);
-  const double roofline = bandwidth / bytes_per_token;
+  const double kv_bytes = kv_bytes_per_decode_token(c, *dtype, o.depth, o.gen_tokens);
+  const double roofline = bandwidth / (bytes_per_token + kv_bytes);
   const std::string model_name = c.name.empty() ? c.arch_name : c.name;
   fmt::print(stderr,
              "load + warm-up {:.2f} s; {}; memory read bandwidth {:.1f} GB/s; {} KV cache in {} "
@@ -203,15 +226,15 @@ int run_bench(const BenchOptions& o) {
         kind, n, s.mean, s.stddev, fmt::join(rates, ", "));
   };
   row("pp", o.prompt_tokens, pp_rates, 0);
-  // The weights-only ceiling does not hold once decode also reads a deep KV cache.
-  row("tg", o.gen_tokens, tg_rates, o.depth > 0 ? 0 : roofline);
+  row("tg", o.gen_tokens, tg_rates, roofline);
   fmt::print(
       "{{\"model\": \"{}\", \"file_bytes\": {}, \"isa\": \"{}\", \"threads\": {}, "
       "\"bandwidth_bytes_per_second\": {:.0f}, \"weight_bytes_per_token\": {:.0f}, "
+      "\"kv_bytes_per_token\": {:.0f}, "
       "\"decode_roofline_tokens_per_second\": {:.1f}, \"load_seconds\": {:.3f}, \"kv_groups\": {}, "
       "\"tests\": [{}]}}\n",
       model_name, (*model)->file().file_size(), isa_name(*isa), o.threads, bandwidth,
-      bytes_per_token, roofline, load_seconds, groups, json_tests);
+      bytes_per_token, kv_bytes, roofline, load_seconds, groups, json_tests);
   return 0;
 }
 

@@ -296,6 +296,28 @@ def test_bench_runs_the_kv_groups_the_server_runs_unless_told_not_to():
         assert [t["test"] for t in record["tests"]] == ["pp40", "tg8"]
 
 
+def test_bench_decode_ceiling_counts_the_kv_a_step_reads_at_its_depth():
+    # Full-attention layers read every cached position, sliding ones (window 16) at most 16: past
+    # the window, each 32 positions of depth add the same bytes; int8 K/V reads fewer than bf16.
+    model = ROOT / "tests" / "data" / "model" / "gpt-oss-synthetic.gguf"
+
+    def record(depth, dtype="bf16"):
+        out = drift("bench", "-m", model, "-p", 0, "-n", 4, "-r", 1, "-d", depth,
+                    "--kv-cache-dtype", dtype)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    kv = [record(d)["kv_bytes_per_token"] for d in (32, 64, 96)]
+    assert 0 < kv[0] < kv[1] < kv[2]
+    assert kv[2] - kv[1] == kv[1] - kv[0]
+    # Were every layer full, 32 more positions would add 32 / 34.5 of what depth 32 reads (its
+    # steps read 33..36 positions); half the layers stop at 16.
+    assert (kv[1] - kv[0]) / kv[0] < 0.8
+    assert record(64, "int8")["kv_bytes_per_token"] < kv[1]
+    r = record(64)
+    ceiling = r["bandwidth_bytes_per_second"] / (r["weight_bytes_per_token"] + r["kv_bytes_per_token"])
+    assert abs(r["decode_roofline_tokens_per_second"] - ceiling) <= 0.05 + 1e-3 * ceiling
+
+
 def test_batched_bench_reports_each_level_with_its_drafts():
     common = ["batched-bench", "-m", SMOLLM2, "--npp", 16, "--ntg", 48, "--npl", "1,2"]
     levels = {}

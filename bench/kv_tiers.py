@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The KV disk tier (--kv-cache-dir): time to first token of long documents asked again after
 they no longer fit in the RAM pool, and after a restart, with and without the tier; and a
-RAG-like mix's goodput (bench/kv_tiers_rag.py), also against llama-server.
+RAG-like mix's goodput (bench/kv_tiers_rag.py), also against llama-server; and preemption by
+swapping to the tier against recomputing (bench/kv_tiers_preempt.py).
 
-  bench/kv_tiers.py [--workload reask|rag|all] [--model SmolLM2-135M-Instruct.Q4_1.gguf]
+  bench/kv_tiers.py [--workload reask|rag|preempt|all] [--model SmolLM2-135M-Instruct.Q4_1.gguf]
       [--docs 6] [--doc-tokens 2000] [--kv-mib 96] [--max-tokens 16] [-t 2] [--json out.json]
       [--rag-docs 8] [--concurrency 4] [--ttft-slo 2] [--rounds 3] [--llama-bin DIR]
+      [--preempt-clients 4] [--preempt-prompt 1500] [--preempt-gen 200] [--preempt-kv-mib 80]
 
 Re-ask workload:
 
@@ -35,6 +37,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import DRIFT, cpu_model, drift_commit  # noqa: E402
 from http_client import ServerProcess, stream_completion  # noqa: E402
+from kv_tiers_preempt import add_preempt_args, print_preempt, run_preempt  # noqa: E402
 from kv_tiers_rag import add_rag_args, print_rag, run_rag  # noqa: E402
 
 
@@ -126,8 +129,9 @@ def main():
     p.add_argument("--dir-gib", type=float, default=4)
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("--json")
-    p.add_argument("--workload", choices=["reask", "rag", "all"], default="all")
+    p.add_argument("--workload", choices=["reask", "rag", "preempt", "all"], default="all")
     add_rag_args(p)
+    add_preempt_args(p)
     args = p.parse_args()
     out = {}
     if args.workload in ("reask", "all"):
@@ -135,6 +139,9 @@ def main():
     if args.workload in ("rag", "all"):
         out["rag"] = run_rag(args, disk_pages_read)
         print_rag(args, out["rag"])
+    if args.workload in ("preempt", "all"):
+        out["preempt"] = run_preempt(args, random.Random(291))
+        print_preempt(args, out["preempt"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -77,23 +77,9 @@ void half_q4_k(const TileQ4_K* tiles, int64_t nb, int h,
         l_sum[t] = _mm256_add_epi32(l_sum[t], _mm256_madd_epi16(s16, sc));
       }
     }
-    const __m256 dw = load_fp16x8(tile.d + 8 * h);
-    const __m256 dmw = load_fp16x8(tile.dmin + 8 * h);
-    __m256i mn[4];
-    for (int i = 0; i < 4; ++i)
-      mn[i] = _mm256_cvtepu8_epi16(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.mn[i][8 * h])));
+    const Q4KHalf half(tile, h);
     for (int t = 0; t < kT; ++t) {
-      const PanelSumsK& s = tok[t].s[b];
-      __m256i m_sum = _mm256_setzero_si256();
-      for (int i = 0; i < 4; ++i) {
-        int32_t pair;
-        std::memcpy(&pair, s.bsums32 + 2 * i, 4);
-        m_sum = _mm256_add_epi32(m_sum, _mm256_madd_epi16(mn[i], _mm256_set1_epi32(pair)));
-      }
-      const __m256 da = _mm256_set1_ps(s.d);
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(l_sum[t]), acc[t]);
-      summ[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(m_sum), summ[t]);
+      half.add(tok[t].s[b], l_sum[t], acc[t], summ[t]);
     }
   }
   for (int t = 0; t < kT; ++t) store8(y + t * y_stride, _mm256_sub_ps(acc[t], summ[t]), valid);

@@ -283,5 +283,32 @@ __m256i sub_block16_sum16(const __m256i (&w)[4], const int8_t* aq) {
                                            _mm256_maddubs_epi16(w[3], broadcast4(aq + 12))));
 }
 
+// One 8-row half of a Q4_K super-block after its codes: the rows' scales and mins, then each
+// token's float sums (Q4KHalf::add), in the order of the scalar reference.
+struct Q4KHalf {
+  __m256 dw, dmw;
+  __m256i mn[4];
+
+  Q4KHalf(const TileQ4_K& tile, int h)
+      : dw(load_fp16x8(tile.d + 8 * h)), dmw(load_fp16x8(tile.dmin + 8 * h)) {
+    for (int i = 0; i < 4; ++i)
+      mn[i] = _mm256_cvtepu8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile.mn[i][8 * h])));
+  }
+
+  // acc += d * da * l_sum; summ += dmin * da * (mins x the token's sub-block sums).
+  void add(const PanelSumsK& s, __m256i l_sum, __m256& acc, __m256& summ) const {
+    __m256i m_sum = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) {
+      int32_t pair;
+      std::memcpy(&pair, s.bsums32 + 2 * i, 4);
+      m_sum = _mm256_add_epi32(m_sum, _mm256_madd_epi16(mn[i], _mm256_set1_epi32(pair)));
+    }
+    const __m256 da = _mm256_set1_ps(s.d);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(l_sum), acc);
+    summ = _mm256_fmadd_ps(_mm256_mul_ps(dmw, da), _mm256_cvtepi32_ps(m_sum), summ);
+  }
+};
+
 }  // namespace
 }  // namespace drift::kernels::avx2

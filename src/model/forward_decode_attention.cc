@@ -40,29 +40,30 @@ bool ForwardPass::attend_decode_in_parts(int64_t il, const ForwardBatch& batch, 
         scores, &decode_maxima_[static_cast<size_t>(kvh * parts * kernels::kAttentionLanes)],
         parts};
   };
-  auto block_of = [&](int64_t kvh) {
-    AttentionBlock b = attention_block_of(il, s, kv, kvh, 0, group, metric_from);
+  // Built once here, read by every part of the three passes.
+  for (int64_t kvh = 0; kvh < c.n_kv_heads; ++kvh) {
+    AttentionBlock& b = decode_blocks_[static_cast<size_t>(kvh)];
+    b = kvh == 0 ? first : attention_block_of(il, s, kv, kvh, 0, group, metric_from);
     if (s.metric_tokens > 0) b.queries.metric = s.heads->metric_sums(il, kvh);
-    return b;
-  };
+  }
   auto private_of = [&](int index) {
     return &decode_private_[static_cast<size_t>(index * decode_private_per_thread_)];
   };
   pool.run([&](int index, int) {
     for (int64_t kvh = 0; kvh < c.n_kv_heads; ++kvh) {
-      const AttentionBlock b = block_of(kvh);
+      const AttentionBlock& b = decode_blocks_[static_cast<size_t>(kvh)];
       kernels::decode_scores(isa_, shape, b.kv, b.queries, parts_of(kvh), index, private_of(index));
     }
   });
   pool.run([&](int index, int) {
     for (int64_t kvh = 0; kvh < c.n_kv_heads; ++kvh) {
-      const AttentionBlock b = block_of(kvh);
+      const AttentionBlock& b = decode_blocks_[static_cast<size_t>(kvh)];
       kernels::decode_weights(isa_, b.kv, b.queries, parts_of(kvh), index);
     }
   });
   pool.run([&](int index, int) {
     for (int64_t kvh = 0; kvh < c.n_kv_heads; ++kvh) {
-      const AttentionBlock b = block_of(kvh);
+      const AttentionBlock& b = decode_blocks_[static_cast<size_t>(kvh)];
       kernels::decode_values(isa_, shape, b.kv, b.queries, parts_of(kvh), index, private_of(index));
     }
   });

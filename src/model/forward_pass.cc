@@ -90,6 +90,7 @@ Expected<std::unique_ptr<ForwardPass>> ForwardPass::create(const Model& model,
       static_cast<size_t>(c.n_kv_heads * limits.threads * kernels::kAttentionLanes));
   f->decode_private_per_thread_ = (kernels::decode_private_floats(shape) + 15) / 16 * 16;
   f->decode_private_.resize(static_cast<size_t>(limits.threads * f->decode_private_per_thread_));
+  f->decode_blocks_.resize(static_cast<size_t>(c.n_kv_heads));
   f->token_sequence_.resize(T);
   f->output_tokens_.resize(T);
   f->output_sequences_.resize(limits.max_sequences);

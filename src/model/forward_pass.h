@@ -154,7 +154,8 @@ class ForwardPass {
   std::vector<float> decode_maxima_;
   std::vector<float> decode_private_;
   int64_t decode_private_per_thread_ = 0;
-  std::vector<int64_t> token_sequence_;  // [T] index of each token's sequence in the batch
+  std::vector<AttentionBlock> decode_blocks_;  // [n_kv_heads] one layer's blocks, for the passes
+  std::vector<int64_t> token_sequence_;        // [T] index of each token's sequence in the batch
   // The batch of the tokens whose final state is read (output_batch), sized at creation.
   std::vector<int32_t> output_tokens_;             // [T]
   std::vector<ForwardSequence> output_sequences_;  // [max_sequences]

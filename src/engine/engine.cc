@@ -106,14 +106,13 @@ Status Engine::open_disk_tier(const ModelFacts& model) {
 }
 
 int32_t Engine::staging_rows(uint64_t page_bytes) const {
-  // Rule: a row for every row one step can take from the pool (its tokens' rows and two per
-  // sequence, as EngineScheduler::max_pages_one_step_takes counts them), so that write-ahead can
-  // stage every page a step may reclaim before it does; at least the store's default, at most an
+  // Rule: a row for every row one step can take from the pool, so that write-ahead can stage
+  // every page a step may reclaim before it does; at least the store's default, at most an
   // eighth of the pool's bytes. Beyond the staging, an eviction waits for a slot (never drops).
   const SchedulerConfig& s = setup_.scheduler;
   const KVLayout& layout = setup_.kv_layout;
-  const int64_t step_rows = (s.max_num_batched_tokens + layout.page_size - 1) / layout.page_size +
-                            2 * int64_t(s.max_num_seqs);
+  const int64_t step_rows =
+      EngineScheduler::rows_one_step_takes(s, layout.page_size, s.max_num_seqs);
   const uint64_t row_bytes = page_bytes * uint64_t(layout.num_groups());
   const auto cap = int64_t(uint64_t(kv_.num_pages()) * page_bytes / 8 / row_bytes);
   const int64_t floor = KVDiskStoreConfig{}.staging_pages;

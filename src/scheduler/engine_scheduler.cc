@@ -312,15 +312,19 @@ void EngineScheduler::end_step() {
   ++step_;
 }
 
-int32_t EngineScheduler::max_pages_one_step_takes() const {
+int32_t EngineScheduler::rows_one_step_takes(const SchedulerConfig& config, int32_t page_size,
+                                             int32_t items) {
   // Its tokens (drafts included) fill at most tokens / page_size page rows, plus two for each
-  // item (one it starts mid-way, one shared partial row it copies); items are the sequences
-  // running or waiting, at most max_num_seqs; a row is a page of every KV group.
-  const int32_t page = kv_.page_size();
+  // item (one it starts mid-way, one shared partial row it copies).
+  return (config.max_num_batched_tokens + page_size - 1) / page_size + 2 * items;
+}
+
+int32_t EngineScheduler::max_pages_one_step_takes() const {
+  // Items are the sequences running or waiting, at most max_num_seqs; a row is a page of every
+  // KV group.
   const auto items =
       int32_t(std::min<size_t>(size_t(config_.max_num_seqs), running_.size() + waiting_.size()));
-  return ((config_.max_num_batched_tokens + page - 1) / page + 2 * items) *
-         kv_.layout().num_groups();
+  return rows_one_step_takes(config_, kv_.page_size(), items) * kv_.layout().num_groups();
 }
 
 int32_t EngineScheduler::prefill_chunk_limit(int32_t pending, bool past_prefill_budget) const {

@@ -151,6 +151,10 @@ class EngineScheduler {
                                                            PrefixCache* prefix_cache = nullptr,
                                                            PrefixDiskTier* tier = nullptr,
                                                            DraftProposer* draft_model = nullptr);
+  // The page rows a step of `items` sequences can take from the pool at most: its tokens' rows
+  // and two a sequence (the disk tier's staging is sized by it before the scheduler exists).
+  static int32_t rows_one_step_takes(const SchedulerConfig& config, int32_t page_size,
+                                     int32_t items);
 
   // Queues a request the engine's judge admitted. It never refuses: what could never run was
   // refused by the judge, and what an admitted request promises (admitted_request.h) is asserted

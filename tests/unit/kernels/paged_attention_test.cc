@@ -77,6 +77,24 @@ struct Query {
   int64_t index, first, last;
 };
 
+// The queries of `block` writing into `out` (one row per query); `sinks`: query i's sink logit
+// is (*sinks)[i].
+AttentionQueries queries_of(const KvSetup& s, const std::vector<Query>& block,
+                            std::vector<std::vector<float>>& out,
+                            const std::vector<float>* sinks = nullptr) {
+  AttentionQueries qs{};
+  qs.n = static_cast<int64_t>(block.size());
+  for (size_t i = 0; i < block.size(); ++i) {
+    qs.q[i] = s.q.data() + block[i].index * s.shape.head_dim;
+    qs.first[i] = block[i].first;
+    qs.last[i] = block[i].last;
+    qs.out[i] = out[i].data();
+    if (sinks != nullptr) qs.sink[i] = (*sinks)[i];
+  }
+  qs.has_sinks = sinks != nullptr;
+  return qs;
+}
+
 // Runs `block` (at most kAttentionLanes queries) and returns their outputs; `sinks`: query i's
 // sink logit is (*sinks)[i].
 std::vector<std::vector<float>> run(Isa isa, const KvSetup& s, const std::vector<Query>& block,
@@ -88,16 +106,7 @@ std::vector<std::vector<float>> run(Isa isa, const KvSetup& s, const std::vector
   float* aligned =
       reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 31) / 32 * 32);
   std::vector<std::vector<float>> out(block.size(), std::vector<float>(s.shape.head_dim_v, -7.0f));
-  AttentionQueries qs{};
-  qs.n = static_cast<int64_t>(block.size());
-  for (size_t i = 0; i < block.size(); ++i) {
-    qs.q[i] = s.q.data() + block[i].index * s.shape.head_dim;
-    qs.first[i] = block[i].first;
-    qs.last[i] = block[i].last;
-    qs.out[i] = out[i].data();
-    if (sinks != nullptr) qs.sink[i] = (*sinks)[i];
-  }
-  qs.has_sinks = sinks != nullptr;
+  AttentionQueries qs = queries_of(s, block, out, sinks);
   paged_attention(isa, s.shape, s.kv(), qs, aligned, cache);
   return out;
 }
@@ -247,14 +256,7 @@ std::vector<float> run_metric(Isa isa, const KvSetup& s, const std::vector<Query
   float* aligned =
       reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 31) / 32 * 32);
   std::vector<std::vector<float>> out(block.size(), std::vector<float>(s.shape.head_dim_v));
-  AttentionQueries qs{};
-  qs.n = static_cast<int64_t>(block.size());
-  for (size_t i = 0; i < block.size(); ++i) {
-    qs.q[i] = s.q.data() + block[i].index * s.shape.head_dim;
-    qs.first[i] = block[i].first;
-    qs.last[i] = block[i].last;
-    qs.out[i] = out[i].data();
-  }
+  AttentionQueries qs = queries_of(s, block, out);
   qs.metric = metric.data();
   qs.metric_lanes = lanes;
   paged_attention(isa, s.shape, s.kv(), qs, aligned);
@@ -592,16 +594,7 @@ std::vector<std::vector<float>> run_in_parts(Isa isa, const KvSetup& s,
   std::vector<std::vector<float>> priv(parts,
                                        std::vector<float>(decode_private_floats(s.shape), -5.0f));
   std::vector<std::vector<float>> out(block.size(), std::vector<float>(s.shape.head_dim_v, -7.0f));
-  AttentionQueries qs{};
-  qs.n = static_cast<int64_t>(block.size());
-  for (size_t i = 0; i < block.size(); ++i) {
-    qs.q[i] = s.q.data() + block[i].index * s.shape.head_dim;
-    qs.first[i] = block[i].first;
-    qs.last[i] = block[i].last;
-    qs.out[i] = out[i].data();
-    if (sinks != nullptr) qs.sink[i] = (*sinks)[i];
-  }
-  qs.has_sinks = sinks != nullptr;
+  AttentionQueries qs = queries_of(s, block, out, sinks);
   if (metric != nullptr) {
     qs.metric = metric->data();
     qs.metric_lanes = 0x5u;

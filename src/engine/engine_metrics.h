@@ -64,6 +64,10 @@ struct KVDiskMetrics {
   PrefixDiskTierStats tier;
   KVDiskStats store;
   uint64_t admission_waits = 0;  // admission attempts that waited for pages being read
+  // Requests held for room to read their whole run from disk, and holds that gave up (as long
+  // as computing it would have taken) and computed what did not fit.
+  uint64_t room_holds = 0;
+  uint64_t room_holds_expired = 0;
   int32_t loads_in_flight = 0;
   PreemptionMetrics preemption;
 };

@@ -440,8 +440,9 @@ void EngineWorker::publish_disk_tier() {
   const PreemptionMetrics preemption{s.preemptions_swapped,         s.preemptions_recomputed,
                                      s.swapped_tails_restored,      s.predicted_swap_seconds,
                                      s.predicted_recompute_seconds, s.last_preemption};
-  metrics_.kv_disk = KVDiskMetrics{tier->stats(), tier->store().stats(), s.tier_waits,
-                                   tier->num_loads(), preemption};
+  metrics_.kv_disk = KVDiskMetrics{tier->stats(),      tier->store().stats(), s.tier_waits,
+                                   s.tier_holds,       s.tier_holds_expired,  tier->num_loads(),
+                                   preemption};
 }
 
 void EngineWorker::publish_snapshot() {

@@ -95,6 +95,16 @@ class PrefixDiskTier final : public PrefixSpillListener {
     kNoneOnDisk,  // RAM and the disk together hold no longer run (whole windows) than the hit
     kNoRoom,      // they do, but the pool has no room to read it into now
   };
+  // How much of that run a load may read when the pool cannot take all of it now: the longest
+  // part it can (the rest is computed), or nothing (kNoRoom; the request may wait for room).
+  // A swapped sequence's load is always whole.
+  enum class LoadShape : uint8_t { kWhatFits, kWhole };
+  // The run the last fetch found after the hit, whole, whatever it then read: its rows and the
+  // pages of the pool they take (a read page, or a RAM page taken off the cached list).
+  struct Offer {
+    int32_t rows = 0;
+    int64_t pool_pages = 0;
+  };
   // Starts reading the page rows of `tokens` after `hit` (`hit_pages`: its rows,
   // [hit.num_pages][num_groups] as PrefixCache::lookup gives them) that RAM and the disk hold
   // together, up to `max_pages` rows in all, for waiting request `waiter` — and, for a sequence
@@ -102,7 +112,8 @@ class PrefixDiskTier final : public PrefixSpillListener {
   // reach it (tail_for once read).
   Fetch fetch(SeqId waiter, uint64_t cache_namespace, std::span<const TokenId> tokens,
               const PrefixHit& hit, std::span<const PageId> hit_pages, int32_t max_pages,
-              int32_t swapped_tokens = 0);
+              int32_t swapped_tokens = 0, LoadShape shape = LoadShape::kWhatFits);
+  const Offer& last_offer() const { return offer_; }
   // Preemption by swap (scheduler/preemption_cost.h), of sequence `seq` whose first `num_tokens`
   // tokens' K/V are written: what it moves; and writing its live pages (the pages it freed below
   // a sliding window are registered, in RAM or on disk like any) under the digests of its own
@@ -215,6 +226,7 @@ class PrefixDiskTier final : public PrefixSpillListener {
   std::vector<SwapTail> taken_tails_;  // copied by the step being run: let go after it
   std::vector<std::pair<uint64_t, bool>> completed_;  // scratch
   RowSurvey survey_;                                  // fetch's, reused
+  Offer offer_;                                       // last_offer
   std::vector<PageId> match_scratch_;                 // survey's
   std::vector<PageId> row_scratch_;                   // start_load's rows
   SeqId next_seq_ = kLoaderSeqBase;

@@ -105,10 +105,11 @@ int64_t PrefixDiskTier::pool_pages(int32_t n, std::span<const PageId> hit_pages)
 PrefixDiskTier::Fetch PrefixDiskTier::fetch(SeqId waiter, uint64_t cache_namespace,
                                             std::span<const TokenId> tokens, const PrefixHit& hit,
                                             std::span<const PageId> hit_pages, int32_t max_pages,
-                                            int32_t swapped_tokens) {
+                                            int32_t swapped_tokens, LoadShape shape) {
   // Rule: the longest run of rows after the RAM hit that RAM and the disk hold together, every
-  // sliding window whole, read into pages the pool can spare now (never a reserved one); and a
-  // swapped sequence's partial last row if that run reaches it.
+  // sliding window whole, read into pages the pool can spare now (never a reserved one) — or,
+  // for a whole load, nothing unless it all fits; and a swapped sequence's partial last row if
+  // that run reaches it.
   const int32_t page_size = kv_.page_size();
   const int32_t groups = kv_.layout().num_groups();
   survey(cache_namespace, tokens, hit, max_pages);
@@ -117,11 +118,12 @@ PrefixDiskTier::Fetch PrefixDiskTier::fetch(SeqId waiter, uint64_t cache_namespa
   if (swapped_tokens % page_size > 0 && n == swapped_tokens / page_size)
     tail = find_tail(cache_namespace, tokens, survey_.digests[size_t(n - survey_.first)],
                      swapped_tokens);
+  offer_ = Offer{n - hit.num_pages, pool_pages(n, hit_pages) + (tail ? groups : 0)};
   if (n == hit.num_pages && !tail) return Fetch::kNoneOnDisk;
   const int64_t room = kv_.num_available_pages();
   // A swapped sequence reads all it wrote or waits: a shorter run is recomputing, which the swap
   // was chosen to avoid (it cannot run before the pool has room for its pages anyway).
-  if (swapped_tokens > 0 && pool_pages(n, hit_pages) + (tail ? groups : 0) > room)
+  if ((swapped_tokens > 0 || shape == LoadShape::kWhole) && offer_.pool_pages > room)
     return Fetch::kNoRoom;
   // Dropping a row frees at most a page per group: never fewer rows than the excess needs, and
   // never fewer than the hit (its cached pages count against the room too, so the excess can

@@ -108,6 +108,10 @@ struct SchedulerStats {
   uint64_t prefix_shared_in_step = 0;
   // Admission attempts in which the request waited for its prefix's pages to be read from disk.
   uint64_t tier_waits = 0;
+  // Requests held for room to read their whole run on disk (rather than read what fits and
+  // compute the rest), and holds that lasted as long as computing would have and gave up.
+  uint64_t tier_holds = 0;
+  uint64_t tier_holds_expired = 0;
   // Preemptions by the way chosen (scheduler/preemption_cost.h), the seconds the cost model
   // predicted for each way summed over every choice (both figures of each), and the last choice.
   uint64_t preemptions_swapped = 0;
@@ -272,6 +276,10 @@ class EngineScheduler {
   // Whether `seq` waits for the disk tier to read the pages after its cached `prefix` (asking
   // it once per admission).
   bool waits_for_disk(SequenceState& seq, const CachedPrefix& prefix);
+  // Whether `seq`, whose whole run on disk (`offer`, after `prefix`) the pool cannot take now,
+  // waits for room rather than loading what fits and computing the rest; starts its hold.
+  bool holds_for_room(SequenceState& seq, const CachedPrefix& prefix,
+                      const PrefixDiskTier::Offer& offer);
   // Pages after the cached prefix that a running prefill is computing and `seq` could share.
   struct PagesInFlight {
     const SequenceState* writer = nullptr;  // none: nothing to wait for or share
@@ -374,6 +382,7 @@ class EngineScheduler {
   int32_t partial_prefills_ = 0;    // sequences that will end this step with an unfinished prefill
   int32_t prefill_token_budget_;    // set_prefill_token_budget
   RecomputeCosts recompute_costs_;  // set_recompute_costs
+  double executed_seconds_ = 0;     // every step's observe_step_seconds, summed
   int32_t prefill_budget_ = 0;      // prefill tokens still free in this step
   // Prefill tokens running prefills leave for the short prompt at the head of the queue.
   int32_t held_for_waiting_head_ = 0;

@@ -41,6 +41,7 @@ void EngineScheduler::preempt(size_t running_index) {
   seq.prefix = PrefixCursor{};
   seq.tier_fetched = false;  // its pages evicted meanwhile may be read back
   seq.tier_asked_at_pages.reset();
+  seq.tier_hold_until.reset();
   ++seq.num_preemptions;
   running_.erase(running_.begin() + std::ptrdiff_t(running_index));
   enqueue_waiting(seq);

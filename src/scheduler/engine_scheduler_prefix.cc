@@ -34,19 +34,53 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
 bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& prefix) {
   // Rule: one read per admission; a request whose pages are being read waits for them; an ask
   // that found nothing on disk is repeated only once the RAM hit has changed, one that found no
-  // page to read into at the next attempt — and a swapped sequence waits for that room (being
-  // admitted without its pages would recompute them, what the swap was chosen to avoid).
+  // page to read into at the next attempt. The read is whole (every row RAM and the disk hold
+  // past the hit) while the request holds for room to take it (holds_for_room); a swapped
+  // sequence always waits for that room (being admitted without its pages would recompute
+  // them, what the swap was chosen to avoid).
+  using Fetch = PrefixDiskTier::Fetch;
+  using LoadShape = PrefixDiskTier::LoadShape;
   if (tier_->loading_for(seq.id)) return true;
   if (seq.tier_fetched || !may_skip_cached_prefix(seq) ||
       seq.tier_asked_at_pages == prefix.num_pages)
     return false;
   const int32_t max_pages = (seq.total_len() - 1) / kv_.page_size();
-  const PrefixDiskTier::Fetch fetched = tier_->fetch(seq.id, seq.cache_namespace, seq.tokens,
-                                                     PrefixHit{prefix.num_pages, prefix.cursor},
-                                                     prefix.pages, max_pages, seq.swapped_tokens);
-  if (fetched == PrefixDiskTier::Fetch::kNoneOnDisk) seq.tier_asked_at_pages = prefix.num_pages;
-  seq.tier_fetched = fetched == PrefixDiskTier::Fetch::kReading;
-  return seq.tier_fetched || (fetched == PrefixDiskTier::Fetch::kNoRoom && seq.swapped_tokens > 0);
+  auto fetch = [&](LoadShape shape) {
+    return tier_->fetch(seq.id, seq.cache_namespace, seq.tokens,
+                        PrefixHit{prefix.num_pages, prefix.cursor}, prefix.pages, max_pages,
+                        seq.swapped_tokens, shape);
+  };
+  const bool hold_expired = seq.tier_hold_until && executed_seconds_ >= *seq.tier_hold_until;
+  Fetch fetched = fetch(hold_expired ? LoadShape::kWhatFits : LoadShape::kWhole);
+  if (fetched == Fetch::kNoRoom && seq.swapped_tokens == 0 && !hold_expired) {
+    if (holds_for_room(seq, prefix, tier_->last_offer())) return true;
+    fetched = fetch(LoadShape::kWhatFits);
+  }
+  if (hold_expired) ++stats_.tier_holds_expired;
+  seq.tier_hold_until.reset();
+  if (fetched == Fetch::kNoneOnDisk) seq.tier_asked_at_pages = prefix.num_pages;
+  seq.tier_fetched = fetched == Fetch::kReading;
+  return seq.tier_fetched || (fetched == Fetch::kNoRoom && seq.swapped_tokens > 0);
+}
+
+bool EngineScheduler::holds_for_room(SequenceState& seq, const CachedPrefix& prefix,
+                                     const PrefixDiskTier::Offer& offer) {
+  // Rule: hold while the wait can end and is cheaper than computing: room frees only as running
+  // sequences finish (none running, or a run larger than the pool, never fits), and a hold lasts
+  // at most the seconds computing the run would take (the step cost model's figures; none
+  // measured yet, no hold) — so a request never waits longer than twice the better choice.
+  // While held it takes no page and passes its place to requests that fit, within
+  // max_overtakes.
+  if (running_.empty() || !recompute_costs_.measured() || offer.pool_pages > kv_.num_pages())
+    return false;
+  if (!seq.tier_hold_until) {
+    const int32_t page_size = kv_.page_size();
+    seq.tier_hold_until = executed_seconds_ + prefill_seconds(recompute_costs_,
+                                                              int64_t(prefix.num_pages) * page_size,
+                                                              int64_t(offer.rows) * page_size);
+    ++stats_.tier_holds;
+  }
+  return true;
 }
 
 void EngineScheduler::count_prefix_pages(CachedPrefix& prefix) const {

@@ -120,6 +120,7 @@ int32_t EngineScheduler::propose_draft(SequenceState& seq, std::span<TokenId> ou
 }
 
 void EngineScheduler::observe_step_seconds(double seconds) {
+  executed_seconds_ += seconds;  // the clock of holds for disk room (waits_for_disk)
   // Rule: only steps of decodes alone are measured: a prefill's cost says nothing of drafts'.
   if (config_.spec.mode != SpecMode::kAuto || executed_decoding_ == 0) return;
   (spec_gate_.drafts_allowed(executed_decoding_) ? stats_.spec_auto_steps_with_drafts

@@ -25,6 +25,12 @@ std::string_view preemption_mode_name(PreemptionMode mode) {
   return mode == PreemptionMode::kSwap ? "swap" : "recompute";
 }
 
+double prefill_seconds(const RecomputeCosts& costs, int64_t first_position, int64_t tokens) {
+  const auto n = double(tokens);
+  const double attended = n * double(first_position) + n * (n + 1) / 2;
+  return n * costs.per_prefill_token + costs.per_attended_position * attended;
+}
+
 PreemptionChoice choose_preemption(PreemptionPolicy policy, const PreemptionCostInputs& in) {
   PreemptionChoice choice;
   auto or_assumed = [](double measured) {
@@ -34,9 +40,7 @@ PreemptionChoice choose_preemption(PreemptionPolicy policy, const PreemptionCost
   choice.swap_seconds =
       double(in.pages_to_write) * bytes / or_assumed(in.disk.write_bytes_per_second) +
       double(in.pages) * bytes / or_assumed(in.disk.read_bytes_per_second);
-  const auto n = double(in.tokens);
-  choice.recompute_seconds =
-      n * in.recompute.per_prefill_token + in.recompute.per_attended_position * n * (n + 1) / 2;
+  choice.recompute_seconds = prefill_seconds(in.recompute, 0, in.tokens);
   if (in.pages <= 0 || policy == PreemptionPolicy::kRecompute) return choice;
   if (policy == PreemptionPolicy::kSwap ||
       (in.recompute.measured() && choice.swap_seconds < choice.recompute_seconds))

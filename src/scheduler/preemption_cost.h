@@ -33,6 +33,10 @@ struct RecomputeCosts {
   bool measured() const { return per_prefill_token > 0; }
 };
 
+// Seconds to compute `tokens` prompt tokens at positions first_position, first_position + 1, ...:
+// each token's own cost plus attention over every position up to its own.
+double prefill_seconds(const RecomputeCosts& costs, int64_t first_position, int64_t tokens);
+
 // The disk's speed as the store measured it; 0: not measured yet.
 struct DiskBandwidth {
   double write_bytes_per_second = 0;

@@ -94,6 +94,10 @@ struct SequenceState {
   // again only when the hit changes — a preempted sequence's pages still cached when it first
   // asks may be evicted to disk while it waits. nullopt: not asked since it last waited.
   std::optional<int32_t> tier_asked_at_pages;
+  // Held, waiting for the pool to take its whole run on disk, until the scheduler's executed
+  // seconds reach this (what computing that run would take); then it loads what fits and
+  // computes the rest. nullopt: not held since it last waited.
+  std::optional<double> tier_hold_until;
   // Preempted by swap with this many computed tokens (0: not swapped since its last admission):
   // the tier holds its pages, its partial last page included, for its re-admission.
   int32_t swapped_tokens = 0;

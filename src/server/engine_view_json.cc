@@ -109,6 +109,8 @@ std::string engine_view_json(const EngineSnapshot& snapshot, const EngineMetrics
                         {"pages_written_ahead", d.tier.pages_written_ahead},
                         {"writes_dropped", d.store.writes_dropped},
                         {"loads_in_flight", d.loads_in_flight},
+                        {"room_holds", d.room_holds},
+                        {"room_holds_expired", d.room_holds_expired},
                         {"read_bytes", d.store.bytes_read},
                         {"read_seconds", d.store.read_seconds},
                         {"write_bytes", d.store.bytes_written},

@@ -114,6 +114,13 @@ void write_kv_tiers(Writer& w, const EngineMetrics& m) {
   w.counter("drift:kv_disk_admission_waits_total",
             "Admission attempts that waited for prefix pages being read from disk.",
             double(disk->admission_waits));
+  w.counter("drift:kv_disk_room_holds_total",
+            "Requests held for room in the pool to read their whole prefix from disk.",
+            double(disk->room_holds));
+  w.counter("drift:kv_disk_room_holds_expired_total",
+            "Holds for room that lasted as long as computing the prefix would have, and computed "
+            "what did not fit.",
+            double(disk->room_holds_expired));
   const PreemptionMetrics& p = disk->preemption;
   w.labelled_counter_header("drift:kv_preemptions_total",
                             "Preempted sequences by what became of their KV pages (with a disk "

@@ -211,5 +211,73 @@ TEST(DiskTierScheduler, AHitLargerThanTheRoomLeftLoadsNothingAndIsComputed) {
   EXPECT_TRUE(d.kv().check_invariants().ok());
 }
 
+// The RAG mix's case: the document is on disk, a running request holds most of the pool, and a
+// request for the document arrives. Reading what fits and computing the rest is slower than
+// waiting for the running request to finish and reading it all, when computing costs more
+// than the wait; the scheduler holds the request (for at most what computing would take).
+struct RoomForADocument {
+  TempDir dir;
+  TieredDriver d{dir.path};
+  static constexpr SeqId kRunning = 3, kReader = 2;
+  const std::vector<TokenId> running_prompt = prompt_of(30, 300);
+
+  // The document cached, spilled to disk, and a request of 30 + 12 tokens (11 pages reserved
+  // of 16) running, so that the document's 7 pages do not fit until it ends.
+  explicit RoomForADocument(std::optional<double> seconds_per_prefill_token) {
+    EXPECT_EQ(d.ask(1, kDocument), d.reference(1, kDocument));
+    crowd_out(d, 10);
+    d.store().drain();
+    EXPECT_GE(d.store().stats().pages, 7u);
+    if (seconds_per_prefill_token)
+      d.scheduler().set_recompute_costs(RecomputeCosts{*seconds_per_prefill_token, 0});
+    d.set_step_seconds(0.01);
+    add(kRunning, running_prompt, 12);
+    d.step();
+    EXPECT_LT(d.kv().num_available_pages(), 7);
+    add(kReader, kDocument, 3);
+  }
+  void add(SeqId id, const std::vector<TokenId>& prompt, int32_t max_new) {
+    SequenceRequest r;
+    r.id = id;
+    r.prompt = prompt;
+    r.max_new_tokens = max_new;
+    d.scheduler().add(testing::admitted(std::move(r)));
+  }
+  void run_to_end() {
+    for (int i = 0; i < 1000 && d.scheduler().has_unfinished(); ++i) d.step();
+    ASSERT_FALSE(d.scheduler().has_unfinished());
+    EXPECT_EQ(d.generated(kRunning), d.reference(kRunning, running_prompt, 12));
+    EXPECT_EQ(d.generated(kReader), d.reference(kReader, kDocument));
+  }
+};
+
+TEST(DiskTierScheduler, ARequestHoldsForRoomToReadItsWholePrefixWhenComputingCostsMore) {
+  RoomForADocument room(/*seconds_per_prefill_token=*/1.0);  // 28 s to compute, 0.01 s a step
+  room.run_to_end();
+  const SchedulerStats& s = room.d.scheduler().stats();
+  EXPECT_EQ(s.tier_holds, 1u);
+  EXPECT_EQ(s.tier_holds_expired, 0u);
+  EXPECT_EQ(room.d.tier().stats().loads, 1u);
+  EXPECT_EQ(room.d.tier().stats().pages_loaded, 7u) << "the whole document, none computed";
+}
+
+TEST(DiskTierScheduler, AHoldLastsNoLongerThanComputingThePrefixWouldTake) {
+  // 28 tokens at 1 ms: the hold gives up after three 10 ms steps, while the other request still
+  // has 9 tokens to decode, and reads what fits.
+  RoomForADocument room(/*seconds_per_prefill_token=*/0.001);
+  room.run_to_end();
+  const SchedulerStats& s = room.d.scheduler().stats();
+  EXPECT_EQ(s.tier_holds, 1u);
+  EXPECT_EQ(s.tier_holds_expired, 1u);
+  EXPECT_LT(room.d.tier().stats().pages_loaded, 7u) << "what fitted; the rest computed";
+}
+
+TEST(DiskTierScheduler, NoHoldBeforeTheCostOfComputingIsMeasured) {
+  RoomForADocument room(std::nullopt);
+  room.run_to_end();
+  EXPECT_EQ(room.d.scheduler().stats().tier_holds, 0u);
+  EXPECT_LT(room.d.tier().stats().pages_loaded, 7u);
+}
+
 }  // namespace
 }  // namespace drift

@@ -108,6 +108,7 @@ class TieredDriver {
       EXPECT_TRUE(executor_.run(plan, result_).ok());
       for (const SequenceOutcome& o : scheduler_->on_step_executed(result_))
         if (o.token) generated_[o.id].push_back(*o.token);
+      if (step_seconds_ > 0) scheduler_->observe_step_seconds(step_seconds_);
     }
     if (!check_invariants) return;
     Status s = scheduler_->check_invariants();
@@ -124,6 +125,8 @@ class TieredDriver {
   PrefixDiskTier& tier() { return *tier_; }
   KVDiskStore& store() { return *store_; }
   EngineScheduler& scheduler() { return *scheduler_; }
+  // The wall time step() (and so run_together) reports for each step it runs; 0: none.
+  void set_step_seconds(double seconds) { step_seconds_ = seconds; }
   // The tokens step() has seen request `id` generate.
   const std::vector<TokenId>& generated(SeqId id) { return generated_[id]; }
 
@@ -143,6 +146,7 @@ class TieredDriver {
   std::unique_ptr<EngineScheduler> scheduler_;
   ExecutionResult result_;
   std::map<SeqId, std::vector<TokenId>> generated_;  // run_together's and step's tokens
+  double step_seconds_ = 0;
 };
 
 // Flips a bit of the last byte of a page file's K/V (its payload checksum then fails).

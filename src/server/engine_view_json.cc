@@ -27,6 +27,39 @@ json sequence_json(const SequenceView& s) {
               {"pages", s.pages}};
 }
 
+// --kv-cache-dir: the disk tier under the prefix cache.
+json disk_tier_json(const KVDiskMetrics& d) {
+  json tier = {{"pages", d.store.pages},
+               {"bytes", d.store.bytes},
+               {"budget_bytes", d.store.budget_bytes},
+               {"pages_loaded", d.tier.pages_loaded},
+               {"pages_load_failed", d.tier.pages_load_failed},
+               {"pages_spilled", d.tier.pages_spilled},
+               {"pages_written_ahead", d.tier.pages_written_ahead},
+               {"writes_dropped", d.store.writes_dropped},
+               {"loads_in_flight", d.loads_in_flight},
+               {"room_holds", d.room_holds},
+               {"room_holds_expired", d.room_holds_expired},
+               {"read_bytes", d.store.bytes_read},
+               {"read_seconds", d.store.read_seconds},
+               {"write_bytes", d.store.bytes_written},
+               {"write_seconds", d.store.write_seconds},
+               {"read_failures", d.store.read_failures}};
+  const PreemptionMetrics& p = d.preemption;
+  json preemption{{"swapped", p.swapped},
+                  {"recomputed", p.recomputed},
+                  {"tails_restored", p.tails_restored},
+                  {"predicted_swap_seconds", p.predicted_swap_seconds},
+                  {"predicted_recompute_seconds", p.predicted_recompute_seconds},
+                  {"last", nullptr}};
+  if (p.last)
+    preemption["last"] = {{"mode", preemption_mode_name(p.last->mode)},
+                          {"swap_seconds", p.last->swap_seconds},
+                          {"recompute_seconds", p.last->recompute_seconds}};
+  tier["preemption"] = std::move(preemption);
+  return tier;
+}
+
 }  // namespace
 
 std::string engine_view_json(const EngineSnapshot& snapshot, const EngineMetrics& metrics,
@@ -98,37 +131,7 @@ std::string engine_view_json(const EngineSnapshot& snapshot, const EngineMetrics
       {"ttft", histogram_json(metrics.time_to_first_token)},
       {"itl", histogram_json(metrics.inter_token_latency)},
   };
-  if (metrics.kv_disk) {  // --kv-cache-dir: the disk tier under the prefix cache
-    const KVDiskMetrics& d = *metrics.kv_disk;
-    out["disk_tier"] = {{"pages", d.store.pages},
-                        {"bytes", d.store.bytes},
-                        {"budget_bytes", d.store.budget_bytes},
-                        {"pages_loaded", d.tier.pages_loaded},
-                        {"pages_load_failed", d.tier.pages_load_failed},
-                        {"pages_spilled", d.tier.pages_spilled},
-                        {"pages_written_ahead", d.tier.pages_written_ahead},
-                        {"writes_dropped", d.store.writes_dropped},
-                        {"loads_in_flight", d.loads_in_flight},
-                        {"room_holds", d.room_holds},
-                        {"room_holds_expired", d.room_holds_expired},
-                        {"read_bytes", d.store.bytes_read},
-                        {"read_seconds", d.store.read_seconds},
-                        {"write_bytes", d.store.bytes_written},
-                        {"write_seconds", d.store.write_seconds},
-                        {"read_failures", d.store.read_failures}};
-    const PreemptionMetrics& p = d.preemption;
-    json preemption{{"swapped", p.swapped},
-                    {"recomputed", p.recomputed},
-                    {"tails_restored", p.tails_restored},
-                    {"predicted_swap_seconds", p.predicted_swap_seconds},
-                    {"predicted_recompute_seconds", p.predicted_recompute_seconds},
-                    {"last", nullptr}};
-    if (p.last)
-      preemption["last"] = {{"mode", preemption_mode_name(p.last->mode)},
-                            {"swap_seconds", p.last->swap_seconds},
-                            {"recompute_seconds", p.last->recompute_seconds}};
-    out["disk_tier"]["preemption"] = std::move(preemption);
-  }
+  if (metrics.kv_disk) out["disk_tier"] = disk_tier_json(*metrics.kv_disk);
   return dump_json(out);
 }
 

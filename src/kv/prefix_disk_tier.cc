@@ -161,6 +161,19 @@ bool PrefixDiskTier::loading_for(SeqId waiter) const {
                      [&](const Load& l) { return l.waiter == waiter; });
 }
 
+bool PrefixDiskTier::loading_after(const PrefixCursor& hit, std::span<const TokenId> tokens) const {
+  // Rule: same chain up to the hit (namespace, rows and digest) and the same next row.
+  const auto page_size = size_t(kv_.page_size());
+  const size_t begin = size_t(hit.num_pages) * page_size;
+  if (begin + page_size > tokens.size()) return false;
+  const std::span<const TokenId> next = tokens.subspan(begin, page_size);
+  return std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) {
+    return l.cursor.cache_namespace == hit.cache_namespace &&
+           l.cursor.num_pages == hit.num_pages && l.cursor.digest == hit.digest &&
+           l.tokens.size() >= page_size && std::equal(next.begin(), next.end(), l.tokens.begin());
+  });
+}
+
 int32_t PrefixDiskTier::complete_loads() {
   // Tails taken by an admission in the step just reported: the executor has copied them.
   for (const SwapTail& t : taken_tails_) kv_.release(t.holder);

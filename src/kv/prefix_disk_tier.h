@@ -136,6 +136,10 @@ class PrefixDiskTier final : public PrefixSpillListener {
 
   // Whether a load for `waiter` is still reading.
   bool loading_for(SeqId waiter) const;
+  // Whether another request's load is reading the page row that follows `hit` for these
+  // `tokens` (the sequence's whole token list): a second request for the same document waits
+  // for those pages to join the prefix cache instead of reading them into pages of its own.
+  bool loading_after(const PrefixCursor& hit, std::span<const TokenId> tokens) const;
   // Registers the pages of every finished load and releases its sequence. Returns pages
   // registered.
   int32_t complete_loads();

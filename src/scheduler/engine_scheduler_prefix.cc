@@ -32,7 +32,8 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
 }
 
 bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& prefix) {
-  // Rule: one read per admission; a request whose pages are being read waits for them; an ask
+  // Rule: one read per admission; a request whose pages are being read, for it or for another
+  // request with the same prefix, waits for them; an ask
   // that found nothing on disk is repeated only once the RAM hit has changed, one that found no
   // page to read into at the next attempt. The read is whole (every row RAM and the disk hold
   // past the hit) while the request holds for room to take it (holds_for_room); a swapped
@@ -44,6 +45,8 @@ bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& pre
   if (seq.tier_fetched || !may_skip_cached_prefix(seq) ||
       seq.tier_asked_at_pages == prefix.num_pages)
     return false;
+  // Another request is reading the same rows: they join the prefix cache within a step or two.
+  if (tier_->loading_after(prefix.cursor, seq.tokens)) return true;
   const int32_t max_pages = (seq.total_len() - 1) / kv_.page_size();
   auto fetch = [&](LoadShape shape) {
     return tier_->fetch(seq.id, seq.cache_namespace, seq.tokens,

@@ -211,6 +211,30 @@ TEST(DiskTierScheduler, AHitLargerThanTheRoomLeftLoadsNothingAndIsComputed) {
   EXPECT_TRUE(d.kv().check_invariants().ok());
 }
 
+// Two requests for the same document on disk at once: the second waits for the first one's
+// load instead of reading the same pages into pages of its own (twice the room, twice the I/O).
+TEST(DiskTierScheduler, TwoRequestsForOneDocumentOnDiskReadItOnce) {
+  TempDir dir;
+  TieredDriver d(dir.path);
+  EXPECT_EQ(d.ask(1, kDocument), d.reference(1, kDocument));
+  crowd_out(d, 10);
+  d.store().drain();
+  SequenceRequest a, b;
+  a.id = 2;
+  b.id = 3;
+  a.prompt = b.prompt = kDocument;
+  a.max_new_tokens = b.max_new_tokens = 3;
+  std::vector<SequenceRequest> both;
+  both.push_back(std::move(a));
+  both.push_back(std::move(b));
+  auto out = d.run_together(std::move(both));
+  EXPECT_EQ(out[2], d.reference(2, kDocument));
+  EXPECT_EQ(out[3], d.reference(3, kDocument));
+  EXPECT_EQ(d.tier().stats().loads, 1u);
+  EXPECT_EQ(d.tier().stats().pages_loaded, 7u);
+  EXPECT_EQ(d.prefix().stats().hit_tokens % 28, 0u) << "each request's 28 tokens found cached";
+}
+
 // The RAG mix's case: the document is on disk, a running request holds most of the pool, and a
 // request for the document arrives. Reading what fits and computing the rest is slower than
 // waiting for the running request to finish and reading it all, when computing costs more

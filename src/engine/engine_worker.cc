@@ -441,7 +441,7 @@ void EngineWorker::publish_disk_tier() {
                                      s.swapped_tails_restored,      s.predicted_swap_seconds,
                                      s.predicted_recompute_seconds, s.last_preemption};
   metrics_.kv_disk = KVDiskMetrics{tier->stats(),      tier->store().stats(), s.tier_waits,
-                                   s.tier_holds,       s.tier_holds_expired,  tier->num_loads(),
+                                   s.room_holds,       s.room_holds_expired,  tier->num_loads(),
                                    preemption};
 }
 

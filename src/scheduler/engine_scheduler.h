@@ -110,8 +110,8 @@ struct SchedulerStats {
   uint64_t tier_waits = 0;
   // Requests held for room to read their whole run on disk (rather than read what fits and
   // compute the rest), and holds that lasted as long as computing would have and gave up.
-  uint64_t tier_holds = 0;
-  uint64_t tier_holds_expired = 0;
+  uint64_t room_holds = 0;
+  uint64_t room_holds_expired = 0;
   // Preemptions by the way chosen (scheduler/preemption_cost.h), the seconds the cost model
   // predicted for each way summed over every choice (both figures of each), and the last choice.
   uint64_t preemptions_swapped = 0;
@@ -280,6 +280,8 @@ class EngineScheduler {
   // waits for room rather than loading what fits and computing the rest; starts its hold.
   bool holds_for_room(SequenceState& seq, const CachedPrefix& prefix,
                       const PrefixDiskTier::Offer& offer);
+  // Whether any request may hold for room now (before its run is known).
+  bool may_hold_for_room() const;
   // Pages after the cached prefix that a running prefill is computing and `seq` could share.
   struct PagesInFlight {
     const SequenceState* writer = nullptr;  // none: nothing to wait for or share

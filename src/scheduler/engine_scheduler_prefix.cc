@@ -33,12 +33,11 @@ CachedPrefix EngineScheduler::find_cached_prefix(const SequenceState& seq) {
 
 bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& prefix) {
   // Rule: one read per admission; a request whose pages are being read, for it or for another
-  // request with the same prefix, waits for them; an ask
-  // that found nothing on disk is repeated only once the RAM hit has changed, one that found no
-  // page to read into at the next attempt. The read is whole (every row RAM and the disk hold
-  // past the hit) while the request holds for room to take it (holds_for_room); a swapped
-  // sequence always waits for that room (being admitted without its pages would recompute
-  // them, what the swap was chosen to avoid).
+  // request with the same prefix, waits for them; an ask that found nothing on disk is repeated
+  // only once the RAM hit has changed, one that found no page to read into at the next attempt.
+  // The read is whole (every row RAM and the disk hold past the hit) while the request may hold
+  // for room to take it (holds_for_room); a swapped sequence always waits for that room (being
+  // admitted without its pages would recompute them, what the swap was chosen to avoid).
   using Fetch = PrefixDiskTier::Fetch;
   using LoadShape = PrefixDiskTier::LoadShape;
   if (tier_->loading_for(seq.id)) return true;
@@ -54,34 +53,38 @@ bool EngineScheduler::waits_for_disk(SequenceState& seq, const CachedPrefix& pre
                         seq.swapped_tokens, shape);
   };
   const bool hold_expired = seq.tier_hold_until && executed_seconds_ >= *seq.tier_hold_until;
-  Fetch fetched = fetch(hold_expired ? LoadShape::kWhatFits : LoadShape::kWhole);
-  if (fetched == Fetch::kNoRoom && seq.swapped_tokens == 0 && !hold_expired) {
+  const bool may_hold = seq.swapped_tokens == 0 && !hold_expired && may_hold_for_room();
+  Fetch fetched = fetch(may_hold ? LoadShape::kWhole : LoadShape::kWhatFits);
+  if (may_hold && fetched == Fetch::kNoRoom) {
     if (holds_for_room(seq, prefix, tier_->last_offer())) return true;
-    fetched = fetch(LoadShape::kWhatFits);
+    fetched = fetch(LoadShape::kWhatFits);  // a run larger than the pool: never whole
   }
-  if (hold_expired) ++stats_.tier_holds_expired;
+  if (hold_expired) ++stats_.room_holds_expired;
   seq.tier_hold_until.reset();
   if (fetched == Fetch::kNoneOnDisk) seq.tier_asked_at_pages = prefix.num_pages;
   seq.tier_fetched = fetched == Fetch::kReading;
   return seq.tier_fetched || (fetched == Fetch::kNoRoom && seq.swapped_tokens > 0);
 }
 
+bool EngineScheduler::may_hold_for_room() const {
+  // Room frees only as running sequences finish, and a hold is bounded by what computing costs,
+  // which the step cost model must have measured.
+  return !running_.empty() && recompute_costs_.measured();
+}
+
 bool EngineScheduler::holds_for_room(SequenceState& seq, const CachedPrefix& prefix,
                                      const PrefixDiskTier::Offer& offer) {
-  // Rule: hold while the wait can end and is cheaper than computing: room frees only as running
-  // sequences finish (none running, or a run larger than the pool, never fits), and a hold lasts
-  // at most the seconds computing the run would take (the step cost model's figures; none
-  // measured yet, no hold) — so a request never waits longer than twice the better choice.
-  // While held it takes no page and passes its place to requests that fit, within
-  // max_overtakes.
-  if (running_.empty() || !recompute_costs_.measured() || offer.pool_pages > kv_.num_pages())
-    return false;
+  // Rule: hold (may_hold_for_room) while the run can fit the pool at all, for at most the
+  // seconds computing it would take by the step cost model — so a request never waits longer
+  // than twice the better choice. While held it takes no page and passes its place to requests
+  // that fit, within max_overtakes.
+  if (offer.pool_pages > kv_.num_pages()) return false;
   if (!seq.tier_hold_until) {
     const int32_t page_size = kv_.page_size();
     seq.tier_hold_until = executed_seconds_ + prefill_seconds(recompute_costs_,
                                                               int64_t(prefix.num_pages) * page_size,
                                                               int64_t(offer.rows) * page_size);
-    ++stats_.tier_holds;
+    ++stats_.room_holds;
   }
   return true;
 }

@@ -279,8 +279,8 @@ TEST(DiskTierScheduler, ARequestHoldsForRoomToReadItsWholePrefixWhenComputingCos
   RoomForADocument room(/*seconds_per_prefill_token=*/1.0);  // 28 s to compute, 0.01 s a step
   room.run_to_end();
   const SchedulerStats& s = room.d.scheduler().stats();
-  EXPECT_EQ(s.tier_holds, 1u);
-  EXPECT_EQ(s.tier_holds_expired, 0u);
+  EXPECT_EQ(s.room_holds, 1u);
+  EXPECT_EQ(s.room_holds_expired, 0u);
   EXPECT_EQ(room.d.tier().stats().loads, 1u);
   EXPECT_EQ(room.d.tier().stats().pages_loaded, 7u) << "the whole document, none computed";
 }
@@ -291,15 +291,15 @@ TEST(DiskTierScheduler, AHoldLastsNoLongerThanComputingThePrefixWouldTake) {
   RoomForADocument room(/*seconds_per_prefill_token=*/0.001);
   room.run_to_end();
   const SchedulerStats& s = room.d.scheduler().stats();
-  EXPECT_EQ(s.tier_holds, 1u);
-  EXPECT_EQ(s.tier_holds_expired, 1u);
+  EXPECT_EQ(s.room_holds, 1u);
+  EXPECT_EQ(s.room_holds_expired, 1u);
   EXPECT_LT(room.d.tier().stats().pages_loaded, 7u) << "what fitted; the rest computed";
 }
 
 TEST(DiskTierScheduler, NoHoldBeforeTheCostOfComputingIsMeasured) {
   RoomForADocument room(std::nullopt);
   room.run_to_end();
-  EXPECT_EQ(room.d.scheduler().stats().tier_holds, 0u);
+  EXPECT_EQ(room.d.scheduler().stats().room_holds, 0u);
   EXPECT_LT(room.d.tier().stats().pages_loaded, 7u);
 }
 

@@ -24,10 +24,66 @@
 namespace drift::kernels::avx2 {
 namespace {
 
+// 4-bit codes (Q4_0, Q4_1), group by group: one nibble load gives groups g and g + 4, each used by
+// every token of the tile before the next is unpacked, and each token's int16 sum of the block's 8
+// groups stays in a register. Unpacking all 8 groups first (half32 below) holds them beside 2 kT
+// float accumulators, more than the 16 ymm registers, and the compiler spilled them (figures in
+// docs/design-notes.md, "Batched decode on AVX2"). The mins' sums run as a second pass over the
+// blocks (their own fma sequence, in block order), which keeps them out of the registers too.
+template <class F, int kT>
+void half32_codes4(const typename F::Tile* tiles, int64_t nb, int h,
+                   const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y,
+                   int64_t y_stride, int64_t valid, bool stream) {
+  static_assert(F::kInt16Groups == 8);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const typename F::Tile& tile = tiles[b];
+    if (stream && h == 0) prefetch_ahead(&tile, 0, 1);  // weights from memory
+    __m256i s16[kT];
+    for (int t = 0; t < kT; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int g = 0; g < 4; ++g) {
+      const __m256i v = load256(tile.qs[g] + 32 * h);
+      const __m256i lo = _mm256_and_si256(v, m4);
+      for (int t = 0; t < kT; ++t)
+        s16[t] = _mm256_add_epi16(s16[t],
+                                  _mm256_maddubs_epi16(lo, broadcast4(tok[t].a[b].qs + 4 * g)));
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      for (int t = 0; t < kT; ++t)
+        s16[t] = _mm256_add_epi16(
+            s16[t], _mm256_maddubs_epi16(hi, broadcast4(tok[t].a[b].qs + 16 + 4 * g)));
+    }
+    const __m256 dw = weight_scales(tile, h);
+    for (int t = 0; t < kT; ++t) {
+      const PanelSums32& s = tok[t].s[b];
+      __m256i p = _mm256_madd_epi16(s16[t], _mm256_set1_epi16(1));
+      if constexpr (F::kOffset)
+        p = _mm256_sub_epi32(p, _mm256_set1_epi32(s.sum << F::kOffsetShift));
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(s.d)), _mm256_cvtepi32_ps(p), acc[t]);
+    }
+  }
+  if constexpr (F::kHasMin) {
+    __m256 summ[kT];
+    for (int t = 0; t < kT; ++t) summ[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256 mw = load_fp16x8(tiles[b].m + 8 * h);
+      for (int t = 0; t < kT; ++t)
+        summ[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(tok[t].s[b].s), summ[t]);
+    }
+    for (int t = 0; t < kT; ++t) acc[t] = _mm256_add_ps(acc[t], summ[t]);
+  }
+  for (int t = 0; t < kT; ++t) store8(y + t * y_stride, acc[t], valid);
+}
+
 template <class F, int kT>
 void half32(const typename F::Tile* tiles, int64_t nb, int h,
             const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y, int64_t y_stride,
             int64_t valid, bool stream) {
+  if constexpr (F::kInt16Groups == 8)
+    return half32_codes4<F, kT>(tiles, nb, h, tok, y, y_stride, valid, stream);
   __m256 acc[kT], summ[kT];
   for (int t = 0; t < kT; ++t) acc[t] = summ[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -287,6 +343,7 @@ void run_tile(const PanelArgs& args, const typename Kernel::Tile* tiles, int64_t
 
 // Tokens per register tile: 16 ymm registers hold a half's unpacked codes (8) beside 4 tokens'
 // sums; 8 tokens spill (docs/design-notes.md, "Decode at the bandwidth wall", has the figures).
+// The 4-bit codes' group-by-group order ran 4, 5 and 6 tokens within noise of each other.
 inline constexpr int kAvx2PanelTokens = 4;
 
 template <class Kernel>

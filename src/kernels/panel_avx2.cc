@@ -41,10 +41,19 @@ void half32_codes4(const typename F::Tile* tiles, int64_t nb, int h,
   for (int64_t b = 0; b < nb; ++b) {
     const typename F::Tile& tile = tiles[b];
     if (stream && h == 0) prefetch_ahead(&tile, 0, 1);  // weights from memory
+    // Group 0 starts each token's sum, groups 1-7 add to it.
     __m256i s16[kT];
-    for (int t = 0; t < kT; ++t) s16[t] = _mm256_setzero_si256();
+    {
+      const __m256i v = load256(tile.qs[0] + 32 * h);
+      const __m256i lo = _mm256_and_si256(v, m4);
+      for (int t = 0; t < kT; ++t) s16[t] = _mm256_maddubs_epi16(lo, broadcast4(tok[t].a[b].qs));
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      for (int t = 0; t < kT; ++t)
+        s16[t] = _mm256_add_epi16(s16[t],
+                                  _mm256_maddubs_epi16(hi, broadcast4(tok[t].a[b].qs + 16)));
+    }
 #pragma GCC unroll 1
-    for (int g = 0; g < 4; ++g) {
+    for (int g = 1; g < 4; ++g) {
       const __m256i v = load256(tile.qs[g] + 32 * h);
       const __m256i lo = _mm256_and_si256(v, m4);
       for (int t = 0; t < kT; ++t)

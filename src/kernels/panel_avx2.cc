@@ -414,10 +414,10 @@ void panel_loop(const PanelArgs& args, int64_t panel_begin, int64_t panel_end) {
 }
 
 // Up to how many tokens a 32-element format's matmul runs its 16-row kernel. Measured against the
-// halves (single thread, docs/design-notes.md "Small batches on AVX2"): signed values widen every
-// group anyway and win at every size; 4-bit codes win for a few tokens and lose ~10% on long
-// prompts, where the halves keep their float accumulators in registers; 5-bit codes and MXFP4
-// (two int16 runs) lose at every size.
+// halves (single thread, docs/design-notes.md "Small batches and deep decodes"): signed values
+// widen every group anyway and win at every size; 4-bit codes win for a few tokens and lose ~10%
+// on long prompts, where the halves keep their float accumulators in registers; 5-bit codes and
+// MXFP4 (two int16 runs) lose at every size.
 template <class F>
 inline constexpr int64_t kRows16Tokens32 = F::kInt16Groups == 1   ? INT64_MAX
                                            : F::kInt16Groups == 8 ? 8

@@ -35,34 +35,29 @@ void half32_codes4(const typename F::Tile* tiles, int64_t nb, int h,
                    const TokenRows<typename F::ABlock, PanelSums32> (&tok)[kT], float* y,
                    int64_t y_stride, int64_t valid, bool stream) {
   static_assert(F::kInt16Groups == 8);
-  const __m256i m4 = _mm256_set1_epi8(15);
   __m256 acc[kT];
   for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename F::Tile& tile = tiles[b];
     if (stream && h == 0) prefetch_ahead(&tile, 0, 1);  // weights from memory
-    // Group 0 starts each token's sum, groups 1-7 add to it.
+    // One group's products for every token: group 0's start each token's sum (no zeroing and
+    // adding), the others add to it.
     __m256i s16[kT];
-    {
-      const __m256i v = load256(tile.qs[0] + 32 * h);
-      const __m256i lo = _mm256_and_si256(v, m4);
-      for (int t = 0; t < kT; ++t) s16[t] = _mm256_maddubs_epi16(lo, broadcast4(tok[t].a[b].qs));
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      for (int t = 0; t < kT; ++t)
-        s16[t] = _mm256_add_epi16(s16[t],
-                                  _mm256_maddubs_epi16(hi, broadcast4(tok[t].a[b].qs + 16)));
-    }
+    auto add_group = [&](__m256i w, int offset, bool first) {
+      for (int t = 0; t < kT; ++t) {
+        const __m256i p = _mm256_maddubs_epi16(w, broadcast4(tok[t].a[b].qs + offset));
+        s16[t] = first ? p : _mm256_add_epi16(s16[t], p);
+      }
+    };
+    __m256i lo, hi;  // groups g and g + 4
+    F::unpack_pair(tile, 0, h, lo, hi);
+    add_group(lo, 0, true);
+    add_group(hi, 16, false);
 #pragma GCC unroll 1
     for (int g = 1; g < 4; ++g) {
-      const __m256i v = load256(tile.qs[g] + 32 * h);
-      const __m256i lo = _mm256_and_si256(v, m4);
-      for (int t = 0; t < kT; ++t)
-        s16[t] = _mm256_add_epi16(s16[t],
-                                  _mm256_maddubs_epi16(lo, broadcast4(tok[t].a[b].qs + 4 * g)));
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      for (int t = 0; t < kT; ++t)
-        s16[t] = _mm256_add_epi16(
-            s16[t], _mm256_maddubs_epi16(hi, broadcast4(tok[t].a[b].qs + 16 + 4 * g)));
+      F::unpack_pair(tile, g, h, lo, hi);
+      add_group(lo, 4 * g, false);
+      add_group(hi, 16 + 4 * g, false);
     }
     const __m256 dw = weight_scales(tile, h);
     for (int t = 0; t < kT; ++t) {

@@ -177,7 +177,7 @@ void paged_attention(Isa isa, const AttentionShape& shape, const PagedKv& kv,
 //   1. decode_scores(part): the scores of the part's share of the positions, and their max;
 //   2. decode_weights(part): the weights of its share (the max of every part's max and the
 //      sink known now);
-//   3. decode_values(part): out[i][d] for its share of the value dimensions (each part adds the
+//   3. decode_values(share): out[i][d] for its share of the value dimensions (each part adds the
 //      weights' double sum itself, in increasing position).
 // Every number is the one paged_attention computes for the block: a position's score and weight
 // depend on that position alone, the max is a max, and a dimension's fma chain runs over the
@@ -203,8 +203,22 @@ void decode_scores(Isa isa, const AttentionShape& shape, const PagedKv& kv,
                    float* private_scratch);
 void decode_weights(Isa isa, const PagedKv& kv, const AttentionQueries& queries,
                     const DecodeParts& parts, int part);
+// Pass 3 over the value dimensions [d_begin, d_end) of a block (a share of decode_value_share);
+// the share that holds dimension 0 also adds KV-Compress's metric.
 void decode_values(Isa isa, const AttentionShape& shape, const PagedKv& kv,
-                   const AttentionQueries& queries, const DecodeParts& parts, int part,
-                   float* private_scratch);
+                   const AttentionQueries& queries, const DecodeParts& parts, int64_t d_begin,
+                   int64_t d_end, float* private_scratch);
+// The value dimensions [begin, end) of head `head` (of `heads` blocks of head_dim_v that pass 3
+// runs together) that part `part` of `parts` takes: the heads' dimensions, in units of 32, are one
+// run dealt out in equal contiguous shares, so a part takes whole heads where there are enough and
+// splits a head's dimensions only where a share ends inside it. A split head's rows are read by
+// two threads a few lines each, which streams at about half the rate of whole blocks (one thread a
+// row's 64 bytes, the other the next 64: ~15 against ~28 GB/s with 2 threads here); whole heads
+// keep each thread on whole rows. Empty (begin == end) where the part has none of the head.
+struct DimensionShare {
+  int64_t begin, end;
+};
+DimensionShare decode_value_share(int64_t heads, int64_t head, int64_t head_dim_v, int part,
+                                  int parts);
 
 }  // namespace drift::kernels

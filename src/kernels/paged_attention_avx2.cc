@@ -222,8 +222,9 @@ inline void value_passes(const PagedKv& kv, int64_t DV, const float* weights, in
   const int64_t row = round8(DV);
   for (int i = 0; i < Q; ++i)
     for (int64_t d = d_begin; d < round8(d_end); ++d) acc[i * row + d] = 0.0f;
-  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
-                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
+  paged_kv::BlockPrefetcher ahead = paged_kv::BlockPrefetcher::values_of(
+      kv, F, DV, d_begin, d_end - d_begin, last / kv.page_size,
+      paged_kv::kPrefetchPositions / kv.page_size);
   for (int64_t p0 = first; p0 <= last;) {
     const int64_t p1 = std::min(last, (p0 / kValueRowBlock + 1) * kValueRowBlock - 1);
     int64_t d0 = d_begin;

@@ -399,8 +399,8 @@ inline void weighted_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64
   __m512 o[Q][C];
   for (int i = 0; i < Q; ++i)
     for (int c = 0; c < C; ++c) o[i][c] = _mm512_setzero_ps();
-  paged_kv::BlockPrefetcher ahead(kv.values, kv, kv_value_block_bytes(F, DV, kv.page_size),
-                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
+  paged_kv::BlockPrefetcher ahead = paged_kv::BlockPrefetcher::values_of(
+      kv, F, DV, d0, width, last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
   // Adds position p's row, read at `at`, to every query's chains.
   auto add_row = [&](int64_t p, const paged_kv::ValueRowCursor& at) {
     __m512 v[C];

@@ -216,9 +216,9 @@ inline void decode_value_rows(const PagedKv& kv, int64_t DV, int64_t d0, int64_t
     }
   };
   paged_kv::ValueRowCursor row(kv, first);
-  paged_kv::BlockPrefetcher ahead(kv.values, kv,
-                                  kv_value_block_bytes(KvFormat::kBF16, DV, kv.page_size),
-                                  last / kv.page_size, paged_kv::kPrefetchPositions / kv.page_size);
+  paged_kv::BlockPrefetcher ahead = paged_kv::BlockPrefetcher::values_of(
+      kv, KvFormat::kBF16, DV, d0, width, last / kv.page_size,
+      paged_kv::kPrefetchPositions / kv.page_size);
   auto row_data = [&]() {
     if (row.slot() == 0) ahead.at(row.page());
     const uint16_t* data = reinterpret_cast<const uint16_t*>(row.block()) + row.slot() * DV;

@@ -44,39 +44,64 @@ class ValueRowCursor {
   int64_t slot_;
 };
 
-// Prefetches into L2, one cache line at a time, the block of each page table entry in [from, to)
-// (key or value blocks, `base` the block of page 0). A decode reads one page's block (1-2 KB) and
-// then jumps a whole page stride (every layer and head of a page) to the next page's block: runs
-// too short for the hardware prefetcher, so each block's first lines waited on memory. Measured on
-// a one-thread harness (64-dim heads, 4,096 positions, 90 heads in KvPages' layout): int8 decode
-// attention read 5.4 GB/s and ran slower than f16 although it reads half the bytes; 16 pages
-// ahead into L2 took it from 259k to 175k cycles per head and f16 from 222k to 213k (8 and 32
-// pages ahead did no better; into L1 f16 lost).
-inline void prefetch_blocks(const uint8_t* base, int64_t stride, const int32_t* page_table,
-                            int64_t from, int64_t to, int64_t block_bytes) {
-  for (int64_t page = from; page < to; ++page) {
-    const char* block = reinterpret_cast<const char*>(base + page_table[page] * stride);
-    for (int64_t offset = 0; offset < block_bytes; offset += 64)
-      _mm_prefetch(block + offset, _MM_HINT_T1);
-  }
+// Prefetches into L2, one cache line at a time, the bytes [begin, end) of a block (`block` its
+// first byte). A decode reads one page's block (1-2 KB) and then jumps a whole page stride (every
+// layer and head of a page) to the next page's block: runs too short for the hardware prefetcher,
+// so each block's first lines waited on memory. Measured on a one-thread harness (64-dim heads,
+// 4,096 positions, 90 heads in KvPages' layout): int8 decode attention read 5.4 GB/s and ran
+// slower than f16 although it reads half the bytes; 16 pages ahead into L2 took it from 259k to
+// 175k cycles per head and f16 from 222k to 213k (8 and 32 pages ahead did no better; into L1 f16
+// lost).
+inline void prefetch_bytes(const uint8_t* block, int64_t begin, int64_t end) {
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(block) + begin) & ~uintptr_t{63};
+  const uintptr_t last = reinterpret_cast<uintptr_t>(block) + end;
+  for (uintptr_t line = first; line < last; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
 }
 
 // How far ahead of the position being read the decode paths prefetch blocks.
 inline constexpr int64_t kPrefetchPositions = 256;
 
 // Keeps the blocks of pages up to `ahead` pages past the one being read requested from memory,
-// each exactly once, for a pass over pages [first_page, last_page].
+// each exactly once, for a pass over pages [first_page, last_page]: the whole block, or (a value
+// pass over some of the dimensions, values_of) only the lines of those dimensions in every row
+// and the block's scales. A pass over part of the dimensions that prefetched whole rows read the
+// rest from memory for nothing: the other dimensions' pass (another thread's part of a decode, or
+// the next 64 of a wide head, after the rows have left L2) reads them again.
 class BlockPrefetcher {
  public:
   BlockPrefetcher(const uint8_t* base, const PagedKv& kv, int64_t block_bytes, int64_t last_page,
                   int64_t ahead)
       : base_(base), kv_(kv), block_bytes_(block_bytes), end_(last_page + 1), ahead_(ahead) {}
+  // For a pass over value dimensions [d0, d0 + width) of rows of DV elements in `format`.
+  static BlockPrefetcher values_of(const PagedKv& kv, KvFormat format, int64_t DV, int64_t d0,
+                                   int64_t width, int64_t last_page, int64_t ahead) {
+    BlockPrefetcher share(kv.values, kv, kv_value_block_bytes(format, DV, kv.page_size), last_page,
+                          ahead);
+    const int64_t bits = kv_format_bits(format);
+    if (width < DV) {
+      share.row_bytes_ = DV * bits / 8;
+      share.row_begin_ = d0 * bits / 8;
+      share.row_end_ = ((d0 + width) * bits + 7) / 8;
+      share.scales_begin_ = kv_data_bytes(format, DV, kv.page_size);
+    }
+    return share;
+  }
   // Call with the page about to be read; pages are visited in increasing order.
   void at(int64_t page) {
     const int64_t to = std::min(end_, page + 1 + ahead_);
     if (next_ < page) next_ = page;
     if (next_ >= to) return;
-    prefetch_blocks(base_, kv_.page_stride, kv_.page_table, next_, to, block_bytes_);
+    for (int64_t p = next_; p < to; ++p) {
+      const uint8_t* block = base_ + kv_.page_table[p] * kv_.page_stride;
+      if (row_bytes_ == 0) {
+        prefetch_bytes(block, 0, block_bytes_);
+        continue;
+      }
+      for (int64_t r = 0; r < kv_.page_size; ++r)
+        prefetch_bytes(block, r * row_bytes_ + row_begin_, r * row_bytes_ + row_end_);
+      if (scales_begin_ < block_bytes_) prefetch_bytes(block, scales_begin_, block_bytes_);
+    }
     next_ = to;
   }
 
@@ -87,6 +112,9 @@ class BlockPrefetcher {
   int64_t end_;
   int64_t ahead_;
   int64_t next_ = 0;
+  // A share of the dimensions: each row's bytes [row_begin_, row_end_), then the scales from
+  // scales_begin_ to the block's end. row_bytes_ == 0: the whole block.
+  int64_t row_bytes_ = 0, row_begin_ = 0, row_end_ = 0, scales_begin_ = 0;
 };
 
 // The decode paths' walk over the value rows of [first, last]: add(p, row) for each, in the

@@ -2,7 +2,9 @@
 // parts"): its blocks are its KV heads (1 for Gemma 3, 3 for SmolLM2), so dealt out whole they
 // leave threads idle while the one with the most heads reads a long context. Here every head's
 // block runs in as many parts as threads, in three passes with the pool's barrier between them;
-// thread t takes part t of every head. The outputs are bitwise those of the blocks in one call.
+// thread t takes part t of every head's positions (scores, weights) and its share of all heads'
+// value dimensions (whole heads where it can). The outputs are bitwise those of the blocks in one
+// call.
 #include <algorithm>
 #include <cstdint>
 
@@ -64,7 +66,10 @@ bool ForwardPass::attend_decode_in_parts(int64_t il, const ForwardBatch& batch, 
   pool.run([&](int index, int) {
     for (int64_t kvh = 0; kvh < c.n_kv_heads; ++kvh) {
       const AttentionBlock& b = decode_blocks_[static_cast<size_t>(kvh)];
-      kernels::decode_values(isa_, shape, b.kv, b.queries, parts_of(kvh), index, private_of(index));
+      const kernels::DimensionShare share =
+          kernels::decode_value_share(c.n_kv_heads, kvh, c.head_dim_v, index, parts);
+      kernels::decode_values(isa_, shape, b.kv, b.queries, parts_of(kvh), share.begin, share.end,
+                             private_of(index));
     }
   });
   return true;

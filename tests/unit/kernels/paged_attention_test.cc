@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -581,11 +582,13 @@ namespace drift::kernels {
 namespace {
 
 // A decode block computed in parts (paged_attention.h, "Decode attention in parts"): each pass's
-// parts run in reverse order, as threads may; `metric`: the KV-Compress sums the block adds to.
+// parts run in reverse order, as threads may; the block is head `head` of `heads` whose value
+// dimensions the parts share; `metric`: the KV-Compress sums the block adds to.
 std::vector<std::vector<float>> run_in_parts(Isa isa, const KvSetup& s,
                                              const std::vector<Query>& block, int parts,
                                              const std::vector<float>* sinks,
-                                             std::vector<float>* metric) {
+                                             std::vector<float>* metric, int64_t heads = 1,
+                                             int64_t head = 0) {
   const int64_t last = block[0].last;
   std::vector<float> scores_memory(decode_scores_floats(last) + 16);
   float* scores =
@@ -603,7 +606,10 @@ std::vector<std::vector<float>> run_in_parts(Isa isa, const KvSetup& s,
   const PagedKv kv = s.kv();
   for (int p = parts - 1; p >= 0; --p) decode_scores(isa, s.shape, kv, qs, dp, p, priv[p].data());
   for (int p = parts - 1; p >= 0; --p) decode_weights(isa, kv, qs, dp, p);
-  for (int p = parts - 1; p >= 0; --p) decode_values(isa, s.shape, kv, qs, dp, p, priv[p].data());
+  for (int p = parts - 1; p >= 0; --p) {
+    const DimensionShare share = decode_value_share(heads, head, s.shape.head_dim_v, p, parts);
+    decode_values(isa, s.shape, kv, qs, dp, share.begin, share.end, priv[p].data());
+  }
   return out;
 }
 
@@ -633,10 +639,18 @@ TEST(PagedAttention, DecodeInPartsEqualsOneCallBitwise) {
                 const auto want = run(isa, s, block, sk);
                 std::vector<float> start(positions, 0.25f);
                 const auto want_metric = run_metric(isa, s, block, 0x5u, start);
-                for (int parts : {1, 2, 3, 40}) {
+                // (heads, head): the block alone, or a head of three whose dimensions the parts
+                // deal out with the others' (split inside it, or whole).
+                for (auto [parts, heads, head] : {std::tuple<int, int64_t, int64_t>{1, 1, 0},
+                                                  {2, 1, 0},
+                                                  {3, 1, 0},
+                                                  {40, 1, 0},
+                                                  {2, 3, 1},
+                                                  {2, 3, 2},
+                                                  {3, 3, 0}}) {
                   std::vector<float> metric = start;
-                  const auto got =
-                      run_in_parts(isa, s, block, parts, sk, with_sinks ? nullptr : &metric);
+                  const auto got = run_in_parts(isa, s, block, parts, sk,
+                                                with_sinks ? nullptr : &metric, heads, head);
                   for (int64_t i = 0; i < n; ++i)
                     for (int64_t d = 0; d < head_dim_v; ++d)
                       ASSERT_EQ(bits(got[i][d]), bits(want[i][d]))
@@ -657,6 +671,41 @@ TEST(PagedAttention, DecodeInPartsEqualsOneCallBitwise) {
       }
     }
   }
+}
+
+// The value dimensions of a decode's heads dealt out to parts: every dimension of every head
+// exactly once, in units of 32, whole heads to a part where the heads divide evenly.
+TEST(PagedAttention, DecodeValueSharesCoverEveryDimensionOnce) {
+  for (int64_t heads : {1, 3, 8}) {
+    for (int64_t head_dim_v : {40, 64, 128, 256}) {
+      for (int parts : {1, 2, 3, 5, 40}) {
+        for (int64_t head = 0; head < heads; ++head) {
+          std::vector<int> taken(static_cast<size_t>(head_dim_v), 0);
+          for (int part = 0; part < parts; ++part) {
+            const DimensionShare d = decode_value_share(heads, head, head_dim_v, part, parts);
+            ASSERT_LE(d.begin, d.end);
+            if (d.begin < d.end) EXPECT_EQ(d.begin % 32, 0);
+            for (int64_t i = d.begin; i < d.end; ++i) ++taken[static_cast<size_t>(i)];
+          }
+          for (int64_t i = 0; i < head_dim_v; ++i)
+            ASSERT_EQ(taken[static_cast<size_t>(i)], 1)
+                << heads << " heads of " << head_dim_v << ", " << parts << " parts, head " << head
+                << " d=" << i;
+        }
+      }
+    }
+  }
+  // 8 heads, 2 parts: heads 0-3 whole to part 0, 4-7 to part 1.
+  for (int64_t head = 0; head < 8; ++head) {
+    const DimensionShare d = decode_value_share(8, head, 128, head < 4 ? 0 : 1, 2);
+    EXPECT_EQ(d.begin, 0);
+    EXPECT_EQ(d.end, 128);
+  }
+  // 3 heads of 64, 2 parts: the middle head is the one split.
+  EXPECT_EQ(decode_value_share(3, 0, 64, 0, 2).end, 64);
+  EXPECT_EQ(decode_value_share(3, 1, 64, 0, 2).end, 32);
+  EXPECT_EQ(decode_value_share(3, 1, 64, 1, 2).begin, 32);
+  EXPECT_EQ(decode_value_share(3, 2, 64, 1, 2).begin, 0);
 }
 
 // Only decode blocks split: queries of different ranges (a prefill's) take one call.
